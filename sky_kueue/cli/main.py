@@ -1,0 +1,50 @@
+"""The ``sky-kueue`` command.
+
+Why lazy: the CLI must start fast (``sky-kueue predict`` on a scenario runs in well under a
+second), so heavy modules (``sky``, ``kubernetes``) are imported only by the subcommands that
+need them. Each subcommand lives in its own module under ``sky_kueue.cli`` and is loaded on
+first use through :class:`LazyGroup`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+#: subcommand name -> "module:attribute" of the click command implementing it.
+SUBCOMMANDS: dict[str, str] = {
+    "predict": "sky_kueue.cli.predict_cmd:predict",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when it is invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = SUBCOMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, attr = target.split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(command, click.Command):
+            raise click.ClickException(f"internal error: {target} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sky-kueue")
+def cli() -> None:
+    """sky-kueue: SkyPilot on Kueue-managed Kubernetes clusters."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()
