@@ -15,6 +15,7 @@ import click
 #: subcommand name -> "module:attribute" of the click command implementing it.
 SUBCOMMANDS: dict[str, str] = {
     "predict": "sky_kueue.cli.predict_cmd:predict",
+    "sandbox": "sky_kueue.cli.sandbox_cmd:sandbox",
 }
 
 

@@ -1,0 +1,99 @@
+"""When to give up on the on-prem queue and mark a job for cloud fallback ("burst").
+
+Why: aging bounds how long a preempted job starves, but a cap exists on purpose (a dev job
+must not outrank prod), so a job can still lose repeatedly. SkyPilot can fail over from
+Kubernetes to a cloud within one launch when the task lists both (``ordered:`` resources
+plus ``kubernetes.kueue.admission_timeout``; ``docs/skypilot.md`` §6). Two triggers:
+
+* the job was preempted ``burst_after_preemptions`` times since its last successful run (a
+  run of at least ``decay_after_run_seconds``, the same notion the aging decay uses);
+* the predicted wait (from the admission predictor) exceeds the team's limit
+  (``burst_max_predicted_wait_seconds``, or a per-team value passed by the caller).
+
+The verdict is pure; the controller records it once (``HistoryStore.record_burst``) and
+surfaces it. Rewriting the task for the cloud is the SkyPilot front door's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from sky_kueue.controller.aging.settings import AgingSettings
+from sky_kueue.controller.history import BurstRecord, JobHistory, Phase
+
+
+class BurstReason(str, Enum):
+    PREEMPTIONS = "preemptions"
+    PREDICTED_WAIT = "predicted-wait"
+
+
+@dataclass(frozen=True)
+class BurstVerdict:
+    reason: BurstReason
+    detail: str
+    preemptions: int
+    predicted_wait_seconds: float | None
+
+    def record(self, now: float) -> BurstRecord:
+        return BurstRecord(
+            decided_at=now,
+            reason=self.reason.value,
+            detail=self.detail,
+            preemptions=self.preemptions,
+            predicted_wait_seconds=self.predicted_wait_seconds,
+        )
+
+
+def last_successful_run_end(history: JobHistory, settings: AgingSettings, now: float) -> float | None:
+    """When the job last completed ``decay_after_run_seconds`` of running, if ever."""
+    latest: float | None = None
+    for interval in history.intervals(now):
+        if interval.phase is Phase.RUNNING and interval.duration >= settings.decay_after_run_seconds:
+            latest = interval.start + settings.decay_after_run_seconds
+    return latest
+
+
+def preemptions_since_success(history: JobHistory, settings: AgingSettings, now: float) -> int:
+    since = last_successful_run_end(history, settings, now)
+    return sum(1 for p in history.preemptions if p.at <= now and (since is None or p.at > since))
+
+
+def decide_burst(
+    history: JobHistory,
+    settings: AgingSettings,
+    now: float,
+    *,
+    predicted_wait_seconds: float | None = None,
+    wait_limit_seconds: float | None = None,
+) -> BurstVerdict | None:
+    """Whether the job should be marked for cloud fallback now.
+
+    Args:
+        history: the job's history.
+        settings: ``burst_after_preemptions`` and ``burst_max_predicted_wait_seconds``.
+        now: evaluation time.
+        predicted_wait_seconds: the admission predictor's estimate for the pending Workload.
+        wait_limit_seconds: the team's limit; overrides the settings' limit when given.
+
+    Returns:
+        The verdict, or None when no trigger fires (or bursting is not configured).
+    """
+    count = preemptions_since_success(history, settings, now)
+    threshold = settings.burst_after_preemptions
+    if threshold is not None and count >= threshold:
+        return BurstVerdict(
+            BurstReason.PREEMPTIONS,
+            f"preempted {count} times since the last successful run (burst_after_preemptions {threshold})",
+            count,
+            predicted_wait_seconds,
+        )
+    limit = wait_limit_seconds if wait_limit_seconds is not None else settings.burst_max_predicted_wait_seconds
+    if limit is not None and predicted_wait_seconds is not None and predicted_wait_seconds > limit:
+        return BurstVerdict(
+            BurstReason.PREDICTED_WAIT,
+            f"predicted wait {predicted_wait_seconds:.0f}s exceeds the limit {limit:.0f}s",
+            count,
+            predicted_wait_seconds,
+        )
+    return None

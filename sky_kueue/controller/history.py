@@ -1,0 +1,382 @@
+"""A job's history, as the aging policies read it and as stores persist it.
+
+Why a history and not a counter: Kueue keeps no memory across a SkyPilot relaunch (the new
+Workload has a fresh UID, creation time and ``schedulingStats``; ``docs/kueue.md`` §0), and
+there is no aging across priority levels in Kueue (kueue#754, open since 2023). KEP-7990's
+``kueue.x-k8s.io/priority-boost`` explicitly leaves "boost a workload preempted too many
+times" to an external controller. That controller must remember, per job, every
+preemption (reason, preemptor, time), every other eviction (recorded, never counted), when
+the job waited and when it ran, and each aging step it decided and actuated. Aging is then
+a *pure function of this history* (:mod:`sky_kueue.controller.aging`), which makes a step
+reproducible: recomputing it from the same history gives the same boost, so a crash can
+never make the controller boost twice.
+
+Everything here is immutable and free of I/O. :class:`HistoryStore` is the port; the
+embedded SQLite adapter lives in :mod:`sky_kueue.controller.sqlite_store`, and a
+Kubernetes-native store (a ConfigMap or a small CRD) can implement the same Protocol for an
+in-cluster deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Protocol
+
+from sky_kueue.controller.identity import JobIdentity
+from sky_kueue.controller.keys import EpisodeKey
+
+
+class Phase(str, Enum):
+    """What the job is doing from the user's point of view."""
+
+    WAITING = "waiting"  # queued in Kueue, or preempted and waiting to be relaunched
+    RUNNING = "running"  # holding quota
+    FINISHED = "finished"  # done for good; no further aging
+
+
+class TransitionCause(str, Enum):
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    PREEMPTED = "preempted"
+    EVICTED = "evicted"
+    FINISHED = "finished"
+
+
+_PHASE_OF_CAUSE = {
+    TransitionCause.QUEUED: Phase.WAITING,
+    TransitionCause.ADMITTED: Phase.RUNNING,
+    TransitionCause.PREEMPTED: Phase.WAITING,
+    TransitionCause.EVICTED: Phase.WAITING,
+    TransitionCause.FINISHED: Phase.FINISHED,
+}
+
+
+def transition_key(episode: EpisodeKey, cause: TransitionCause) -> str:
+    """The idempotency key of a phase change: one per Workload episode and cause."""
+    return f"{episode.token}/{cause.value}"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """The job entered ``phase`` at ``at`` because of ``cause`` on Workload ``workload_uid``."""
+
+    key: str
+    cause: TransitionCause
+    at: float
+    workload_uid: str
+
+    @property
+    def phase(self) -> Phase:
+        return _PHASE_OF_CAUSE[self.cause]
+
+
+@dataclass(frozen=True)
+class PreemptionRecord:
+    """A Kueue preemption of one of the job's Workloads (counts toward aging)."""
+
+    key: EpisodeKey
+    at: float
+    workload_name: str
+    reason: str = "Unknown"
+    preemptor_uid: str | None = None
+    preemptor_job_uid: str | None = None
+    #: The preemptor's class priority (without boost) when known; caps the boost.
+    preemptor_priority: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    """Any other eviction (PodsReadyTimeout, Deactivated, ...): recorded, never counted."""
+
+    key: EpisodeKey
+    at: float
+    workload_name: str
+    reason: str
+    kind: str
+    message: str = ""
+    underlying_cause: str | None = None
+
+
+class StepState(str, Enum):
+    """Where an aging step is in its decide → actuate life."""
+
+    DECIDED = "decided"  # boost chosen and durable; the patch may or may not have landed
+    ACTUATED = "actuated"  # the target Workload is known to carry the boost
+    SKIPPED = "skipped"  # the target stopped waiting (admitted, gone) before actuation
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    """What the controller wants to record as the boost for one pending episode."""
+
+    key: EpisodeKey
+    workload_namespace: str
+    workload_name: str
+    policy: str
+    boost: int
+    decided_at: float
+    explanation: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AgingStep:
+    """A stored aging step. ``revision`` grows when a later decision raised the boost."""
+
+    key: EpisodeKey
+    job_key: str
+    workload_namespace: str
+    workload_name: str
+    policy: str
+    boost: int
+    revision: int
+    decided_at: float
+    state: StepState
+    actuated_boost: int | None = None
+    actuated_at: float | None = None
+    actuator: str | None = None
+    detail: str | None = None
+    explanation: tuple[str, ...] = ()
+
+    @property
+    def needs_actuation(self) -> bool:
+        return self.state is StepState.DECIDED
+
+
+@dataclass(frozen=True)
+class BurstRecord:
+    """The job was marked for cloud fallback (decided once, then only surfaced)."""
+
+    decided_at: float
+    reason: str
+    detail: str
+    preemptions: int
+    predicted_wait_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A stretch of time the job spent in one phase (``end`` is "now" when ``open``)."""
+
+    phase: Phase
+    start: float
+    end: float
+    open: bool
+    workload_uid: str
+
+    @property
+    def duration(self) -> float:
+        return max(self.end - self.start, 0.0)
+
+
+@dataclass(frozen=True)
+class JobHistory:
+    """Everything known about one job. Build one with the ``with_*`` methods or load it."""
+
+    key: str
+    identity: JobIdentity | None = None
+    #: The job's own priority (class value, without any boost), from its first Workload.
+    base_priority: int | None = None
+    first_seen: float | None = None
+    transitions: tuple[Transition, ...] = ()
+    preemptions: tuple[PreemptionRecord, ...] = ()
+    evictions: tuple[EvictionRecord, ...] = ()
+    steps: tuple[AgingStep, ...] = ()
+    burst: BurstRecord | None = field(default=None)
+
+    # --- derived views -----------------------------------------------------------------
+
+    def ordered_transitions(self) -> tuple[Transition, ...]:
+        """Transitions by time; equal times keep recording order (Python's sort is stable)."""
+        return tuple(sorted(self.transitions, key=lambda t: t.at))
+
+    def intervals(self, now: float) -> tuple[Interval, ...]:
+        """Consecutive same-phase transitions merged; the last one runs until ``now``."""
+        runs: list[Transition] = []
+        for transition in self.ordered_transitions():
+            if not runs or runs[-1].phase is not transition.phase:
+                runs.append(transition)
+        result: list[Interval] = []
+        for index, start in enumerate(runs):
+            is_last = index + 1 == len(runs)
+            end = max(now, start.at) if is_last else runs[index + 1].at
+            result.append(Interval(start.phase, start.at, end, is_last, start.workload_uid))
+        return tuple(result)
+
+    def seconds_in(self, phase: Phase, now: float) -> float:
+        return sum(i.duration for i in self.intervals(now) if i.phase is phase)
+
+    def wait_seconds(self, now: float) -> float:
+        """Cumulative time spent waiting (queued, or preempted and not yet relaunched)."""
+        return self.seconds_in(Phase.WAITING, now)
+
+    def run_seconds(self, now: float) -> float:
+        """Cumulative time spent holding quota."""
+        return self.seconds_in(Phase.RUNNING, now)
+
+    @property
+    def phase(self) -> Phase | None:
+        ordered = self.ordered_transitions()
+        return ordered[-1].phase if ordered else None
+
+    @property
+    def last_admission_at(self) -> float | None:
+        admissions = [t.at for t in self.transitions if t.cause is TransitionCause.ADMITTED]
+        return max(admissions) if admissions else None
+
+    @property
+    def current_boost(self) -> int:
+        """The boost last actuated on a Workload of this job (0 if none)."""
+        actuated = [s for s in self.steps if s.actuated_boost is not None and s.actuated_at is not None]
+        if not actuated:
+            return 0
+        latest = max(actuated, key=lambda s: (s.actuated_at or 0.0, s.revision))
+        return latest.actuated_boost or 0
+
+    def step(self, key: EpisodeKey) -> AgingStep | None:
+        return next((s for s in self.steps if s.key == key), None)
+
+    def as_of(self, at: float) -> JobHistory:
+        """The history as it stood at time ``at`` (events after it removed)."""
+        return replace(
+            self,
+            transitions=tuple(t for t in self.transitions if t.at <= at),
+            preemptions=tuple(p for p in self.preemptions if p.at <= at),
+            evictions=tuple(e for e in self.evictions if e.at <= at),
+            steps=tuple(s for s in self.steps if s.decided_at <= at),
+            burst=self.burst if self.burst is not None and self.burst.decided_at <= at else None,
+        )
+
+    # --- builders (pure; used by tests and the simulator) ------------------------------
+
+    def with_transition(self, transition: Transition) -> JobHistory:
+        if any(t.key == transition.key for t in self.transitions):
+            return self
+        first = transition.at if self.first_seen is None else min(self.first_seen, transition.at)
+        return replace(self, transitions=(*self.transitions, transition), first_seen=first)
+
+    def queued(self, workload_uid: str, at: float, evictions: int = 0) -> JobHistory:
+        """The job's Workload ``workload_uid`` started waiting for quota."""
+        key = transition_key(EpisodeKey(workload_uid, evictions), TransitionCause.QUEUED)
+        return self.with_transition(Transition(key, TransitionCause.QUEUED, at, workload_uid))
+
+    def admitted(self, workload_uid: str, at: float, evictions: int = 0) -> JobHistory:
+        key = transition_key(EpisodeKey(workload_uid, evictions), TransitionCause.ADMITTED)
+        return self.with_transition(Transition(key, TransitionCause.ADMITTED, at, workload_uid))
+
+    def finished(self, workload_uid: str, at: float) -> JobHistory:
+        key = transition_key(EpisodeKey(workload_uid, 0), TransitionCause.FINISHED)
+        return self.with_transition(Transition(key, TransitionCause.FINISHED, at, workload_uid))
+
+    def with_preemption(self, record: PreemptionRecord) -> JobHistory:
+        """Adds a preemption and the WAITING transition it causes (idempotent by key)."""
+        if any(p.key == record.key for p in self.preemptions):
+            return self
+        transition = Transition(
+            transition_key(record.key, TransitionCause.PREEMPTED),
+            TransitionCause.PREEMPTED,
+            record.at,
+            record.key.workload_uid,
+        )
+        return replace(self, preemptions=(*self.preemptions, record)).with_transition(transition)
+
+    def with_eviction(self, record: EvictionRecord) -> JobHistory:
+        """Adds a non-preemption eviction and its WAITING transition (idempotent by key)."""
+        if any(e.key == record.key for e in self.evictions):
+            return self
+        transition = Transition(
+            transition_key(record.key, TransitionCause.EVICTED),
+            TransitionCause.EVICTED,
+            record.at,
+            record.key.workload_uid,
+        )
+        return replace(self, evictions=(*self.evictions, record)).with_transition(transition)
+
+    def with_step(self, step: AgingStep) -> JobHistory:
+        others = tuple(s for s in self.steps if s.key != step.key)
+        return replace(self, steps=(*others, step))
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """One line of ``controller status`` / the job list of a store."""
+
+    key: str
+    namespace: str
+    pod_group: str | None
+    managed_job_id: str | None
+    preemptions: int
+    evictions: int
+    current_boost: int
+    phase: Phase | None
+    burst: bool
+
+
+class StoreError(RuntimeError):
+    """The history store cannot be read or written (path, corruption, version)."""
+
+
+class HistoryStore(Protocol):
+    """Durable per-job history. Every method is one atomic transaction.
+
+    Write methods are idempotent by key, so an at-least-once event stream (watch
+    re-delivery, a restart that re-lists everything) records each fact exactly once.
+    Implementations must survive the writer being killed at any instruction: a fact is
+    either fully recorded with its phase change, or not at all.
+    """
+
+    def ensure_job(self, identity: JobIdentity, base_priority: int | None, seen_at: float) -> str:
+        """Registers the job (first call wins for ``base_priority``) and returns its key."""
+        ...
+
+    def record_transition(self, identity: JobIdentity, transition: Transition) -> bool:
+        """Records a phase change; False when its key was already recorded."""
+        ...
+
+    def record_preemption(self, identity: JobIdentity, record: PreemptionRecord) -> bool:
+        """Records a preemption and its WAITING transition; False when already recorded."""
+        ...
+
+    def record_eviction(self, identity: JobIdentity, record: EvictionRecord) -> bool:
+        """Records another eviction and its WAITING transition; False if already recorded."""
+        ...
+
+    def decide_step(self, identity: JobIdentity, decision: StepDecision) -> AgingStep:
+        """Records the step for ``decision.key`` if new, or raises its boost if higher.
+
+        Never lowers a recorded boost. Returns the stored step (which, on a replay, is the
+        one decided before the crash, not a recomputation).
+        """
+        ...
+
+    def mark_actuated(self, key: EpisodeKey, boost: int, revision: int, at: float, actuator: str) -> AgingStep:
+        """Marks the step actuated with ``boost`` if it is still at ``revision``."""
+        ...
+
+    def mark_skipped(self, key: EpisodeKey, at: float, detail: str) -> AgingStep:
+        """Marks a still-decided step as no longer actuatable (target not waiting)."""
+        ...
+
+    def record_burst(self, identity: JobIdentity, record: BurstRecord) -> BurstRecord:
+        """Records the burst decision once; returns the stored one."""
+        ...
+
+    def pending_steps(self) -> Sequence[AgingStep]:
+        """Steps decided but not yet actuated or skipped, oldest first."""
+        ...
+
+    def load(self, job_key: str) -> JobHistory | None:
+        """The job's full history (``job_key`` may be an alias), or None if unknown."""
+        ...
+
+    def resolve(self, text: str) -> str | None:
+        """The job key matching a user-given job reference, or None."""
+        ...
+
+    def jobs(self) -> Sequence[JobSummary]:
+        ...
+
+    def close(self) -> None:
+        ...

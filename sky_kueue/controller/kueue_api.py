@@ -1,0 +1,42 @@
+"""Names from Kueue's API that the resubmission controller reads or writes.
+
+One place for the strings, each with the Kueue source it comes from (``docs/kueue.md``), so
+a Kueue upgrade that renames something is a one-line change. Pure constants; no I/O.
+"""
+
+from __future__ import annotations
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+#: Served Workload versions, preferred first (v1beta2 is the storage version; v1beta1 is
+#: still served but deprecated, ``docs/kueue.md`` §5).
+WORKLOAD_VERSIONS = ("v1beta2", "v1beta1")
+WORKLOAD_PLURAL = "workloads"
+
+# Workload condition types (apis/kueue/v1beta2/workload_types.go).
+CONDITION_QUOTA_RESERVED = "QuotaReserved"
+CONDITION_ADMITTED = "Admitted"
+CONDITION_FINISHED = "Finished"
+CONDITION_EVICTED = "Evicted"
+CONDITION_PREEMPTED = "Preempted"
+CONDITION_REQUEUED = "Requeued"
+
+#: Evicted reason of a preemption (``kueue.WorkloadEvictedByPreemption``).
+EVICTED_BY_PREEMPTION = "Preempted"
+#: Prefix Kueue puts on the message of an Evicted/Preempted condition reset to False on
+#: readmission: "Previously: Preempted to accommodate ...".
+PREVIOUSLY_PREFIX = "Previously: "
+
+#: Pod condition Kueue sets before deleting an evicted pod-group member; its reason is
+#: ``WorkloadEvictedDueTo<EvictedReason>`` and its message the eviction message.
+POD_CONDITION_TERMINATION_TARGET = "TerminationTarget"
+POD_TERMINATION_REASON_PREFIX = "WorkloadEvictedDueTo"
+
+#: KEP-7990: effective priority = ``spec.priority`` + int32(annotation), only while the
+#: alpha ``PriorityBoost`` feature gate is on (default off); ignored otherwise.
+PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+PRIORITY_BOOST_FEATURE_GATE = "PriorityBoost"
+#: Label selecting a WorkloadPriorityClass on a job or on every pod of a group.
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1

@@ -1,0 +1,327 @@
+"""Classical preemption: who is evicted to make room (``pkg/scheduler/preemption``).
+
+Given a preemptor W in ClusterQueue C, the frs that need preemption (F) and W's full
+usage (U), Kueue collects candidates:
+
+* from C itself, under ``withinClusterQueue`` (reason ``InClusterQueue``);
+* from the cohort tree, walking C's ancestors upward, only from subtrees and queues that
+  are over their quota on F, under ``reclaimWithinCohort``. Once W's request fits in the
+  quota of some subtree on its path, candidates that use that subtree's quota are
+  "hierarchy" candidates (``InCohortReclamation``); before that they are "priority"
+  candidates, governed by ``borrowWithinCohort`` (``InCohortReclaimWhileBorrowing``, only for
+  strictly lower priority at or below ``maxPriorityThreshold``).
+
+Candidates are ordered (evicted first, other queues before C, lower priority, most recently
+admitted, UID) and removed greedily until W fits, in one or two passes (with and without
+borrowing); then the set is minimised by putting back all but the last one where possible.
+The same search, restricted to one fr, is the "oracle" that tells the flavor assigner
+whether a flavor is reachable by preemption (:func:`simulate_preemption`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import IntEnum
+
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue import tree
+from sky_kueue.kueue.objects import FR
+from sky_kueue.kueue.snapshot import Snapshot
+from sky_kueue.kueue.workload import WorkloadInfo
+
+IN_CLUSTER_QUEUE = "InClusterQueue"
+IN_COHORT_RECLAMATION = "InCohortReclamation"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
+
+#: Human-readable reasons used in the Preempted condition message.
+HUMAN_READABLE_REASONS = {
+    IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
+    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+
+
+class Variant(IntEnum):
+    NEVER = 0
+    WITHIN_CQ = 1
+    HIERARCHICAL_RECLAIM = 2
+    RECLAIM_WITHOUT_BORROWING = 3
+    RECLAIM_WHILE_BORROWING = 4
+
+    @property
+    def reason(self) -> str:
+        if self is Variant.WITHIN_CQ:
+            return IN_CLUSTER_QUEUE
+        if self is Variant.RECLAIM_WHILE_BORROWING:
+            return IN_COHORT_RECLAIM_WHILE_BORROWING
+        return IN_COHORT_RECLAMATION
+
+
+class Possibility(IntEnum):
+    """What the oracle found for one flavor/resource."""
+
+    NO_CANDIDATES = 1
+    PREEMPT = 2
+    RECLAIM = 3
+
+
+@dataclass
+class Target:
+    info: WorkloadInfo
+    reason: str
+
+
+@dataclass
+class _Candidate:
+    info: WorkloadInfo
+    lca: tree.CohortNode | None
+    variant: Variant
+
+
+def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: o.PreemptionPolicy) -> bool:
+    """``SatisfiesPreemptionPolicy``: may ``preemptor`` evict ``candidate`` under ``policy``?"""
+    lower = preemptor.priority > candidate.priority
+    if policy is o.PreemptionPolicy.LOWER_PRIORITY:
+        return lower
+    if policy is o.PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return lower or (preemptor.priority == candidate.priority and preemptor.qts < candidate.qts)
+    return policy is o.PreemptionPolicy.ANY
+
+
+def candidate_order_key(info: WorkloadInfo, preemptor_cq: str, now: datetime) -> tuple[object, ...]:
+    """Kueue's ``CandidatesOrdering`` as a sort key (smaller goes first)."""
+    reserved = info.reserved_at or now
+    return (
+        0 if info.evicted else 1,
+        1 if info.cluster_queue == preemptor_cq else 0,
+        info.priority,
+        -reserved.timestamp(),
+        info.uid,
+    )
+
+
+def _borrowing_forbidden(cq: o.ClusterQueue) -> bool:
+    return cq.preemption.borrow_within_cohort is o.BorrowWithinCohortPolicy.NEVER
+
+
+class _Search:
+    """One run of the classical target search for one preemptor."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        preemptor: WorkloadInfo,
+        cq: tree.ClusterQueueNode,
+        frs: frozenset[FR],
+        requests: Mapping[FR, int],
+        now: datetime,
+    ) -> None:
+        assert cq.spec is not None
+        self.snapshot = snapshot
+        self.preemptor = preemptor
+        self.cq = cq
+        self.spec = cq.spec
+        self.frs = frs
+        self.requests = requests
+        self.now = now
+
+    # --- classification -------------------------------------------------------------
+
+    def _classify(self, candidate: WorkloadInfo, advantage: bool) -> Variant:
+        if not candidate.uses_any(self.frs):
+            return Variant.NEVER
+        same_cq = candidate.cluster_queue == self.cq.name
+        policy = (
+            self.spec.preemption.within_cluster_queue if same_cq else self.spec.preemption.reclaim_within_cohort
+        )
+        if not satisfies_policy(self.preemptor, candidate, policy):
+            return Variant.NEVER
+        if same_cq:
+            return Variant.WITHIN_CQ
+        if advantage:
+            return Variant.HIERARCHICAL_RECLAIM
+        if _borrowing_forbidden(self.spec):
+            return Variant.RECLAIM_WITHOUT_BORROWING
+        threshold = self.spec.preemption.max_priority_threshold
+        if candidate.priority >= self.preemptor.priority or (threshold is not None and candidate.priority > threshold):
+            return Variant.RECLAIM_WITHOUT_BORROWING
+        return Variant.RECLAIM_WHILE_BORROWING
+
+    def _from_cq(self, cq: tree.ClusterQueueNode, lca: tree.CohortNode | None, advantage: bool) -> list[_Candidate]:
+        result = []
+        for info in self.snapshot.workloads.get(cq.name, {}).values():
+            variant = self._classify(info, advantage)
+            if variant is not Variant.NEVER:
+                result.append(_Candidate(info, lca, variant))
+        return result
+
+    def _in_subtree(
+        self,
+        cohort: tree.CohortNode,
+        subtree_root: tree.CohortNode,
+        skip: tree.CohortNode | None,
+        advantage: bool,
+        out: list[_Candidate],
+    ) -> None:
+        for child in cohort.child_cohorts:
+            if child is skip or child.within_quota(self.frs):
+                continue
+            self._in_subtree(child, subtree_root, skip, advantage, out)
+        for child_cq in cohort.child_cqs:
+            if child_cq is self.cq or not child_cq.active:
+                continue
+            if not child_cq.within_quota(self.frs):
+                out.extend(self._from_cq(child_cq, subtree_root, advantage))
+
+    def collect(self) -> tuple[list[_Candidate], bool, bool]:
+        """Ordered candidates, and whether there are none from other queues / for hierarchy."""
+        same: list[_Candidate] = []
+        if self.spec.preemption.within_cluster_queue is not o.PreemptionPolicy.NEVER:
+            same = self._from_cq(self.cq, None, False)
+        hierarchy: list[_Candidate] = []
+        priority: list[_Candidate] = []
+        if self.cq.parent is not None and self.spec.preemption.reclaim_within_cohort is not o.PreemptionPolicy.NEVER:
+            advantage, remaining = tree.quantities_fit_in_quota(self.cq, self.requests)
+            previous: tree.CohortNode | None = None
+            for ancestor in self.cq.path_to_root():
+                target = hierarchy if advantage else priority
+                self._in_subtree(ancestor, ancestor, previous, advantage, target)
+                fits, remaining = tree.quantities_fit_in_quota(ancestor, remaining)
+                advantage = advantage or fits
+                previous = ancestor
+
+        def key(c: _Candidate) -> tuple[object, ...]:
+            return candidate_order_key(c.info, self.cq.name, self.now)
+
+        for lst in (same, hierarchy, priority):
+            lst.sort(key=key)
+        ordered = (
+            [c for c in hierarchy if c.info.evicted]
+            + [c for c in priority if c.info.evicted]
+            + [c for c in same if c.info.evicted]
+            + [c for c in hierarchy if not c.info.evicted]
+            + [c for c in priority if not c.info.evicted]
+            + [c for c in same if not c.info.evicted]
+        )
+        return ordered, not hierarchy and not priority, not hierarchy
+
+    # --- search ---------------------------------------------------------------------
+
+    def _valid(self, candidate: _Candidate, allow_borrowing: bool) -> bool:
+        if candidate.info.cluster_queue == self.cq.name:
+            return True
+        if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+            return False
+        node = self.snapshot.cq(candidate.info.cluster_queue)
+        if node.within_quota(self.frs):
+            return False
+        for ancestor in node.path_to_root():
+            if ancestor is candidate.lca:
+                break
+            if ancestor.within_quota(self.frs):
+                return False
+        return True
+
+    def fits(self, allow_borrowing: bool) -> bool:
+        for fr, value in self.requests.items():
+            if not allow_borrowing and self.cq.borrowing_with(fr, value):
+                return False
+            if value > tree.cq_available(self.cq, fr):
+                return False
+        return True
+
+    def _under_nominal(self) -> bool:
+        for fr in self.frs:
+            if self.cq.nominal(fr) <= self.cq.usage.get(fr, 0):
+                return False
+        return True
+
+    def run(self) -> list[Target]:
+        candidates, none_from_others, none_for_hierarchy = self.collect()
+        forbidden = _borrowing_forbidden(self.spec)
+        if none_from_others or (forbidden and not self._under_nominal()):
+            passes = [True]
+        elif forbidden and none_for_hierarchy:
+            passes = [False, True]
+        else:
+            passes = [True, False]
+        for allow_borrowing in passes:
+            targets: list[Target] = []
+            for cand in candidates:
+                if not self._valid(cand, allow_borrowing):
+                    continue
+                self.snapshot.remove_workload(cand.info)
+                targets.append(Target(cand.info, cand.variant.reason))
+                if self.fits(allow_borrowing):
+                    targets = self._fill_back(targets, allow_borrowing)
+                    for t in targets:
+                        self.snapshot.add_workload(t.info)
+                    return targets
+            for t in targets:
+                self.snapshot.add_workload(t.info)
+        return []
+
+    def _fill_back(self, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+        for i in range(len(targets) - 2, -1, -1):
+            self.snapshot.add_workload(targets[i].info)
+            if self.fits(allow_borrowing):
+                targets[i] = targets[-1]
+                targets.pop()
+            else:
+                self.snapshot.remove_workload(targets[i].info)
+        return targets
+
+
+def flavor_resources_needing_preemption(pod_set_flavors: list[dict[str, tuple[str, int]]]) -> frozenset[FR]:
+    """The frs whose own assignment mode is Preempt (``flavorResourcesNeedPreemption``)."""
+    result = set()
+    for flavors in pod_set_flavors:
+        for res, (flavor, mode) in flavors.items():
+            if mode == 1:  # FlavorAssignmentMode.PREEMPT
+                result.add((flavor, res))
+    return frozenset(result)
+
+
+def get_targets(
+    snapshot: Snapshot,
+    preemptor: WorkloadInfo,
+    cq_name: str,
+    frs: frozenset[FR],
+    requests: Mapping[FR, int],
+    now: datetime,
+) -> list[Target]:
+    """Classical target selection for ``preemptor`` (``Preemptor.GetTargets``)."""
+    cq = snapshot.cq(cq_name)
+    return _Search(snapshot, preemptor, cq, frs, requests, now).run()
+
+
+def simulate_preemption(
+    snapshot: Snapshot,
+    preemptor: WorkloadInfo,
+    cq_name: str,
+    fr: FR,
+    value: int,
+    now: datetime,
+    targets_fn: object = None,
+) -> tuple[Possibility, int]:
+    """The preemption oracle the flavor assigner consults for one fr (``SimulatePreemption``).
+
+    Returns whether preemption finds candidates (and whether all are in other queues), and
+    how far up the tree W would borrow after the found targets are gone.
+    """
+    cq = snapshot.cq(cq_name)
+    finder = targets_fn if callable(targets_fn) else get_targets
+    found: list[Target] = finder(snapshot, preemptor, cq_name, frozenset({fr}), {fr: value}, now)
+    if not found:
+        borrow, _ = tree.lowest_subtree_that_fits(cq, fr, value)
+        return Possibility.NO_CANDIDATES, borrow
+    revert = snapshot.simulate_usage_removal(t.info for t in found)
+    borrow, _ = tree.lowest_subtree_that_fits(cq, fr, value)
+    revert()
+    if any(t.info.cluster_queue == cq_name for t in found):
+        return Possibility.PREEMPT, borrow
+    return Possibility.RECLAIM, borrow

@@ -1,0 +1,140 @@
+"""Per-ClusterQueue pending queues (``pkg/cache/queue/cluster_queue.go``).
+
+Each ClusterQueue keeps an *active* set ordered like Kueue's heap and an *inadmissible*
+set of parked workloads. Every cycle pops one head per queue. What happens to a head that
+was not admitted decides the queueing strategy:
+
+* StrictFIFO puts it straight back, so the whole queue waits behind it;
+* BestEffortFIFO parks it (unless it is waiting for its preemptions, or its flavor scan
+  still has flavors to try), so the next workload becomes the head. Parked workloads
+  return only when something in the cohort tree frees quota (a deletion or eviction), and
+  a NoFit head takes every queued workload of the same shape with it.
+
+A preemptor that is waiting for its victims becomes the queue's *sticky* head
+(BestEffortFIFO only) and is popped first until it is admitted or deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.workload import WorkloadInfo
+
+# Requeue reasons (``RequeueReason``).
+REQUEUE_FAILED_AFTER_NOMINATION = "FailedAfterNomination"
+REQUEUE_NAMESPACE_MISMATCH = "NamespaceMismatch"
+REQUEUE_GENERIC = ""
+REQUEUE_PENDING_PREEMPTION = "PendingPreemption"
+REQUEUE_PREEMPTION_FAILED = "PreemptionFailed"
+REQUEUE_NO_FIT = "NoFit"
+REQUEUE_PREEMPTION_NO_CANDIDATES = "PreemptionNoCandidates"
+
+_IMMEDIATE_BEST_EFFORT = frozenset(
+    {REQUEUE_FAILED_AFTER_NOMINATION, REQUEUE_PENDING_PREEMPTION, REQUEUE_PREEMPTION_FAILED}
+)
+
+#: A function giving an extra leading sort key (admission fair sharing's LocalQueue usage).
+UsageKeyFn = Callable[[WorkloadInfo], float]
+
+
+@dataclass
+class PendingQueue:
+    """The pending workloads of one ClusterQueue."""
+
+    spec: o.ClusterQueue
+    active: dict[str, WorkloadInfo] = field(default_factory=dict)
+    inadmissible: dict[str, WorkloadInfo] = field(default_factory=dict)
+    sticky: str | None = None
+    bulk_moved_hashes: set[str] = field(default_factory=set)
+    pop_cycle: int = 0
+    inadmissible_flush_cycle: int = -1
+    usage_key: UsageKeyFn | None = None
+
+    @property
+    def best_effort(self) -> bool:
+        return self.spec.queueing_strategy is o.QueueingStrategy.BEST_EFFORT_FIFO
+
+    def order_key(self, info: WorkloadInfo) -> tuple[object, ...]:
+        """Kueue's heap order (smaller first): sticky preemptor, priority, timestamp, UID."""
+        sticky = 0 if (self.best_effort and self.sticky == info.key) else 1
+        base = (sticky, -info.priority, info.qts, info.uid)
+        if self.usage_key is not None:
+            return (self.usage_key(info), *base)
+        return base
+
+    def push(self, info: WorkloadInfo) -> None:
+        """Add a newly created (or re-created) pending workload (``PushOrUpdate``)."""
+        if info.key in self.inadmissible:
+            self.inadmissible[info.key] = info
+            return
+        if self.best_effort and info.key not in self.active and info.hash in self.bulk_moved_hashes:
+            self.inadmissible[info.key] = info
+            return
+        self.active[info.key] = info
+
+    def pop(self) -> WorkloadInfo | None:
+        self.pop_cycle += 1
+        if not self.active:
+            return None
+        head = min(self.active.values(), key=self.order_key)
+        del self.active[head.key]
+        return head
+
+    def delete(self, key: str) -> None:
+        self.active.pop(key, None)
+        self.inadmissible.pop(key, None)
+        if self.sticky == key:
+            self.sticky = None
+
+    def requeue(self, info: WorkloadInfo, reason: str) -> None:
+        """Put a head that was not admitted back (``RequeueIfNotPresent``)."""
+        if self.best_effort:
+            immediate = reason in _IMMEDIATE_BEST_EFFORT
+        else:
+            immediate = reason != REQUEUE_NAMESPACE_MISMATCH
+        if reason == REQUEUE_PENDING_PREEMPTION:
+            self.sticky = info.key
+        pending_flavors = info.last_assignment is not None and info.last_assignment.pending_flavors()
+        if immediate or self.inadmissible_flush_cycle >= self.pop_cycle or pending_flavors:
+            self.inadmissible.pop(info.key, None)
+            self.active.setdefault(info.key, info)
+            return
+        if info.key in self.inadmissible or info.key in self.active:
+            return
+        self.inadmissible[info.key] = info
+        if reason in (REQUEUE_NO_FIT, REQUEUE_PREEMPTION_NO_CANDIDATES) and self.best_effort:
+            self.bulk_moved_hashes.add(info.hash)
+            for key, other in list(self.active.items()):
+                if other.hash == info.hash:
+                    del self.active[key]
+                    self.inadmissible[key] = other
+
+    def flush_inadmissible(self, namespace_ok: Callable[[WorkloadInfo], bool]) -> int:
+        """Move parked workloads back to the active set (``queueInadmissibleWorkloads``)."""
+        self.inadmissible_flush_cycle = self.pop_cycle
+        self.bulk_moved_hashes.clear()
+        moved = 0
+        for key, info in list(self.inadmissible.items()):
+            if not namespace_ok(info):
+                continue
+            del self.inadmissible[key]
+            self.active[key] = info
+            moved += 1
+        return moved
+
+    def state_key(self) -> tuple[object, ...]:
+        """The queue's state for the settle rule: members, parking and scan positions."""
+        return (
+            tuple(sorted((k, v.last_assignment.key() if v.last_assignment else None) for k, v in self.active.items())),
+            tuple(sorted(self.inadmissible)),
+            self.sticky,
+        )
+
+
+def namespace_selected(spec: o.ClusterQueue, namespace: o.Namespace | None) -> bool:
+    """Whether ``spec``'s namespaceSelector selects ``namespace`` (a missing selector selects none)."""
+    if namespace is None or spec.namespace_selector is None:
+        return False
+    return spec.namespace_selector.matches(namespace.labels)

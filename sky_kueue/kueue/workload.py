@@ -1,0 +1,195 @@
+"""Workload information the scheduler works with (Kueue's ``pkg/workload``).
+
+A :class:`WorkloadInfo` wraps a parsed :class:`~sky_kueue.kueue.objects.Workload` with what
+the scheduling cycle derives from it: total requests per pod set, the usage it holds when
+admitted, its effective priority, the queue-order timestamp, and the scheduler's memory of
+it between cycles (the last pending message and the saved flavor-scan position).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.objects import FR
+
+
+@dataclass
+class PodSetRequests:
+    """Total requests of one pod set (per-pod amount x count), and its flavors if admitted."""
+
+    name: str
+    count: int
+    requests: dict[str, int]
+    flavors: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ScanState:
+    """Kueue's ``AssignmentClusterQueueState``: where the flavor scan of each pod set stopped.
+
+    ``last_tried[i][resource]`` is the index of the last flavor tried for pod set ``i``, or
+    -1 when the scan reached the last flavor; the next attempt resumes after it.
+    """
+
+    last_tried: list[dict[str, int]]
+    cq_generation: int
+    scheduling_cycle: int
+    scheduling_hash: str
+
+    def pending_flavors(self) -> bool:
+        return any(idx != -1 for ps in self.last_tried for idx in ps.values())
+
+    def next_flavor(self, pod_set_index: int, resource: str) -> int:
+        if pod_set_index >= len(self.last_tried):
+            return 0
+        idx = self.last_tried[pod_set_index].get(resource)
+        return 0 if idx is None else idx + 1
+
+    def key(self) -> tuple[tuple[tuple[str, int], ...], ...]:
+        return tuple(tuple(sorted(ps.items())) for ps in self.last_tried)
+
+
+def priority_of(wl: o.Workload) -> int:
+    """Effective priority: ``spec.priority`` (0 when unset). PriorityBoost is off by default."""
+    return wl.priority
+
+
+def queue_order_timestamp(wl: o.Workload) -> datetime:
+    """Kueue's ``GetQueueOrderTimestamp`` with default settings.
+
+    An eviction by ``PodsReadyTimeout`` or by an admission check re-queues the workload at
+    the eviction time; otherwise (PrioritySortingWithinCohort is on) the creation time.
+    """
+    evicted = wl.condition("Evicted")
+    if (
+        evicted is not None
+        and evicted.status == "True"
+        and evicted.reason in ("PodsReadyTimeout", "AdmissionCheck")
+        and evicted.last_transition_time is not None
+    ):
+        return evicted.last_transition_time
+    return wl.creation_timestamp
+
+
+def scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
+    """Equivalence hash of a workload's scheduling shape (``computeSchedulingHash``).
+
+    Workloads with the same pod sets (template shape, counts, requests) and the same
+    effective priority are interchangeable for the scheduler, so a BestEffortFIFO queue
+    parks them together when one does not fit.
+    """
+    shape = {
+        "priority": priority_of(wl),
+        "podSets": [
+            {
+                "name": ps.name,
+                "spec": ps.shape,
+                "count": total[i].count if i < len(total) else ps.count,
+                "requests": sorted((total[i].requests if i < len(total) else ps.requests).items()),
+                "minCount": ps.min_count,
+            }
+            for i, ps in enumerate(wl.pod_sets)
+        ],
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class WorkloadInfo:
+    """A workload as the scheduler sees it (Kueue's ``workload.Info``)."""
+
+    obj: o.Workload
+    cluster_queue: str
+    total_requests: list[PodSetRequests]
+    priority: int
+    qts: datetime
+    hash: str
+    #: when QuotaReserved became True (None: pending, or unknown -> "now" in ordering)
+    reserved_at: datetime | None = None
+    evicted: bool = False
+    #: usage per flavor/resource while holding quota
+    usage: dict[FR, int] = field(default_factory=dict)
+    # --- scheduler memory between cycles ---
+    last_assignment: ScanState | None = None
+    #: message of the QuotaReserved=False condition; None until first evaluated
+    message: str | None = None
+    #: the flavors of the nomination, kept for an overlap recompute within one cycle
+    nomination_mapping: dict[str, dict[str, str]] | None = None
+
+    @property
+    def key(self) -> str:
+        return self.obj.key
+
+    @property
+    def uid(self) -> str:
+        return self.obj.uid
+
+    def uses_any(self, frs: set[FR] | frozenset[FR]) -> bool:
+        """Whether the admitted workload uses any of ``frs`` (``WorkloadUsesResources``)."""
+        for ps in self.total_requests:
+            for res, flavor in ps.flavors.items():
+                if (flavor, res) in frs:
+                    return True
+        return False
+
+
+def _usage_from(total: list[PodSetRequests]) -> dict[FR, int]:
+    usage: dict[FR, int] = {}
+    for ps in total:
+        for res, amount in ps.requests.items():
+            flavor = ps.flavors.get(res)
+            if flavor:
+                fr = (flavor, res)
+                usage[fr] = usage.get(fr, 0) + amount
+    return usage
+
+
+def pending_requests(wl: o.Workload) -> list[PodSetRequests]:
+    return [
+        PodSetRequests(name=ps.name, count=ps.count, requests={r: v * ps.count for r, v in ps.requests.items()})
+        for ps in wl.pod_sets
+    ]
+
+
+def admitted_requests(wl: o.Workload) -> list[PodSetRequests]:
+    assert wl.admission is not None
+    counts = {ps.name: ps.count for ps in wl.pod_sets}
+    result = []
+    for psa in wl.admission.pod_set_assignments:
+        count = psa.count if psa.count >= 0 else counts.get(psa.name, 0)
+        result.append(
+            PodSetRequests(name=psa.name, count=count, requests=dict(psa.resource_usage), flavors=dict(psa.flavors))
+        )
+    return result
+
+
+def new_info(wl: o.Workload, cluster_queue: str) -> WorkloadInfo:
+    """Build the scheduler's view of ``wl``; an admitted workload's usage comes from its admission."""
+    holds_quota = wl.admission is not None and wl.has_quota_reservation
+    total = admitted_requests(wl) if holds_quota else pending_requests(wl)
+    reserved = wl.condition("QuotaReserved")
+    info = WorkloadInfo(
+        obj=wl,
+        cluster_queue=wl.admission.cluster_queue if holds_quota and wl.admission else cluster_queue,
+        total_requests=total,
+        priority=priority_of(wl),
+        qts=queue_order_timestamp(wl),
+        hash=scheduling_hash(wl, pending_requests(wl)),
+        reserved_at=reserved.last_transition_time if reserved is not None and reserved.status == "True" else None,
+        evicted=wl.is_evicted,
+    )
+    if holds_quota:
+        info.usage = _usage_from(total)
+    return info
+
+
+def admit_info(info: WorkloadInfo, cluster_queue: str, pod_sets: list[PodSetRequests], now: datetime) -> None:
+    """Turn a pending info into a quota holder with the given assignment."""
+    info.cluster_queue = cluster_queue
+    info.total_requests = pod_sets
+    info.usage = _usage_from(pod_sets)
+    info.reserved_at = now

@@ -1,0 +1,520 @@
+"""The sky-kueue plugin configuration (``sky-kueue.yaml``): schema, loading and errors.
+
+Why pydantic: SkyPilot already depends on it, and a typed, frozen model gives every other
+module (policy, policy server, controller, setup) one validated object instead of ad-hoc
+dict lookups. Why a second, hand-written pass: pydantic validates one field at a time, but
+most mistakes an admin makes are cross-references (a default priority class that is not in
+the allowed list, a team context that is not declared, two teams sharing a LocalQueue).
+Those are checked after parsing so that each problem still points at the exact key.
+
+Errors are one line: ``FILE:LINE: key.path: reason`` (see :class:`ConfigError`), because
+the policy server and the CLI print them to users who can act on them without a traceback.
+
+The ``aging`` section is deliberately thin: it carries what the controller needs (on/off,
+the SkyPilot recovery-strategy name, the ladder of priority classes and free-form
+parameters); the controller owns what the parameters mean.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+)
+
+#: Environment variable naming the plugin config file for the in-process admin policy.
+CONFIG_ENV_VAR = "SKY_KUEUE_CONFIG"
+
+#: Where the in-process admin policy looks when :data:`CONFIG_ENV_VAR` is unset.
+DEFAULT_CONFIG_PATH = "~/.sky/sky-kueue.yaml"
+
+#: SkyPilot 0.14.1's own default for ``kubernetes.kueue.admission_timeout``
+#: (``_QUEUE_ADMISSION_TIMEOUT_SECONDS``); we write it explicitly so the value is visible.
+DEFAULT_ADMISSION_TIMEOUT_SECONDS = 24 * 3600
+
+#: ``kubernetes.kueue.admission_timeout`` value meaning "wait in the queue forever".
+ADMISSION_TIMEOUT_FOREVER = -1
+
+#: Kubernetes name limits (DNS-1123 label / subdomain).
+DNS_LABEL_MAX_CHARS = 63
+DNS_SUBDOMAIN_MAX_CHARS = 253
+
+#: Admin-policy request names the policy may be told to label. ``validate``,
+#: ``jobs.launch_cluster`` and the controller launches are deliberately absent: labeling them
+#: would either be discarded or undo what the controller did on a relaunch.
+LABELABLE_REQUEST_NAMES = frozenset(
+    {"launch", "exec", "jobs.launch", "serve.up", "serve.update", "serve.launch_replica", "jobs.pool_apply"}
+)
+
+#: Users entry that makes a team open to every user (and to requests without a user).
+ANY_USER = "*"
+
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_RECOVERY_STRATEGY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_INFRA_RE = re.compile(r"^[a-z][a-z0-9]*(/[A-Za-z0-9_.-]+){0,2}$")
+_KUBERNETES_CLOUDS = frozenset({"k8s", "kubernetes", "ssh"})
+_RESOURCE_NAME_RE = re.compile(r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > DNS_LABEL_MAX_CHARS or not _DNS_LABEL_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes name (lowercase letters, digits and '-', "
+            f"at most {DNS_LABEL_MAX_CHARS} characters)"
+        )
+    return value
+
+
+def _dns_subdomain(value: str) -> str:
+    if len(value) > DNS_SUBDOMAIN_MAX_CHARS or not _DNS_SUBDOMAIN_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes object name (lowercase letters, digits, '-' and '.')"
+        )
+    return value
+
+
+def _recovery_strategy(value: str) -> str:
+    if not _RECOVERY_STRATEGY_RE.match(value):
+        raise ValueError(f"{value!r} is not a SkyPilot recovery strategy name (e.g. KUEUE_AGING)")
+    return value
+
+
+def _burst_infra(value: str) -> str:
+    if not _INFRA_RE.match(value):
+        raise ValueError(f"{value!r} is not a SkyPilot infra string (e.g. 'aws' or 'gcp/us-central1')")
+    if value.split("/", 1)[0] in _KUBERNETES_CLOUDS:
+        raise ValueError(f"{value!r} is Kubernetes; burst targets must be public clouds")
+    return value
+
+
+def _resource_name(value: str) -> str:
+    if not _RESOURCE_NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes resource name (e.g. nvidia.com/gpu)")
+    return value
+
+
+def _admission_timeout(value: int) -> int:
+    if value != ADMISSION_TIMEOUT_FOREVER and value < 1:
+        raise ValueError(f"must be a positive number of seconds or {ADMISSION_TIMEOUT_FOREVER} (forever)")
+    return value
+
+
+DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
+RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
+BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
+AdmissionTimeoutSeconds = Annotated[int, AfterValidator(_admission_timeout)]
+
+
+class _Section(BaseModel):
+    """Base of every section: unknown keys are errors (typos must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KubernetesSettings(_Section):
+    """Which Kubernetes clusters sky-kueue manages.
+
+    Attributes:
+        contexts: kubeconfig context names of the Kueue-managed clusters. Empty means "any
+            context" (e.g. in-cluster); tasks are then not pinned to a context.
+        default_context: context for teams that name none; defaults to the only context.
+        gpu_resource: extended resource that SkyPilot accelerators map to on the cluster.
+        route_unpinned_tasks: treat tasks that name no cloud as Kubernetes tasks (and pin them
+            to the team's context); otherwise such tasks pass through unlabeled.
+    """
+
+    contexts: tuple[str, ...] = ()
+    default_context: str | None = None
+    gpu_resource: ResourceName = "nvidia.com/gpu"
+    route_unpinned_tasks: bool = True
+
+
+class PrioritySelection(_Section):
+    """The WorkloadPriorityClasses a team may request.
+
+    Attributes:
+        allowed: class names a task of this team may ask for (``resources.priority_class``).
+        default: class used when the task asks for none; must be in ``allowed``.
+    """
+
+    allowed: tuple[DnsSubdomain, ...] = Field(min_length=1)
+    default: DnsSubdomain
+
+
+class TeamLimits(_Section):
+    """Per-job limits, summed over all nodes of the task. ``None`` means unlimited.
+
+    Attributes:
+        max_gpus: most accelerators one job may request.
+        max_cpus: most CPUs one job may request.
+    """
+
+    max_gpus: NonNegativeInt | None = None
+    max_cpus: Decimal | None = Field(default=None, ge=0)
+
+
+class BurstSettings(_Section):
+    """Cloud burst: how long a job may wait in Kueue before SkyPilot tries public clouds.
+
+    Attributes:
+        max_queue_wait_seconds: the longest acceptable wait for admission; becomes
+            ``kubernetes.kueue.admission_timeout`` when the job is given a cloud fallback.
+        clouds: SkyPilot infra strings tried, in order, after the Kubernetes context.
+        opt_in: when true, only tasks labeled ``sky-kueue.io/burst: "true"`` burst; when
+            false, every task of the team may burst unless labeled ``"false"``.
+    """
+
+    max_queue_wait_seconds: PositiveInt
+    clouds: tuple[BurstInfra, ...] = Field(min_length=1)
+    opt_in: bool = False
+
+
+class TeamConfig(_Section):
+    """One team: who belongs to it and where its work is queued.
+
+    Attributes:
+        users: SkyPilot user names or ids allowed to submit as this team; ``"*"`` allows
+            everyone, including requests that carry no user (client-side policy).
+        workspaces: SkyPilot workspaces whose requests belong to this team.
+        namespace: Kubernetes namespace of the team's pods (holds its LocalQueue).
+        local_queue: the team's Kueue LocalQueue in ``namespace``.
+        context: Kubernetes context of the team's cluster (default: ``kubernetes.default_context``).
+        priority_classes: allowed and default WorkloadPriorityClasses.
+        limits: per-job resource limits.
+        admission_timeout_seconds: ``kubernetes.kueue.admission_timeout`` written for jobs
+            that stay on Kubernetes only (``-1`` = wait forever).
+        burst: cloud-burst settings; absent means the team never bursts.
+    """
+
+    users: tuple[str, ...] = ()
+    workspaces: tuple[str, ...] = ()
+    namespace: DnsLabel
+    local_queue: DnsSubdomain
+    context: str | None = None
+    priority_classes: PrioritySelection
+    limits: TeamLimits = TeamLimits()
+    admission_timeout_seconds: AdmissionTimeoutSeconds = DEFAULT_ADMISSION_TIMEOUT_SECONDS
+    burst: BurstSettings | None = None
+
+
+class AgingSettings(_Section):
+    """Priority aging of preempted jobs; the controller owns the semantics.
+
+    Attributes:
+        enabled: turn aging on.
+        strategy: SkyPilot job-recovery strategy the policy writes into
+            ``resources.job_recovery.strategy`` of every labeled job (registered by the
+            controller's SkyPilot plugin); ``None`` leaves ``job_recovery`` alone.
+        ladder: WorkloadPriorityClasses from lowest to highest that a job climbs.
+        parameters: free-form settings passed to the aging strategy.
+    """
+
+    enabled: bool = False
+    strategy: RecoveryStrategy | None = None
+    ladder: tuple[DnsSubdomain, ...] = ()
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+class PolicySettings(_Section):
+    """How the admin policy behaves.
+
+    Attributes:
+        labeled_requests: admin-policy request names whose tasks get Kueue labels. Other
+            requests pass through unchanged.
+    """
+
+    labeled_requests: tuple[str, ...] = ("launch", "jobs.launch")
+
+
+class ClusterSettings(_Section):
+    """Optional offline description of the cluster's Kueue objects.
+
+    Attributes:
+        manifests: Kueue manifest files (relative to this config file) that the policy
+            validates against when no live cluster view is available.
+    """
+
+    manifests: tuple[str, ...] = ()
+
+
+class PluginConfig(_Section):
+    """The whole ``sky-kueue.yaml``.
+
+    Attributes:
+        version: schema version (1).
+        kubernetes: managed clusters.
+        priority_classes: WorkloadPriorityClasses on the cluster, name -> value. Used when
+            no live view is available and to order the aging ladder.
+        teams: team name -> team settings.
+        aging: priority aging (shared with the controller).
+        policy: admin-policy behaviour.
+        cluster: offline cluster description.
+    """
+
+    version: Literal[1] = 1
+    kubernetes: KubernetesSettings = KubernetesSettings()
+    priority_classes: dict[DnsSubdomain, int] = Field(default_factory=dict)
+    teams: dict[DnsLabel, TeamConfig] = Field(min_length=1)
+    aging: AgingSettings = AgingSettings()
+    policy: PolicySettings = PolicySettings()
+    cluster: ClusterSettings = ClusterSettings()
+
+    def context_for(self, team: TeamConfig) -> str | None:
+        """The Kubernetes context a team's tasks are pinned to, or None for "any"."""
+        if team.context is not None:
+            return team.context
+        if self.kubernetes.default_context is not None:
+            return self.kubernetes.default_context
+        if len(self.kubernetes.contexts) == 1:
+            return self.kubernetes.contexts[0]
+        return None
+
+
+class ConfigError(Exception):
+    """A plugin config that cannot be used, located as precisely as possible.
+
+    Attributes:
+        source: the file (or "<memory>").
+        key_path: dotted path of the offending key ("" for the whole file).
+        reason: what is wrong and, where possible, what would be right.
+        line: 1-based line of the key in the file, when known.
+    """
+
+    def __init__(self, source: str, key_path: str, reason: str, line: int | None = None) -> None:
+        self.source = source
+        self.key_path = key_path
+        self.reason = reason
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        key = f" {self.key_path}:" if self.key_path else ""
+        return f"{where}:{key} {self.reason}"
+
+
+def resolve_config_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where the plugin config is: the explicit path, else ``$SKY_KUEUE_CONFIG``, else the default."""
+    chosen = explicit if explicit is not None else os.environ.get(CONFIG_ENV_VAR, DEFAULT_CONFIG_PATH)
+    return Path(os.path.expanduser(os.fspath(chosen)))
+
+
+def load_config(path: str | os.PathLike[str]) -> PluginConfig:
+    """Read, validate and cross-check a plugin config file.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        The validated config; ``cluster.manifests`` are made absolute (relative to the file).
+
+    Raises:
+        ConfigError: the file cannot be read, is not YAML, or fails validation.
+    """
+    source = os.fspath(path)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
+    config = parse_config(text, source)
+    base = Path(source).resolve().parent
+    manifests = tuple(str((base / m).resolve()) for m in config.cluster.manifests)
+    return config.model_copy(update={"cluster": ClusterSettings(manifests=manifests)})
+
+
+def parse_config(text: str, source: str = "<memory>") -> PluginConfig:
+    """Validate a plugin config given as YAML text.
+
+    Args:
+        text: the YAML document.
+        source: name used in error messages.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: the text is not YAML or fails validation.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(source, "", f"not valid YAML: {problem}", line) from None
+    if not isinstance(data, dict):
+        raise ConfigError(source, "", "the config must be a YAML mapping with a 'teams' key")
+    return validate_config(data, source, text)
+
+
+def validate_config(data: dict[str, Any], source: str = "<memory>", text: str | None = None) -> PluginConfig:
+    """Validate an already-parsed config mapping.
+
+    Args:
+        data: the mapping.
+        source: name used in error messages.
+        text: the YAML text ``data`` came from, used to report line numbers.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: the first problem found (the message counts the others).
+    """
+    try:
+        config = PluginConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        path = tuple(str(p) for p in first["loc"] if p != "[key]")
+        reason = _friendly_reason(first)
+        if len(errors) > 1:
+            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        raise ConfigError(source, ".".join(path), reason, _line_of(text, path)) from None
+    issues = reference_issues(config)
+    if issues:
+        path, reason = issues[0]
+        if len(issues) > 1:
+            reason += f" (and {len(issues) - 1} more problem{'s' if len(issues) > 2 else ''})"
+        raise ConfigError(source, ".".join(path), reason, _line_of(text, path))
+    return config
+
+
+def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
+    """Cross-reference problems of a schema-valid config, as (key path, reason) pairs."""
+    issues: list[tuple[tuple[str, ...], str]] = []
+    contexts = config.kubernetes.contexts
+    catalog = config.priority_classes
+    default_ctx = config.kubernetes.default_context
+    if default_ctx is not None and contexts and default_ctx not in contexts:
+        issues.append(
+            (
+                ("kubernetes", "default_context"),
+                f"{default_ctx!r} is not in kubernetes.contexts {list(contexts)}",
+            )
+        )
+    queue_owner: dict[tuple[str, str], str] = {}
+    for name, team in config.teams.items():
+        base = ("teams", name)
+        if team.context is not None and contexts and team.context not in contexts:
+            issues.append(
+                ((*base, "context"), f"{team.context!r} is not in kubernetes.contexts {list(contexts)}")
+            )
+        selection = team.priority_classes
+        if selection.default not in selection.allowed:
+            issues.append(
+                (
+                    (*base, "priority_classes", "default"),
+                    f"{selection.default!r} is not in the team's allowed classes {list(selection.allowed)}",
+                )
+            )
+        if catalog:
+            for index, cls in enumerate(selection.allowed):
+                if cls not in catalog:
+                    issues.append(
+                        (
+                            (*base, "priority_classes", "allowed", str(index)),
+                            f"{cls!r} is not declared in priority_classes {sorted(catalog)}",
+                        )
+                    )
+        key = (team.namespace, team.local_queue)
+        if key in queue_owner:
+            issues.append(
+                (
+                    (*base, "local_queue"),
+                    f"LocalQueue {team.namespace}/{team.local_queue} already belongs to team "
+                    f"{queue_owner[key]!r}; each team needs its own queue",
+                )
+            )
+        else:
+            queue_owner[key] = name
+    for index, request_name in enumerate(config.policy.labeled_requests):
+        if request_name not in LABELABLE_REQUEST_NAMES:
+            issues.append(
+                (
+                    ("policy", "labeled_requests", str(index)),
+                    f"{request_name!r} cannot be labeled; choose from {sorted(LABELABLE_REQUEST_NAMES)}",
+                )
+            )
+    issues.extend(_aging_issues(config))
+    return issues
+
+
+def _aging_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
+    aging = config.aging
+    issues: list[tuple[tuple[str, ...], str]] = []
+    if not aging.enabled:
+        return issues
+    if len(aging.ladder) < 2:
+        issues.append((("aging", "ladder"), "an enabled aging ladder needs at least two priority classes"))
+        return issues
+    if len(set(aging.ladder)) != len(aging.ladder):
+        issues.append((("aging", "ladder"), "the ladder lists a priority class twice"))
+    catalog = config.priority_classes
+    if not catalog:
+        issues.append((("priority_classes",), "aging needs priority_classes to know the ladder's values"))
+        return issues
+    for index, cls in enumerate(aging.ladder):
+        if cls not in catalog:
+            issues.append(
+                (
+                    ("aging", "ladder", str(index)),
+                    f"{cls!r} is not declared in priority_classes {sorted(catalog)}",
+                )
+            )
+    values = [catalog[c] for c in aging.ladder if c in catalog]
+    if len(values) == len(aging.ladder) and any(b <= a for a, b in itertools.pairwise(values)):
+        issues.append(
+            (("aging", "ladder"), f"classes must be ordered by strictly increasing value, got {values}")
+        )
+    return issues
+
+
+def _friendly_reason(error: Any) -> str:
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling)"
+    if kind == "missing":
+        return "required key is missing"
+    message = str(error.get("msg", "invalid value"))
+    return message.removeprefix("Value error, ")
+
+
+def _line_of(text: str | None, path: tuple[str, ...]) -> int | None:
+    """1-based line of the deepest existing node on ``path`` in the YAML text, if any."""
+    if text is None:
+        return None
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line: int | None = None
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if getattr(k, "value", None) == part), None)
+            if match is None:
+                break
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+            node = node.value[int(part)]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line

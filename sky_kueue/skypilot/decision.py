@@ -1,0 +1,530 @@
+"""The policy's decision: label a task for its team's queue, reject it, or leave it alone.
+
+Why pure: this is the part of sky-kueue that users meet first, and every branch of it must be
+explainable and testable without SkyPilot, a cluster or a network. :func:`decide` is a
+function of the request (plain data), the plugin config and a :class:`ClusterView`; it
+returns a :class:`Placement` (what to write, applied by ``rewrite``), a :class:`Rejection`
+(a message the user can act on) or a :class:`PassThrough` (not ours to touch).
+
+Rules, in order:
+
+1. ``validate`` requests are never rejected and never labeled: SkyPilot discards their
+   mutations, and the jobs controller sends one before every relaunch; rejecting it would
+   keep a preempted job in backoff forever (``skypilot.md`` §1.3).
+2. A task the jobs controller launches (``SKYPILOT_MANAGED_JOB_ID``) passes through: its
+   labels were fixed at submission and the controller may have aged its priority since.
+3. Only the request names in ``policy.labeled_requests`` are labeled, and only tasks that
+   can land on Kubernetes.
+4. The team comes from ``teams.resolve_team``; the queue, namespace and context always come
+   from the team, so a task that asks for another team's queue is rejected rather than
+   silently moved.
+5. Priority class, per-job limits, then the cluster checks that the view can answer.
+6. Cloud burst (``burst.plan_burst``) from the view's admission prediction.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sky_kueue.skypilot import labels
+from sky_kueue.skypilot.burst import BurstAction, BurstPlan, plan_burst
+from sky_kueue.skypilot.config import (
+    ADMISSION_TIMEOUT_FOREVER,
+    LABELABLE_REQUEST_NAMES,
+    PluginConfig,
+    TeamConfig,
+)
+from sky_kueue.skypilot.config_view import ConfigClusterView
+from sky_kueue.skypilot.demand import CPU, DemandError, WorkloadDemand, format_quantity, pod_requests
+from sky_kueue.skypilot.request import JOBS_LAUNCH, VALIDATE, PolicyRequest
+from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path, parse_infra
+from sky_kueue.skypilot.teams import TeamChoice, resolve_team
+from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
+from sky_kueue.skypilot.view import ClusterView, QueueFacts
+
+#: Prefix of every rejection message, so users can tell who rejected their task.
+MESSAGE_PREFIX = "sky-kueue: "
+
+_TRUE_VALUES = frozenset({"true", "yes", "1"})
+_FALSE_VALUES = frozenset({"false", "no", "0"})
+
+
+class RejectionCode(enum.Enum):
+    """Why a task was rejected (stable identifiers for tests and logs)."""
+
+    NO_TEAM = "no-team"
+    UNKNOWN_TEAM = "unknown-team"
+    TEAM_CONFLICT = "team-conflict"
+    AMBIGUOUS_TEAM = "ambiguous-team"
+    NOT_A_MEMBER = "not-a-member"
+    FOREIGN_QUEUE = "foreign-queue"
+    FOREIGN_NAMESPACE = "foreign-namespace"
+    FOREIGN_CONTEXT = "foreign-context"
+    BAD_LABEL = "bad-label"
+    PRIORITY_CONFLICT = "priority-conflict"
+    PRIORITY_NOT_ALLOWED = "priority-not-allowed"
+    PRIORITY_CLASS_MISSING = "priority-class-missing"
+    UNREADABLE_RESOURCES = "unreadable-resources"
+    LIMIT_EXCEEDED = "limit-exceeded"
+    QUEUE_MISSING = "queue-missing"
+    CLUSTER_QUEUE_MISSING = "cluster-queue-missing"
+    CLUSTER_QUEUE_INACTIVE = "cluster-queue-inactive"
+    NAMESPACE_NOT_SELECTED = "namespace-not-selected"
+    NOT_COVERED = "not-covered"
+    EXCEEDS_CAPACITY = "exceeds-capacity"
+    MISCONFIGURED = "misconfigured"
+
+
+_TEAM_PROBLEM_CODES = {
+    "unknown": RejectionCode.UNKNOWN_TEAM,
+    "conflict": RejectionCode.TEAM_CONFLICT,
+    "not-member": RejectionCode.NOT_A_MEMBER,
+    "ambiguous": RejectionCode.AMBIGUOUS_TEAM,
+    "none": RejectionCode.NO_TEAM,
+}
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """The task is refused.
+
+    Attributes:
+        code: machine-readable reason.
+        message: what is wrong and what to do, starting with :data:`MESSAGE_PREFIX`.
+    """
+
+    code: RejectionCode
+    message: str
+
+
+@dataclass(frozen=True)
+class PassThrough:
+    """The task is returned unchanged.
+
+    Attributes:
+        reason: why the policy does not touch it.
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a task is queued; applied to the task by ``rewrite.apply_placement``.
+
+    Attributes:
+        team: team name.
+        namespace: the team's namespace.
+        local_queue: the team's LocalQueue.
+        context: Kubernetes context to pin to (None = any).
+        priority_class: WorkloadPriorityClass for the pod label and ``priority_class``.
+        admission_timeout_seconds: value for ``kubernetes.kueue.admission_timeout``.
+        burst: the burst plan (its timeout is already folded into the field above).
+        verdict: the admission prediction the plan was made from.
+        burst_label: the task's burst opt-in/out (``"true"``/``"false"``) to persist, if any.
+        recovery_strategy: job-recovery strategy to write (aging), or None.
+        pin_unpinned: also pin candidates that name no cloud to Kubernetes.
+        set_quota_queue: also write ``kubernetes.quota.queue``, because the SkyPilot config
+            sets that spelling somewhere and it would otherwise win over ours.
+        notes: human-readable notes (team choice, burst choice).
+    """
+
+    team: str
+    namespace: str
+    local_queue: str
+    context: str | None
+    priority_class: str
+    admission_timeout_seconds: int
+    burst: BurstPlan
+    verdict: AdmissionVerdict
+    burst_label: str | None = None
+    recovery_strategy: str | None = None
+    pin_unpinned: bool = True
+    set_quota_queue: bool = False
+    notes: tuple[str, ...] = ()
+
+
+Decision = Placement | Rejection | PassThrough
+
+
+@dataclass
+class _Findings:
+    """What the task itself asks for, gathered over all candidates."""
+
+    team_labels: set[str] = field(default_factory=set)
+    burst_labels: set[str] = field(default_factory=set)
+    queues: set[str] = field(default_factory=set)
+    namespaces: set[str] = field(default_factory=set)
+    priority_classes: set[str] = field(default_factory=set)
+    contexts: set[str] = field(default_factory=set)
+    admission_timeouts: set[int] = field(default_factory=set)
+
+
+def targets_kubernetes(candidate: Mapping[str, Any], config: PluginConfig) -> bool:
+    """Whether a candidate may land on Kubernetes and is therefore the policy's business."""
+    infra = parse_infra(candidate)
+    return infra.is_kubernetes or (infra.cloud is None and config.kubernetes.route_unpinned_tasks)
+
+
+def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | None = None) -> Decision:
+    """Decide what to do with one admin-policy request.
+
+    Args:
+        request: the request as plain data.
+        config: the plugin config.
+        view: what is known about the cluster; defaults to the plugin config alone.
+
+    Returns:
+        A :class:`Placement`, :class:`Rejection` or :class:`PassThrough`.
+    """
+    cluster: ClusterView = view if view is not None else ConfigClusterView(config)
+    early = early_pass_through(request)
+    if early is not None:
+        return early
+    if request.request_name not in config.policy.labeled_requests:
+        return PassThrough(f"request {request.request_name!r} is not labeled (policy.labeled_requests)")
+    all_candidates = candidates(request.task)
+    k8s = [c for c in all_candidates if targets_kubernetes(c, config)]
+    if not k8s:
+        return PassThrough("the task cannot run on Kubernetes")
+
+    findings = _scan(all_candidates, k8s)
+    choice = resolve_team(request, config, findings.team_labels)
+    if not isinstance(choice, TeamChoice):
+        return _reject(_TEAM_PROBLEM_CODES[choice.kind], choice.message)
+    team = choice.team
+    context = config.context_for(team)
+
+    problem = _check_ownership(choice, config, findings, context)
+    if problem is not None:
+        return problem
+    burst_label = _single_burst_label(findings)
+    if isinstance(burst_label, Rejection):
+        return burst_label
+    priority_class = _choose_priority_class(choice, findings, cluster)
+    if isinstance(priority_class, Rejection):
+        return priority_class
+
+    demands: list[WorkloadDemand] = []
+    num_nodes = _num_nodes(request.task)
+    for candidate in k8s:
+        try:
+            per_pod = pod_requests(candidate, config.kubernetes.gpu_resource)
+        except DemandError as exc:
+            return _reject(RejectionCode.UNREADABLE_RESOURCES, f"{exc}; fix the task's resources")
+        demands.append(WorkloadDemand(pod_count=num_nodes, per_pod=per_pod))
+    for demand in demands:
+        limit_problem = _check_limits(choice, demand, config.kubernetes.gpu_resource)
+        if limit_problem is not None:
+            return limit_problem
+
+    queue = cluster.local_queue(team.namespace, team.local_queue)
+    queue_problem = _check_queue(choice, queue, cluster.source)
+    if queue_problem is not None:
+        return queue_problem
+    assert queue is not None  # _check_queue rejects a missing queue
+
+    burst_settings = team.burst if _bursts(team, burst_label) else None
+    verdict: AdmissionVerdict | None = None
+    for demand in demands:
+        capacity = cluster.capacity(queue, demand)
+        if capacity.uncovered or capacity.exceeding:
+            code, message = _capacity_problem(queue, demand, capacity.uncovered, capacity.exceeding)
+            if burst_settings is None:
+                return _reject(code, message)
+            verdict = AdmissionVerdict(AdmissionOutcome.NEVER_FITS, message)
+            break
+    if verdict is None:
+        verdict = cluster.predict(queue, demands[0], priority_class)
+    if verdict.outcome is AdmissionOutcome.NEVER_FITS and burst_settings is None:
+        return _reject(
+            RejectionCode.EXCEEDS_CAPACITY,
+            f"Kueue could never admit this task in LocalQueue {team.namespace}/{team.local_queue}: "
+            f"{verdict.reason or 'it exceeds the ClusterQueue potential capacity'}; reduce the request",
+        )
+    plan = plan_burst(verdict, burst_settings, team.admission_timeout_seconds)
+    timeout = _combine_timeouts(plan.admission_timeout_seconds, findings.admission_timeouts)
+    if plan.action is BurstAction.ADD_CLOUD_FALLBACK and timeout != plan.admission_timeout_seconds:
+        plan = BurstPlan(plan.action, timeout, plan.clouds, plan.message)
+    notes = [f"team {choice.name} (from {choice.how})"]
+    if plan.message:
+        notes.append(f"burst: {plan.message}")
+    strategy = config.aging.strategy if config.aging.enabled and request.request_name == JOBS_LAUNCH else None
+    return Placement(
+        team=choice.name,
+        namespace=team.namespace,
+        local_queue=team.local_queue,
+        context=context,
+        priority_class=priority_class,
+        admission_timeout_seconds=timeout,
+        burst=plan,
+        verdict=verdict,
+        burst_label=burst_label,
+        recovery_strategy=strategy,
+        pin_unpinned=config.kubernetes.route_unpinned_tasks,
+        set_quota_queue=config_sets_quota_queue(request.skypilot_config),
+        notes=tuple(notes),
+    )
+
+
+def early_pass_through(request: PolicyRequest) -> PassThrough | None:
+    """Rules 1-2 and never-labeled request names: answers that need no config at all.
+
+    Adapters call this before loading the plugin config, so that a broken config can never
+    block a relaunch ``validate`` or a controller launch.
+    """
+    if request.request_name == VALIDATE:
+        return PassThrough("validate requests are never rejected (SkyPilot discards their mutations)")
+    job_id = request.managed_job_id()
+    if job_id is not None:
+        return PassThrough(
+            f"launch of managed job {job_id} by the jobs controller; labels were set at submission"
+        )
+    if request.request_name not in LABELABLE_REQUEST_NAMES:
+        return PassThrough(f"request {request.request_name!r} is never labeled")
+    return None
+
+
+def config_sets_quota_queue(skypilot_config: Mapping[str, Any]) -> bool:
+    """Whether the SkyPilot config sets ``kubernetes.quota.queue`` at any scope.
+
+    Within one scope SkyPilot prefers ``quota.queue`` to ``kueue.local_queue_name``
+    (``_QUEUE_NAME_KEYS`` in ``sky/skypilot_config.py``), so the policy must then write that
+    spelling too.
+    """
+    scopes: list[Any] = [skypilot_config.get("kubernetes")]
+    workspaces = skypilot_config.get("workspaces")
+    if isinstance(workspaces, Mapping):
+        scopes.extend(get_path(ws, "kubernetes") for ws in workspaces.values())
+    for scope in scopes:
+        if not isinstance(scope, Mapping):
+            continue
+        if get_path(scope, "quota", "queue") is not None:
+            return True
+        contexts = scope.get("context_configs")
+        if isinstance(contexts, Mapping) and any(
+            get_path(ctx, "quota", "queue") is not None for ctx in contexts.values()
+        ):
+            return True
+    return False
+
+
+def _reject(code: RejectionCode, message: str) -> Rejection:
+    return Rejection(code, MESSAGE_PREFIX + message)
+
+
+def _scan(all_candidates: list[dict[str, Any]], k8s: list[dict[str, Any]]) -> _Findings:
+    found = _Findings()
+    for candidate in all_candidates:
+        task_labels = candidate.get("labels") or {}
+        overrides = candidate.get(OVERRIDES_KEY) or {}
+        pod_labels = get_path(overrides, "kubernetes", "pod_config", "metadata", "labels") or {}
+        for source in (task_labels, pod_labels):
+            if not isinstance(source, Mapping):
+                continue
+            _add(found.team_labels, source.get(labels.TEAM_LABEL))
+            _add(found.burst_labels, source.get(labels.BURST_LABEL), lower=True)
+            _add(found.queues, source.get(labels.KUEUE_QUEUE_LABEL))
+            _add(found.priority_classes, source.get(labels.KUEUE_PRIORITY_CLASS_LABEL))
+        _add(found.priority_classes, candidate.get("priority_class"))
+        kubernetes = get_path(overrides, "kubernetes") or {}
+        _add(found.queues, get_path(kubernetes, "kueue", "local_queue_name"))
+        _add(found.queues, get_path(kubernetes, "quota", "queue"))
+        _add(found.namespaces, get_path(kubernetes, "pod_config", "metadata", "namespace"))
+        _add(found.namespaces, get_path(kubernetes, "namespace"))
+        timeout = get_path(kubernetes, "kueue", "admission_timeout")
+        if isinstance(timeout, int) and not isinstance(timeout, bool):
+            found.admission_timeouts.add(timeout)
+    for candidate in k8s:
+        infra = parse_infra(candidate)
+        if infra.is_kubernetes and infra.region is not None:
+            found.contexts.add(infra.region)
+    return found
+
+
+def _add(target: set[str], value: object, lower: bool = False) -> None:
+    if value is None or value == "":
+        return
+    text = str(value).strip()
+    target.add(text.lower() if lower else text)
+
+
+def _check_ownership(
+    choice: TeamChoice, config: PluginConfig, findings: _Findings, context: str | None
+) -> Rejection | None:
+    team = choice.team
+    for queue in sorted(findings.queues):
+        if queue != team.local_queue:
+            owner = next(
+                (n for n, t in config.teams.items() if t.local_queue == queue and n != choice.name), None
+            )
+            whose = f", which belongs to team {owner!r}" if owner else ""
+            return _reject(
+                RejectionCode.FOREIGN_QUEUE,
+                f"team {choice.name!r} submits to LocalQueue {team.namespace}/{team.local_queue}, "
+                f"but the task asks for queue {queue!r}{whose}. Remove the queue setting; sky-kueue sets it",
+            )
+    for namespace in sorted(findings.namespaces):
+        if namespace != team.namespace:
+            return _reject(
+                RejectionCode.FOREIGN_NAMESPACE,
+                f"pods of team {choice.name!r} run in namespace {team.namespace!r}, but the task asks for "
+                f"namespace {namespace!r}. Remove the namespace setting; sky-kueue sets it",
+            )
+    if context is not None:
+        for asked in sorted(findings.contexts):
+            if asked != context:
+                return _reject(
+                    RejectionCode.FOREIGN_CONTEXT,
+                    f"team {choice.name!r} runs on Kubernetes context {context!r}, but the task asks for "
+                    f"{asked!r}. Use infra: k8s (or k8s/{context})",
+                )
+    return None
+
+
+def _single_burst_label(findings: _Findings) -> str | Rejection | None:
+    values = findings.burst_labels
+    for value in sorted(values):
+        if value not in _TRUE_VALUES | _FALSE_VALUES:
+            return _reject(
+                RejectionCode.BAD_LABEL,
+                f'label {labels.BURST_LABEL} must be "true" or "false", not {value!r}',
+            )
+    normalized = {"true" if v in _TRUE_VALUES else "false" for v in values}
+    if len(normalized) > 1:
+        return _reject(
+            RejectionCode.BAD_LABEL, f"label {labels.BURST_LABEL} is both true and false; set it once"
+        )
+    return next(iter(normalized), None)
+
+
+def _bursts(team: TeamConfig, burst_label: str | None) -> bool:
+    if team.burst is None or burst_label == "false":
+        return False
+    return burst_label == "true" or not team.burst.opt_in
+
+
+def _choose_priority_class(choice: TeamChoice, findings: _Findings, cluster: ClusterView) -> str | Rejection:
+    team = choice.team
+    asked = sorted(findings.priority_classes)
+    if len(asked) > 1:
+        return _reject(
+            RejectionCode.PRIORITY_CONFLICT,
+            f"the task asks for several priority classes ({', '.join(asked)}); "
+            "set only resources.priority_class",
+        )
+    chosen = asked[0] if asked else team.priority_classes.default
+    allowed = team.priority_classes.allowed
+    if chosen not in allowed:
+        return _reject(
+            RejectionCode.PRIORITY_NOT_ALLOWED,
+            f"priority class {chosen!r} is not allowed for team {choice.name!r} "
+            f"(allowed: {', '.join(allowed)})",
+        )
+    known = cluster.priority_classes()
+    if known is not None and chosen not in known:
+        return _reject(
+            RejectionCode.PRIORITY_CLASS_MISSING,
+            f"WorkloadPriorityClass {chosen!r} does not exist according to {cluster.source}; "
+            "ask an admin to create it",
+        )
+    return chosen
+
+
+def _num_nodes(task: Mapping[str, Any]) -> int:
+    value = task.get("num_nodes")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _check_limits(choice: TeamChoice, demand: WorkloadDemand, gpu_resource: str) -> Rejection | None:
+    limits = choice.team.limits
+    nodes = demand.pod_count
+    shape = f"{{per}} per node x {nodes} node{'s' if nodes != 1 else ''}"
+    if limits.max_gpus is not None and demand.total(gpu_resource) > limits.max_gpus:
+        return _reject(
+            RejectionCode.LIMIT_EXCEEDED,
+            f"team {choice.name!r} may use at most {limits.max_gpus} GPUs per job, but the task asks for "
+            f"{demand.total(gpu_resource)} ({shape.format(per=demand.per_pod.get(gpu_resource, 0))}). "
+            "Reduce accelerators or num_nodes",
+        )
+    if limits.max_cpus is not None and demand.total(CPU) > limits.max_cpus * 1000:
+        return _reject(
+            RejectionCode.LIMIT_EXCEEDED,
+            f"team {choice.name!r} may use at most {limits.max_cpus} CPUs per job, but the task asks for "
+            f"{format_quantity(CPU, demand.total(CPU))} "
+            f"({shape.format(per=format_quantity(CPU, demand.per_pod.get(CPU, 0)))}). "
+            "Reduce cpus or num_nodes",
+        )
+    return None
+
+
+def _check_queue(choice: TeamChoice, queue: QueueFacts | None, source: str) -> Rejection | None:
+    team = choice.team
+    where = f"LocalQueue {team.namespace}/{team.local_queue}"
+    if queue is None:
+        return _reject(
+            RejectionCode.QUEUE_MISSING,
+            f"{where} of team {choice.name!r} does not exist according to {source}; "
+            "ask an admin to create it (sky-kueue setup)",
+        )
+    cq = repr(queue.cluster_queue) if queue.cluster_queue else "its ClusterQueue"
+    if queue.cluster_queue_exists is False:
+        return _reject(
+            RejectionCode.CLUSTER_QUEUE_MISSING,
+            f"{where} points at ClusterQueue {cq}, which does not exist; ask an admin to create it",
+        )
+    if queue.cluster_queue_active is False:
+        return _reject(
+            RejectionCode.CLUSTER_QUEUE_INACTIVE,
+            f"ClusterQueue {cq} behind {where} is not active (stopped, or a flavor is missing); "
+            "Kueue would not admit the job. Ask an admin",
+        )
+    if queue.selects_namespace is False:
+        return _reject(
+            RejectionCode.NAMESPACE_NOT_SELECTED,
+            f"ClusterQueue {cq} behind {where} does not select namespace {team.namespace!r} "
+            "(namespaceSelector); Kueue would not admit the job. Ask an admin",
+        )
+    return None
+
+
+def _capacity_problem(
+    queue: QueueFacts, demand: WorkloadDemand, uncovered: tuple[str, ...], exceeding: tuple[Any, ...]
+) -> tuple[RejectionCode, str]:
+    cq = (
+        repr(queue.cluster_queue)
+        if queue.cluster_queue
+        else f"behind LocalQueue {queue.namespace}/{queue.name}"
+    )
+    if uncovered:
+        asked = ", ".join(
+            f"{format_quantity(r, demand.per_pod.get(r, 0))} {r} per node" for r in sorted(uncovered)
+        )
+        return (
+            RejectionCode.NOT_COVERED,
+            f"ClusterQueue {cq} provides no {', '.join(sorted(uncovered))}, but the task asks for {asked}. "
+            "Drop that request or ask an admin to add the resource to the ClusterQueue",
+        )
+    first = exceeding[0]
+    per = format_quantity(first.resource, demand.per_pod.get(first.resource, 0))
+    return (
+        RejectionCode.EXCEEDS_CAPACITY,
+        f"the task needs {format_quantity(first.resource, first.requested)} {first.resource} in total "
+        f"({demand.pod_count} x {per}), but ClusterQueue {cq} can hold at most "
+        f"{format_quantity(first.resource, first.potential)} even when borrowing from its cohort; "
+        "reduce the request or num_nodes",
+    )
+
+
+def _combine_timeouts(policy_seconds: int, asked: set[int]) -> int:
+    """The policy's timeout, shortened (never lengthened) by one the task asks for."""
+    usable = [t for t in asked if t > 0]
+    if not usable:
+        return policy_seconds
+    shortest = min(usable)
+    if policy_seconds == ADMISSION_TIMEOUT_FOREVER:
+        return shortest
+    return min(policy_seconds, shortest)

@@ -1,0 +1,35 @@
+"""Label, annotation and environment keys that sky-kueue reads or writes.
+
+Why a module of its own: the same keys are read by the admin policy (on submission), written
+into pod metadata, and read back by the controller and the mirror (on Workloads and pods).
+Keeping them in one place makes a typo a single-point fix and lets a reader grep for every
+use of a key.
+"""
+
+from __future__ import annotations
+
+#: Task label (``resources.labels``) that names the team a task is submitted for. The policy
+#: consumes it and re-writes it as a pod label (see :data:`TEAM_LABEL`'s use in ``rewrite``),
+#: because GCP rejects label keys containing ``/`` and ``.`` when a task bursts to the cloud.
+TEAM_LABEL = "sky-kueue.io/team"
+
+#: Task label (``resources.labels``) opting a task in (``"true"``) or out (``"false"``) of cloud
+#: burst; consumed like :data:`TEAM_LABEL`.
+BURST_LABEL = "sky-kueue.io/burst"
+
+#: Kueue's pod label naming the LocalQueue (``pkg/controller/constants``).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+#: Kueue's pod label naming the WorkloadPriorityClass. SkyPilot 0.14.1 never sets it.
+KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+#: Prefix of every Kueue-owned label key; such keys never belong in ``resources.labels``.
+KUEUE_LABEL_PREFIX = "kueue.x-k8s.io/"
+
+#: Environment variable the jobs controller sets on every task it launches
+#: (``sky/jobs/controller.py``); its presence marks a controller (re)launch.
+MANAGED_JOB_ID_ENV = "SKYPILOT_MANAGED_JOB_ID"
+
+#: Pod annotation the jobs controller adds through ``kubernetes.pod_config`` on every
+#: (re)launch of a managed job (``sky/jobs/controller.py``).
+MANAGED_JOB_ID_ANNOTATION = "skypilot-managed-job-id"

@@ -1,0 +1,96 @@
+"""One admin-policy call as plain data: :class:`PolicyRequest`.
+
+Why: SkyPilot hands the in-process policy a ``sky.UserRequest`` (with a ``sky.Task``) and
+the RESTful policy server a JSON body (with the task as YAML). Both are reduced to this
+dataclass so that the decision (``decision.decide``) is a pure function of plain data and
+is tested without SkyPilot. The adapters live in ``policy`` (in-process) and ``wire``
+(HTTP).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sky_kueue.skypilot import labels
+from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path
+
+#: Request names that SkyPilot uses for managed-job launches (``AdminPolicyRequestName``).
+JOBS_LAUNCH = "jobs.launch"
+VALIDATE = "validate"
+
+
+@dataclass(frozen=True)
+class UserIdentity:
+    """The SkyPilot user a server-side request is made for.
+
+    Attributes:
+        id: user id (hash).
+        name: user name.
+    """
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    """SkyPilot's ``RequestOptions`` (None for jobs and serve requests).
+
+    Attributes:
+        cluster_name: requested cluster name.
+        idle_minutes_to_autostop: autostop minutes.
+        down: autodown instead of autostop.
+        dryrun: dry run.
+    """
+
+    cluster_name: str | None = None
+    idle_minutes_to_autostop: int | None = None
+    down: bool = False
+    dryrun: bool = False
+
+
+@dataclass(frozen=True)
+class PolicyRequest:
+    """Everything the decision needs from one admin-policy call.
+
+    Attributes:
+        task: the task in YAML form (``Task.to_yaml_config()``).
+        skypilot_config: the SkyPilot config of the request (``active_workspace`` resolved).
+        request_name: SkyPilot's ``AdminPolicyRequestName`` value (e.g. ``jobs.launch``).
+        at_client_side: whether the policy runs in the client.
+        user: the requesting user (server side only).
+        request_options: SkyPilot's request options, if any.
+    """
+
+    task: Mapping[str, Any]
+    skypilot_config: Mapping[str, Any] = field(default_factory=dict)
+    request_name: str = JOBS_LAUNCH
+    at_client_side: bool = False
+    user: UserIdentity | None = None
+    request_options: RequestOptions | None = None
+
+    @property
+    def workspace(self) -> str | None:
+        """The active SkyPilot workspace, if known."""
+        value = self.skypilot_config.get("active_workspace")
+        return str(value) if value else None
+
+    def managed_job_id(self) -> str | None:
+        """The managed-job id if the jobs controller launches this task, else None.
+
+        The controller sets ``SKYPILOT_MANAGED_JOB_ID`` in the task's envs and the
+        ``skypilot-managed-job-id`` pod annotation on every (re)launch; a user submission
+        (``jobs.launch``) has neither, because job ids are allocated after the policy ran.
+        """
+        envs = self.task.get("envs") or {}
+        if isinstance(envs, Mapping) and envs.get(labels.MANAGED_JOB_ID_ENV) not in (None, ""):
+            return str(envs[labels.MANAGED_JOB_ID_ENV])
+        for candidate in candidates(self.task):
+            annotations = get_path(
+                candidate.get(OVERRIDES_KEY), "kubernetes", "pod_config", "metadata", "annotations"
+            )
+            if isinstance(annotations, Mapping) and annotations.get(labels.MANAGED_JOB_ID_ANNOTATION):
+                return str(annotations[labels.MANAGED_JOB_ID_ANNOTATION])
+        return None

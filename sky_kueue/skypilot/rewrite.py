@@ -1,0 +1,149 @@
+"""Apply a :class:`~sky_kueue.skypilot.decision.Placement` to a task and its SkyPilot config.
+
+Where each setting goes, and why (SkyPilot 0.14.1; ``skypilot.md`` §2):
+
+* ``kubernetes.kueue.local_queue_name`` and ``kubernetes.kueue.admission_timeout`` go into
+  the task's own config override (``_cluster_config_overrides``, i.e. the task YAML's
+  ``config:``), which SkyPilot merges into every config scope, so they beat global and
+  workspace settings and travel with the managed job to every relaunch.
+* The Kueue pod labels ``kueue.x-k8s.io/queue-name`` and ``kueue.x-k8s.io/priority-class``
+  (and the team label) go under ``kubernetes.pod_config.metadata.labels``: pod-only, merged
+  after SkyPilot's own labels, and never validated against other clouds. ``resources.labels``
+  would be rejected by GCP (no ``/`` or ``.`` in keys) when a task bursts, so our keys are
+  removed from there.
+* The namespace is not a task-overridable key, so it goes into the request's SkyPilot config
+  (``kubernetes.context_configs.<ctx>.namespace``), which for ``jobs.launch`` becomes the
+  job's frozen controller config.
+* ``resources.priority_class`` is set to the same class, so ``sky jobs queue`` shows it and
+  SkyPilot's managed-job consistency check (one class per task) holds.
+
+Applying a placement twice gives the same task (the decision reads back what it wrote).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from sky_kueue.skypilot import labels
+from sky_kueue.skypilot.burst import BurstAction
+from sky_kueue.skypilot.decision import Placement
+from sky_kueue.skypilot.task_yaml import (
+    KUBERNETES_CLOUD,
+    OVERRIDES_KEY,
+    Infra,
+    candidates,
+    get_path,
+    parse_infra,
+    resource_group,
+    set_path,
+    with_candidates,
+    with_infra,
+)
+
+#: ``instance_type`` marker of SkyPilot's virtual Kubernetes instance types (``4CPU--16GB``).
+_K8S_INSTANCE_MARKER = "CPU--"
+
+
+def apply_placement(
+    task: Mapping[str, Any], skypilot_config: Mapping[str, Any], placement: Placement
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Rewrite a task (YAML form) and its SkyPilot config for a placement.
+
+    Args:
+        task: the task in YAML form.
+        skypilot_config: the request's SkyPilot config.
+        placement: the decision.
+
+    Returns:
+        The new task and the new SkyPilot config (inputs are not modified).
+    """
+    group = resource_group(task)
+    rewritten: list[tuple[bool, dict[str, Any]]] = []
+    for candidate in candidates(task):
+        new = _labeled(candidate, placement)
+        infra = parse_infra(new)
+        is_k8s = infra.is_kubernetes or (infra.cloud is None and placement.pin_unpinned)
+        if is_k8s:
+            new = with_infra(new, Infra(KUBERNETES_CLOUD, infra.region or placement.context))
+        rewritten.append((is_k8s, new))
+    k8s = [c for is_k8s, c in rewritten if is_k8s]
+    present = {_cloud_key(parse_infra(c)) for is_k8s, c in rewritten if not is_k8s}
+    plan = placement.burst
+    added = [_cloud_candidate(k8s[0], cloud) for cloud in plan.clouds if cloud not in present] if k8s else []
+    if plan.action is BurstAction.ADD_CLOUD_FALLBACK and added:
+        final = [c for _, c in rewritten] + added
+        group = "ordered"
+    elif plan.action is BurstAction.SKIP_KUBERNETES:
+        final = [c for is_k8s, c in rewritten if not is_k8s] + added
+        group = "ordered"
+    else:
+        final = [c for _, c in rewritten]
+    return with_candidates(task, group, final), _with_namespace(skypilot_config, placement)
+
+
+def _labeled(candidate: Mapping[str, Any], placement: Placement) -> dict[str, Any]:
+    new = copy.deepcopy(dict(candidate))
+    task_labels = {
+        k: v
+        for k, v in (new.get("labels") or {}).items()
+        if k not in (labels.TEAM_LABEL, labels.BURST_LABEL) and not k.startswith(labels.KUEUE_LABEL_PREFIX)
+    }
+    if task_labels:
+        new["labels"] = task_labels
+    else:
+        new.pop("labels", None)
+    new["priority_class"] = placement.priority_class
+    if placement.recovery_strategy is not None:
+        recovery = new.get("job_recovery")
+        settings = dict(recovery) if isinstance(recovery, Mapping) else {}
+        settings["strategy"] = placement.recovery_strategy
+        new["job_recovery"] = settings
+    overrides = copy.deepcopy(new.get(OVERRIDES_KEY) or {})
+    set_path(overrides, ("kubernetes", "kueue", "local_queue_name"), placement.local_queue)
+    set_path(overrides, ("kubernetes", "kueue", "admission_timeout"), placement.admission_timeout_seconds)
+    if placement.set_quota_queue or get_path(overrides, "kubernetes", "quota", "queue") is not None:
+        set_path(overrides, ("kubernetes", "quota", "queue"), placement.local_queue)
+    pod_labels = {
+        labels.KUEUE_QUEUE_LABEL: placement.local_queue,
+        labels.KUEUE_PRIORITY_CLASS_LABEL: placement.priority_class,
+        labels.TEAM_LABEL: placement.team,
+    }
+    if placement.burst_label is not None:
+        pod_labels[labels.BURST_LABEL] = placement.burst_label
+    existing = get_path(overrides, "kubernetes", "pod_config", "metadata", "labels")
+    merged = {**(existing if isinstance(existing, Mapping) else {}), **pod_labels}
+    set_path(overrides, ("kubernetes", "pod_config", "metadata", "labels"), merged)
+    new[OVERRIDES_KEY] = overrides
+    return new
+
+
+def _cloud_key(infra: Infra) -> str:
+    return infra.to_infra_string()
+
+
+def _cloud_candidate(k8s_candidate: Mapping[str, Any], cloud: str) -> dict[str, Any]:
+    """A cloud copy of a Kubernetes candidate: same request, different infra."""
+    new = {k: copy.deepcopy(v) for k, v in k8s_candidate.items() if k != "infra"}
+    instance_type = new.get("instance_type")
+    if isinstance(instance_type, str) and _K8S_INSTANCE_MARKER in instance_type:
+        new.pop("instance_type")
+    new["infra"] = cloud
+    return new
+
+
+def _with_namespace(skypilot_config: Mapping[str, Any], placement: Placement) -> dict[str, Any]:
+    out = copy.deepcopy(dict(skypilot_config))
+    context = placement.context
+    scope = ("kubernetes", "context_configs", context) if context else ("kubernetes",)
+    set_path(out, (*scope, "namespace"), placement.namespace)
+    workspace = out.get("active_workspace")
+    workspace_k8s = get_path(out, "workspaces", str(workspace), "kubernetes") if workspace else None
+    if isinstance(workspace_k8s, dict):
+        # Workspace scopes beat the global one; overwrite a namespace set there.
+        if workspace_k8s.get("namespace") is not None:
+            workspace_k8s["namespace"] = placement.namespace
+        if context and get_path(workspace_k8s, "context_configs", context, "namespace") is not None:
+            set_path(workspace_k8s, ("context_configs", context, "namespace"), placement.namespace)
+    return out

@@ -1,0 +1,123 @@
+"""Which team a request belongs to, and whether the requester may act for it.
+
+Why these rules: a team's LocalQueue is its share of the cluster, so the team decides the
+queue and nothing else may. A task names its team with the ``sky-kueue.io/team`` label
+(``resources.labels``, or the pod label the policy itself writes, so that applying the
+policy twice gives the same answer). The label is honoured only if the requester belongs
+to that team: listed by user name or id, by workspace, or because the team is open
+(``users: ["*"]``). Without a label the team follows from the user and workspace alone,
+and an ambiguous or missing answer is a rejection that tells the user which label to add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sky_kueue.skypilot import labels
+from sky_kueue.skypilot.config import ANY_USER, PluginConfig, TeamConfig
+from sky_kueue.skypilot.request import PolicyRequest, UserIdentity
+
+
+@dataclass(frozen=True)
+class TeamChoice:
+    """The resolved team.
+
+    Attributes:
+        name: team name.
+        team: its settings.
+        how: how it was chosen, for notes (e.g. ``"task label"``).
+    """
+
+    name: str
+    team: TeamConfig
+    how: str
+
+
+@dataclass(frozen=True)
+class TeamProblem:
+    """Why no team could be chosen.
+
+    Attributes:
+        kind: ``unknown``, ``conflict``, ``not-member``, ``ambiguous`` or ``none``.
+        message: user-facing sentence(s).
+    """
+
+    kind: str
+    message: str
+
+
+def is_member(team: TeamConfig, user: UserIdentity | None, workspace: str | None) -> bool:
+    """Whether ``user`` (or a request from ``workspace``) may submit as ``team``."""
+    if ANY_USER in team.users:
+        return True
+    if user is not None and (user.name in team.users or user.id in team.users):
+        return True
+    return workspace is not None and workspace in team.workspaces
+
+
+def resolve_team(
+    request: PolicyRequest, config: PluginConfig, label_values: Iterable[str]
+) -> TeamChoice | TeamProblem:
+    """Choose the team of a request.
+
+    Args:
+        request: the request (user and workspace are used).
+        config: plugin config.
+        label_values: every value of the team label found on the task's candidates.
+
+    Returns:
+        The chosen team, or the problem to report.
+    """
+    user, workspace = request.user, request.workspace
+    who = _describe(user, workspace)
+    named = sorted(set(label_values))
+    if len(named) > 1:
+        return TeamProblem("conflict", f"the task names several teams ({', '.join(named)}); name exactly one")
+    if named:
+        name = named[0]
+        team = config.teams.get(name)
+        if team is None:
+            return TeamProblem(
+                "unknown",
+                f"unknown team {name!r} in label {labels.TEAM_LABEL}; known teams: {_names(config.teams)}",
+            )
+        if not is_member(team, user, workspace):
+            mine = [n for n, t in config.teams.items() if is_member(t, user, workspace)]
+            hint = f"teams you may use: {', '.join(mine)}" if mine else "you belong to no team; ask an admin"
+            return TeamProblem("not-member", f"{who} may not submit as team {name!r} ({hint})")
+        return TeamChoice(name, team, "task label")
+    by_workspace = [n for n, t in config.teams.items() if workspace is not None and workspace in t.workspaces]
+    if len(by_workspace) == 1:
+        return TeamChoice(by_workspace[0], config.teams[by_workspace[0]], f"workspace {workspace!r}")
+    by_user = [
+        n
+        for n, t in config.teams.items()
+        if user is not None and (user.name in t.users or user.id in t.users)
+    ]
+    if len(by_user) == 1 and not by_workspace:
+        return TeamChoice(by_user[0], config.teams[by_user[0]], f"user {user.name if user else ''!r}")
+    candidates = by_workspace or by_user
+    if candidates:
+        return TeamProblem(
+            "ambiguous",
+            f"{who} belongs to several teams ({', '.join(sorted(candidates))}); "
+            f"add the label {labels.TEAM_LABEL}: <team> to resources.labels",
+        )
+    return TeamProblem(
+        "none",
+        f"no team for {who}; add the label {labels.TEAM_LABEL}: <team> to resources.labels "
+        f"(teams: {_names(config.teams)})",
+    )
+
+
+def _describe(user: UserIdentity | None, workspace: str | None) -> str:
+    if user is not None:
+        return f"user {user.name!r}"
+    if workspace is not None:
+        return f"this request (no user, workspace {workspace!r})"
+    return "this request (no user)"
+
+
+def _names(teams: Iterable[str]) -> str:
+    return ", ".join(sorted(teams))
