@@ -20,7 +20,8 @@ whether a flavor is reachable by preemption (:func:`simulate_preemption`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
@@ -92,23 +93,75 @@ def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: o
     return policy is o.PreemptionPolicy.ANY
 
 
-def candidate_order_key(info: WorkloadInfo, preemptor_cq: str, now: datetime) -> tuple[object, ...]:
-    """Kueue's ``CandidatesOrdering`` as a sort key (smaller goes first)."""
-    reserved = info.reserved_at or now
-    return (
-        0 if info.evicted else 1,
-        1 if info.cluster_queue == preemptor_cq else 0,
-        info.priority,
-        -reserved.timestamp(),
-        info.uid,
-    )
+CandidateCmp = Callable[..., int]
+
+
+def _cmp(a: object, b: object) -> int:
+    return (a > b) - (a < b)  # type: ignore[operator]
+
+
+def default_candidate_cmp(
+    a: WorkloadInfo,
+    b: WorkloadInfo,
+    preemptor_cq: str,
+    now: datetime,
+    lq_usage: Callable[[WorkloadInfo], float | None] | None = None,
+) -> int:
+    """Kueue's ``CandidatesOrdering``: negative when ``a`` should be preempted first.
+
+    Evicted workloads first (they are leaving anyway), then workloads of other queues, then
+    (admission fair sharing, same queue, different LocalQueues) the heavier LocalQueue, then
+    lower priority, then the most recently admitted, then UID.
+    """
+    if a.evicted != b.evicted:
+        return -1 if a.evicted else 1
+    a_own, b_own = a.cluster_queue == preemptor_cq, b.cluster_queue == preemptor_cq
+    if a_own != b_own:
+        return 1 if a_own else -1
+    if lq_usage is not None and a.cluster_queue == b.cluster_queue and a.obj.queue_name != b.obj.queue_name:
+        ua, ub = lq_usage(a), lq_usage(b)
+        if ua is not None and ub is not None and ua != ub:
+            return _cmp(ub, ua)
+    if a.priority != b.priority:
+        return _cmp(a.priority, b.priority)
+    ra, rb = a.reserved_at or now, b.reserved_at or now
+    if ra != rb:
+        return _cmp(rb, ra)
+    return _cmp(a.uid, b.uid)
 
 
 def _borrowing_forbidden(cq: o.ClusterQueue) -> bool:
     return cq.preemption.borrow_within_cohort is o.BorrowWithinCohortPolicy.NEVER
 
 
-class _Search:
+class FitCheck:
+    """Does the preemptor fit in its ClusterQueue once some candidates are gone?"""
+
+    def __init__(self, snapshot: Snapshot, cq: tree.ClusterQueueNode, requests: Mapping[FR, int]) -> None:
+        self.snapshot = snapshot
+        self.cq = cq
+        self.requests = requests
+
+    def fits(self, allow_borrowing: bool) -> bool:
+        for fr, value in self.requests.items():
+            if not allow_borrowing and self.cq.borrowing_with(fr, value):
+                return False
+            if value > tree.cq_available(self.cq, fr):
+                return False
+        return True
+
+    def fill_back(self, targets: list[Target], allow_borrowing: bool) -> list[Target]:
+        for i in range(len(targets) - 2, -1, -1):
+            self.snapshot.add_workload(targets[i].info)
+            if self.fits(allow_borrowing):
+                targets[i] = targets[-1]
+                targets.pop()
+            else:
+                self.snapshot.remove_workload(targets[i].info)
+        return targets
+
+
+class _Search(FitCheck):
     """One run of the classical target search for one preemptor."""
 
     def __init__(
@@ -119,14 +172,14 @@ class _Search:
         frs: frozenset[FR],
         requests: Mapping[FR, int],
         now: datetime,
+        candidate_cmp: CandidateCmp | None = None,
     ) -> None:
         assert cq.spec is not None
-        self.snapshot = snapshot
+        super().__init__(snapshot, cq, requests)
+        self.candidate_cmp = candidate_cmp or default_candidate_cmp
         self.preemptor = preemptor
-        self.cq = cq
         self.spec = cq.spec
         self.frs = frs
-        self.requests = requests
         self.now = now
 
     # --- classification -------------------------------------------------------------
@@ -194,9 +247,8 @@ class _Search:
                 advantage = advantage or fits
                 previous = ancestor
 
-        def key(c: _Candidate) -> tuple[object, ...]:
-            return candidate_order_key(c.info, self.cq.name, self.now)
-
+        compare = functools.partial(self.candidate_cmp, preemptor_cq=self.cq.name, now=self.now)
+        key = functools.cmp_to_key(lambda x, y: compare(x.info, y.info))
         for lst in (same, hierarchy, priority):
             lst.sort(key=key)
         ordered = (
@@ -226,14 +278,6 @@ class _Search:
                 return False
         return True
 
-    def fits(self, allow_borrowing: bool) -> bool:
-        for fr, value in self.requests.items():
-            if not allow_borrowing and self.cq.borrowing_with(fr, value):
-                return False
-            if value > tree.cq_available(self.cq, fr):
-                return False
-        return True
-
     def _under_nominal(self) -> bool:
         for fr in self.frs:
             if self.cq.nominal(fr) <= self.cq.usage.get(fr, 0):
@@ -257,33 +301,13 @@ class _Search:
                 self.snapshot.remove_workload(cand.info)
                 targets.append(Target(cand.info, cand.variant.reason))
                 if self.fits(allow_borrowing):
-                    targets = self._fill_back(targets, allow_borrowing)
+                    targets = self.fill_back(targets, allow_borrowing)
                     for t in targets:
                         self.snapshot.add_workload(t.info)
                     return targets
             for t in targets:
                 self.snapshot.add_workload(t.info)
         return []
-
-    def _fill_back(self, targets: list[Target], allow_borrowing: bool) -> list[Target]:
-        for i in range(len(targets) - 2, -1, -1):
-            self.snapshot.add_workload(targets[i].info)
-            if self.fits(allow_borrowing):
-                targets[i] = targets[-1]
-                targets.pop()
-            else:
-                self.snapshot.remove_workload(targets[i].info)
-        return targets
-
-
-def flavor_resources_needing_preemption(pod_set_flavors: list[dict[str, tuple[str, int]]]) -> frozenset[FR]:
-    """The frs whose own assignment mode is Preempt (``flavorResourcesNeedPreemption``)."""
-    result = set()
-    for flavors in pod_set_flavors:
-        for res, (flavor, mode) in flavors.items():
-            if mode == 1:  # FlavorAssignmentMode.PREEMPT
-                result.add((flavor, res))
-    return frozenset(result)
 
 
 def get_targets(
@@ -293,10 +317,11 @@ def get_targets(
     frs: frozenset[FR],
     requests: Mapping[FR, int],
     now: datetime,
+    candidate_cmp: CandidateCmp | None = None,
 ) -> list[Target]:
     """Classical target selection for ``preemptor`` (``Preemptor.GetTargets``)."""
     cq = snapshot.cq(cq_name)
-    return _Search(snapshot, preemptor, cq, frs, requests, now).run()
+    return _Search(snapshot, preemptor, cq, frs, requests, now, candidate_cmp).run()
 
 
 def simulate_preemption(

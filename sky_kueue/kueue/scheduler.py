@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import functools
+
+from sky_kueue.kueue import fairsharing, preemption, tree
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue import preemption, tree
 from sky_kueue.kueue import queue as q
+from sky_kueue.kueue.admission_fair_sharing import UsageLedger
 from sky_kueue.kueue.flavorassigner import Assignment, FlavorAssigner, Mode
 from sky_kueue.kueue.objects import FR
 from sky_kueue.kueue.snapshot import Snapshot
@@ -113,7 +116,24 @@ class Engine:
         self.holders: dict[str, WorkloadInfo] = {}
         self.finished: set[str] = set()
         self.fair_sharing = state.config.fair_sharing is not None
-        self._targets_fn: TargetsFn = targets_fn or preemption.get_targets
+        self.afs: UsageLedger | None = None
+        self._lq_usage_at_snapshot: dict[str, float] = {}
+        candidate_cmp: preemption.CandidateCmp | None = None
+        afs_config = state.config.admission_fair_sharing
+        if afs_config is not None:
+            self.afs = UsageLedger(afs_config, state.local_queues)
+            for queue in self.queues.values():
+                if queue.spec.admission_fair_sharing:
+                    queue.usage_key = self.afs.usage_of
+            candidate_cmp = functools.partial(preemption.default_candidate_cmp, lq_usage=self._snapshot_lq_usage)
+        if targets_fn is None:
+            if state.config.fair_sharing is not None:
+                targets_fn = fairsharing.FairPreemptor(state.config.fair_sharing.preemption_strategies, candidate_cmp)
+            else:
+                targets_fn = functools.partial(preemption.get_targets, candidate_cmp=candidate_cmp)
+        if iterator_fn is None and self.fair_sharing:
+            iterator_fn = fairsharing.tournament_order
+        self._targets_fn: TargetsFn = targets_fn
         self._iterator_fn = iterator_fn
         for wl in sorted(state.workloads.values(), key=lambda w: w.key):
             self.add_workload(wl)
@@ -164,6 +184,16 @@ class Engine:
             queue = self.queues[cq.name]
             queue.flush_inadmissible(lambda info, spec=queue.spec: self._namespace_ok(spec, info))
 
+    def _uses_afs(self, cq_name: str) -> bool:
+        spec = self.state.cluster_queues.get(cq_name)
+        return self.afs is not None and spec is not None and spec.admission_fair_sharing
+
+    def _snapshot_lq_usage(self, info: WorkloadInfo) -> float | None:
+        """A quota holder's LocalQueue usage as of this cycle's snapshot (AFS queues only)."""
+        if not self._uses_afs(info.cluster_queue):
+            return None
+        return self._lq_usage_at_snapshot.get(f"{info.obj.namespace}/{info.obj.queue_name}")
+
     def _namespace_ok(self, spec: o.ClusterQueue, info: WorkloadInfo) -> bool:
         return q.namespace_selected(spec, self.state.namespaces.get(info.obj.namespace))
 
@@ -185,6 +215,8 @@ class Engine:
         if not heads:
             return result
         saved = self.snapshot.checkpoint()
+        if self.afs is not None:
+            self._lq_usage_at_snapshot = {key: self.afs.usage(key) for key in self.state.local_queues}
         entries: list[Entry] = []
         inadmissible: list[Entry] = []
         for entry in heads:
@@ -213,12 +245,16 @@ class Engine:
         """
         for entry in result.admitted:
             info = entry.info
+            if self.afs is not None:
+                self.afs.settle(info)
             self.pending.pop(info.key, None)
             self.holders[info.key] = info
             self.snapshot.add_workload(info)
             self.generation[entry.cq] = self.generation.get(entry.cq, 0) + 1
             self.queues[entry.cq].delete(info.key)
         for p in result.preempted:
+            if self.afs is not None:
+                self.afs.drop(p.victim)
             self.generation[p.victim.cluster_queue] = self.generation.get(p.victim.cluster_queue, 0) + 1
             self.delete_workload(p.victim.key)
 
@@ -424,6 +460,8 @@ class Engine:
             return
         entry.status = STATUS_ASSUMED
         admit_info(info, cq_name, assignment.admitted_pod_sets(), self.now)
+        if self.afs is not None and self._uses_afs(cq_name):
+            self.afs.push_penalty(info)
         result.admitted.append(entry)
 
     def _to_reserve(self, cq_name: str, assignment: Assignment) -> dict[FR, int]:
