@@ -7,6 +7,7 @@ prints either the oracle's JSON format (``--output json``) or a verdict per work
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import click
 
 from sky_kueue.cli import errors
 from sky_kueue.kueue.errors import ModelError
+from sky_kueue.kueue.objects import KueueConfig
 
 #: Exit code for bad input (unreadable file, invalid YAML, invalid object).
 EXIT_BAD_INPUT = 2
@@ -37,36 +39,34 @@ EXIT_BAD_INPUT = 2
 )
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--cycle-cap", type=click.IntRange(min=1), default=None, help="Override the number of cycles recorded.")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Predict on a live cluster through its API server instead of a snapshot.")
-@click.option("--context", "kube_context", default=None, help="kubeconfig context (with --kubeconfig).")
-@click.option("--task", "tasks", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="A SkyPilot task YAML to add as the pod group it would create (with --kubeconfig).")
+@click.option(
+    "--kueue-config",
+    "kueue_config",
+    default=None,
+    metavar="MODE",
+    help=(
+        "The scheduling mode the cluster's Kueue runs, overriding the snapshot's '# kueue-config:' header: "
+        "'classical', 'fairSharing', or 'admissionFairSharing usageHalfLifeTime=30m usageSamplingInterval=5m "
+        "[resourceWeights=cpu:1,memory:0]'."
+    ),
+)
 def predict(
     snapshot: Path | None,
     add: tuple[Path, ...],
     output: str,
     cycle_cap: int | None,
-    kubeconfig: Path | None,
-    kube_context: str | None,
-    tasks: tuple[Path, ...],
+    kueue_config: str | None,
 ) -> None:
     """Predict Kueue's admissions, preemptions and pending reasons."""
     from sky_kueue.kueue import loader, predictor
 
     try:
-        if snapshot is not None:
-            if tasks:
-                raise ModelError("--task needs --kubeconfig (use --add with a Workload for a snapshot)")
-            state = loader.load_state_file(snapshot, add)
-            scenario = snapshot.stem
-        elif kubeconfig is not None:
-            from sky_kueue.mirror import live  # imported lazily: pulls in the kubernetes client
-
-            state = live.load_live_state(kubeconfig, kube_context, add, tasks)
-            scenario = ""
-        else:
-            raise ModelError("give --snapshot FILE or --kubeconfig FILE")
+        if snapshot is None:
+            raise ModelError("give --snapshot FILE (a multi-document YAML of Kueue objects)")
+        state = loader.load_state_file(snapshot, add)
+        if kueue_config is not None:
+            state.config = _override_config(state.config, kueue_config)
+        scenario = snapshot.stem
         result = predictor.predict(state, cycle_cap=cycle_cap)
     except ModelError as exc:
         errors.fail(str(exc), EXIT_BAD_INPUT)
@@ -78,3 +78,15 @@ def predict(
     from sky_kueue.cli import verdict_view
 
     verdict_view.print_verdicts(result, only_pending_at_start=True)
+
+
+def _override_config(current: KueueConfig, mode: str) -> KueueConfig:
+    """Replace the scheduling mode of ``current`` by the one named on the command line."""
+    from sky_kueue.kueue import parse
+
+    if mode.strip() == "classical":
+        return dataclasses.replace(current, fair_sharing=None, admission_fair_sharing=None)
+    parsed = parse.parse_header(f"# kueue-config: {mode}")
+    return dataclasses.replace(
+        current, fair_sharing=parsed.fair_sharing, admission_fair_sharing=parsed.admission_fair_sharing
+    )

@@ -37,7 +37,12 @@ def print_verdicts(result: Prediction, only_pending_at_start: bool = True, conso
     table.add_column("WORKLOAD", no_wrap=True)
     table.add_column("VERDICT", no_wrap=True)
     table.add_column("DETAIL")
-    kinds_shown = {VerdictKind.ADMITTED, VerdictKind.ADMITTED_AFTER_PREEMPTION, VerdictKind.PENDING, VerdictKind.PREEMPTED}
+    kinds_shown = {
+        VerdictKind.ADMITTED,
+        VerdictKind.ADMITTED_AFTER_PREEMPTION,
+        VerdictKind.PENDING,
+        VerdictKind.PREEMPTED,
+    }
     for key in sorted(result.verdicts):
         v = result.verdicts[key]
         if only_pending_at_start and v.kind not in kinds_shown:

@@ -366,7 +366,9 @@ class FairPreemptor:
                 if not any(other.borrowing(fr) for fr in frs):
                     continue
                 for info in snapshot.workloads.get(other.name, {}).values():
-                    if preemption.satisfies_policy(preemptor, info, policy.reclaim_within_cohort) and info.uses_any(frs):
+                    if preemption.satisfies_policy(preemptor, info, policy.reclaim_within_cohort) and info.uses_any(
+                        frs
+                    ):
                         result.append(info)
         return result
 

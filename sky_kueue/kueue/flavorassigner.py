@@ -99,7 +99,10 @@ def is_preferred(a: Granular, b: Granular, preference: o.FungibilityPreference |
 def should_try_next(rep: Granular, fungibility: o.FlavorFungibility) -> bool:
     if rep.mode in (PMode.NO_FIT, PMode.NO_CANDIDATES):
         return True
-    if rep.mode in (PMode.PREEMPT, PMode.RECLAIM) and fungibility.when_can_preempt is o.FungibilityPolicy.TRY_NEXT_FLAVOR:
+    if (
+        rep.mode in (PMode.PREEMPT, PMode.RECLAIM)
+        and fungibility.when_can_preempt is o.FungibilityPolicy.TRY_NEXT_FLAVOR
+    ):
         return True
     return rep.borrow != 0 and fungibility.when_can_borrow is o.FungibilityPolicy.TRY_NEXT_FLAVOR
 
@@ -315,7 +318,9 @@ class FlavorAssigner:
         if group is None:
             return None, [f"resource {resource} unavailable in ClusterQueue"]
         reasons: list[str] = []
-        group_requests = [(r, requests[r]) for r in resources.ordered_resources(requests) if r in group.covered_resources]
+        group_requests = [
+            (r, requests[r]) for r in resources.ordered_resources(requests) if r in group.covered_resources
+        ]
         best: dict[str, FlavorAssignment] | None = None
         best_mode = WORST
         attempted = -1
@@ -327,12 +332,11 @@ class FlavorAssigner:
         for idx in range(start, len(names)):
             attempted = idx
             fname = names[idx]
-            if mapping:
-                if mapping.get(pod_set.name, {}).get(resource) != fname:
-                    reasons.append(
-                        f"skipping flavor {fname} as it is not found in the nomination mapping for resource {resource}"
-                    )
-                    continue
+            if mapping and mapping.get(pod_set.name, {}).get(resource) != fname:
+                reasons.append(
+                    f"skipping flavor {fname} as it is not found in the nomination mapping for resource {resource}"
+                )
+                continue
             mismatch = check_flavor(self.flavors.get(fname), fname, pod_set)
             if mismatch is not None:
                 reasons.append(mismatch)
@@ -344,7 +348,9 @@ class FlavorAssigner:
             for rname, value in group_requests:
                 fr = (fname, rname)
                 quota = self.cq.quotas.get(fr)
-                pmode, borrow, msgs, no_fit = self._fits_quota(fr, usage.get(fr, 0), value, quota.nominal if quota else 0)
+                pmode, borrow, msgs, no_fit = self._fits_quota(
+                    fr, usage.get(fr, 0), value, quota.nominal if quota else 0
+                )
                 reasons.extend(msgs)
                 flavor_no_fit = _most_severe(flavor_no_fit, no_fit)
                 granular = Granular(pmode, borrow)

@@ -132,7 +132,9 @@ def parse_resource_flavor(doc: Mapping[str, Any]) -> o.ResourceFlavor:
     taints = []
     for i, item in enumerate(_list(spec.get("nodeTaints"), where, "spec.nodeTaints")):
         t = _mapping(item, where, f"spec.nodeTaints[{i}]")
-        taints.append(o.Taint(key=str(t.get("key", "")), value=str(t.get("value", "")), effect=str(t.get("effect", ""))))
+        taints.append(
+            o.Taint(key=str(t.get("key", "")), value=str(t.get("value", "")), effect=str(t.get("effect", "")))
+        )
     return o.ResourceFlavor(
         name=str(meta.get("name", "")),
         node_labels={str(k): str(v) for k, v in _mapping(spec.get("nodeLabels"), where, "spec.nodeLabels").items()},
@@ -188,7 +190,9 @@ def _label_selector(value: object, where: str, path: str) -> o.LabelSelector | N
         values = tuple(str(v) for v in _list(expr.get("values"), where, f"{path}.matchExpressions[{i}].values"))
         reqs.append(o.LabelSelectorRequirement(key=str(expr.get("key", "")), operator=operator, values=values))
     return o.LabelSelector(
-        match_labels={str(k): str(v) for k, v in _mapping(sel.get("matchLabels"), where, f"{path}.matchLabels").items()},
+        match_labels={
+            str(k): str(v) for k, v in _mapping(sel.get("matchLabels"), where, f"{path}.matchLabels").items()
+        },
         match_expressions=tuple(reqs),
     )
 
@@ -211,7 +215,9 @@ def parse_cluster_queue(doc: Mapping[str, Any]) -> o.ClusterQueue:
     scope = _mapping(spec.get("admissionScope"), where, "spec.admissionScope")
     checks: list[str] = [str(c) for c in _list(spec.get("admissionChecks"), where, "spec.admissionChecks")]
     strategy = _mapping(spec.get("admissionChecksStrategy"), where, "spec.admissionChecksStrategy")
-    for i, rule in enumerate(_list(strategy.get("admissionChecks"), where, "spec.admissionChecksStrategy.admissionChecks")):
+    for i, rule in enumerate(
+        _list(strategy.get("admissionChecks"), where, "spec.admissionChecksStrategy.admissionChecks")
+    ):
         checks.append(str(_mapping(rule, where, f"spec.admissionChecksStrategy.admissionChecks[{i}]").get("name", "")))
     return o.ClusterQueue(
         name=str(meta.get("name", "")),
@@ -219,20 +225,32 @@ def parse_cluster_queue(doc: Mapping[str, Any]) -> o.ClusterQueue:
         namespace_selector=_label_selector(spec.get("namespaceSelector"), where, "spec.namespaceSelector"),
         resource_groups=_resource_groups(spec.get("resourceGroups"), where),
         queueing_strategy=_enum(
-            o.QueueingStrategy, spec.get("queueingStrategy"), o.QueueingStrategy.BEST_EFFORT_FIFO, where,
+            o.QueueingStrategy,
+            spec.get("queueingStrategy"),
+            o.QueueingStrategy.BEST_EFFORT_FIFO,
+            where,
             "spec.queueingStrategy",
         ),
         preemption=o.Preemption(
             within_cluster_queue=_enum(
-                o.PreemptionPolicy, preemption.get("withinClusterQueue"), o.PreemptionPolicy.NEVER, where,
+                o.PreemptionPolicy,
+                preemption.get("withinClusterQueue"),
+                o.PreemptionPolicy.NEVER,
+                where,
                 "spec.preemption.withinClusterQueue",
             ),
             reclaim_within_cohort=_enum(
-                o.PreemptionPolicy, preemption.get("reclaimWithinCohort"), o.PreemptionPolicy.NEVER, where,
+                o.PreemptionPolicy,
+                preemption.get("reclaimWithinCohort"),
+                o.PreemptionPolicy.NEVER,
+                where,
                 "spec.preemption.reclaimWithinCohort",
             ),
             borrow_within_cohort=_enum(
-                o.BorrowWithinCohortPolicy, bwc.get("policy"), o.BorrowWithinCohortPolicy.NEVER, where,
+                o.BorrowWithinCohortPolicy,
+                bwc.get("policy"),
+                o.BorrowWithinCohortPolicy.NEVER,
+                where,
                 "spec.preemption.borrowWithinCohort.policy",
             ),
             max_priority_threshold=None
@@ -241,11 +259,17 @@ def parse_cluster_queue(doc: Mapping[str, Any]) -> o.ClusterQueue:
         ),
         flavor_fungibility=o.FlavorFungibility(
             when_can_borrow=_enum(
-                o.FungibilityPolicy, when_borrow, o.FungibilityPolicy.MAY_STOP_SEARCH, where,
+                o.FungibilityPolicy,
+                when_borrow,
+                o.FungibilityPolicy.MAY_STOP_SEARCH,
+                where,
                 "spec.flavorFungibility.whenCanBorrow",
             ),
             when_can_preempt=_enum(
-                o.FungibilityPolicy, when_preempt, o.FungibilityPolicy.TRY_NEXT_FLAVOR, where,
+                o.FungibilityPolicy,
+                when_preempt,
+                o.FungibilityPolicy.TRY_NEXT_FLAVOR,
+                where,
                 "spec.flavorFungibility.whenCanPreempt",
             ),
             preference=_enum(
@@ -280,7 +304,9 @@ def parse_local_queue(doc: Mapping[str, Any]) -> o.LocalQueue:
     status = _mapping(doc.get("status"), where, "status")
     fs_status = _mapping(status.get("fairSharing"), where, "status.fairSharing")
     afs = _mapping(fs_status.get("admissionFairSharingStatus"), where, "status.fairSharing.admissionFairSharingStatus")
-    consumed = _mapping(afs.get("consumedResources"), where, "status.fairSharing.admissionFairSharingStatus.consumedResources")
+    consumed = _mapping(
+        afs.get("consumedResources"), where, "status.fairSharing.admissionFairSharingStatus.consumedResources"
+    )
     fair = _mapping(spec.get("fairSharing"), where, "spec.fairSharing")
     return o.LocalQueue(
         namespace=str(meta.get("namespace", "")),
@@ -379,7 +405,9 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         raise ModelError(f"{where}: metadata.creationTimestamp: required (the queue is ordered by it)")
     pod_sets = []
     for i, item in enumerate(_list(spec.get("podSets"), where, "spec.podSets")):
-        pod_sets.append(resources.parse_pod_set(_mapping(item, where, f"spec.podSets[{i}]"), where, f"spec.podSets[{i}]"))
+        pod_sets.append(
+            resources.parse_pod_set(_mapping(item, where, f"spec.podSets[{i}]"), where, f"spec.podSets[{i}]")
+        )
     class_name = spec.get("priorityClassName")
     class_source = spec.get("priorityClassSource")
     ref = spec.get("priorityClassRef")
@@ -387,9 +415,7 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         ref_map = _mapping(ref, where, "spec.priorityClassRef")
         class_name = ref_map.get("name")
         group = str(ref_map.get("group", ""))
-        class_source = (
-            o.WORKLOAD_PRIORITY_CLASS_SOURCE if group == KUEUE_GROUP else o.POD_PRIORITY_CLASS_SOURCE
-        )
+        class_source = o.WORKLOAD_PRIORITY_CLASS_SOURCE if group == KUEUE_GROUP else o.POD_PRIORITY_CLASS_SOURCE
     priority_value = spec.get("priority")
     priority = 0 if priority_value is None else _int(priority_value, where, "spec.priority")
     if class_name and class_source == o.WORKLOAD_PRIORITY_CLASS_SOURCE and str(class_name) in priority_classes:
@@ -409,7 +435,9 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         admission=_admission(status.get("admission"), where),
         conditions=_conditions(status.get("conditions"), where),
         labels={str(k): str(v) for k, v in _mapping(meta.get("labels"), where, "metadata.labels").items()},
-        annotations={str(k): str(v) for k, v in _mapping(meta.get("annotations"), where, "metadata.annotations").items()},
+        annotations={
+            str(k): str(v) for k, v in _mapping(meta.get("annotations"), where, "metadata.annotations").items()
+        },
     )
 
 
@@ -472,7 +500,9 @@ def parse_header(text: str) -> o.KueueConfig:
             elif mode == "admissionFairSharing":
                 afs = _parse_afs(params)
             else:
-                raise ModelError(f"header '# kueue-config: {mode}': unknown setting (fairSharing, admissionFairSharing)")
+                raise ModelError(
+                    f"header '# kueue-config: {mode}': unknown setting (fairSharing, admissionFairSharing)"
+                )
         elif body.startswith("cycle-cap:"):
             value = body[len("cycle-cap:") :].strip()
             try:
@@ -552,7 +582,9 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
             state.namespaces[ns.name] = ns
             continue
         if kind not in KUEUE_KINDS:
-            raise ModelError(f"{where}: unknown kind {kind!r} (expected Namespace or a Kueue kind: {', '.join(KUEUE_KINDS)})")
+            raise ModelError(
+                f"{where}: unknown kind {kind!r} (expected Namespace or a Kueue kind: {', '.join(KUEUE_KINDS)})"
+            )
         group, _, version = api_version.partition("/")
         if group != KUEUE_GROUP or version not in KUEUE_VERSIONS:
             raise ModelError(

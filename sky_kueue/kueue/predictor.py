@@ -87,11 +87,11 @@ def _record(engine: Engine, result: CycleResult) -> CycleRecord:
         assert entry.assignment is not None
         admitted[entry.info.key] = {
             "clusterQueue": entry.cq,
-            "podSets": {ps.name: dict(sorted((r, fa.name) for r, fa in ps.flavors.items())) for ps in entry.assignment.pod_sets},
+            "podSets": {
+                ps.name: dict(sorted((r, fa.name) for r, fa in ps.flavors.items())) for ps in entry.assignment.pod_sets
+            },
         }
-    preempted = {
-        p.victim.key: {"by": p.preemptor.key, "reason": p.reason} for p in result.preempted
-    }
+    preempted = {p.victim.key: {"by": p.preemptor.key, "reason": p.reason} for p in result.preempted}
     pending = {key: (info.message or "") for key, info in sorted(engine.pending.items())}
     return CycleRecord(admitted=admitted, preempted=preempted, pending=pending)
 
@@ -165,14 +165,23 @@ def _summarise(
         if key in preempted_keys:
             by, reason, pnumber = preempted_keys[key]
             verdicts[key] = Verdict(
-                key, VerdictKind.PREEMPTED, cluster_queue=entry.cq, cycle=pnumber, flavors=flavors,
-                victims=victims, preempted_by=by, reason=reason,
+                key,
+                VerdictKind.PREEMPTED,
+                cluster_queue=entry.cq,
+                cycle=pnumber,
+                flavors=flavors,
+                victims=victims,
+                preempted_by=by,
+                reason=reason,
             )
         else:
             verdicts[key] = Verdict(key, kind, cluster_queue=entry.cq, cycle=number, flavors=flavors, victims=victims)
     for key, info in engine.pending.items():
         verdicts[key] = Verdict(
-            key, VerdictKind.PENDING, cluster_queue=info.cluster_queue, message=info.message or "",
+            key,
+            VerdictKind.PENDING,
+            cluster_queue=info.cluster_queue,
+            message=info.message or "",
             victims=victims_of.get(key, []),
         )
     return Prediction(

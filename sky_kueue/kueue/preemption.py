@@ -188,9 +188,7 @@ class _Search(FitCheck):
         if not candidate.uses_any(self.frs):
             return Variant.NEVER
         same_cq = candidate.cluster_queue == self.cq.name
-        policy = (
-            self.spec.preemption.within_cluster_queue if same_cq else self.spec.preemption.reclaim_within_cohort
-        )
+        policy = self.spec.preemption.within_cluster_queue if same_cq else self.spec.preemption.reclaim_within_cohort
         if not satisfies_policy(self.preemptor, candidate, policy):
             return Variant.NEVER
         if same_cq:
@@ -248,7 +246,11 @@ class _Search(FitCheck):
                 previous = ancestor
 
         compare = functools.partial(self.candidate_cmp, preemptor_cq=self.cq.name, now=self.now)
-        key = functools.cmp_to_key(lambda x, y: compare(x.info, y.info))
+
+        def by_info(x: _Candidate, y: _Candidate) -> int:
+            return compare(x.info, y.info)
+
+        key = functools.cmp_to_key(by_info)
         for lst in (same, hierarchy, priority):
             lst.sort(key=key)
         ordered = (
@@ -279,10 +281,7 @@ class _Search(FitCheck):
         return True
 
     def _under_nominal(self) -> bool:
-        for fr in self.frs:
-            if self.cq.nominal(fr) <= self.cq.usage.get(fr, 0):
-                return False
-        return True
+        return all(self.cq.nominal(fr) > self.cq.usage.get(fr, 0) for fr in self.frs)
 
     def run(self) -> list[Target]:
         candidates, none_from_others, none_for_hierarchy = self.collect()

@@ -14,11 +14,10 @@ workload controller does with the events a cycle produced; see :meth:`Engine.set
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-
-import functools
 
 from sky_kueue.kueue import fairsharing, preemption, tree
 from sky_kueue.kueue import objects as o
@@ -161,6 +160,30 @@ class Engine:
             self.queues[cq_name].push(info)
         return info
 
+    def update_pending_workload(self, wl: o.Workload) -> WorkloadInfo | None:
+        """A pending workload's spec changed (e.g. its priority was raised by aging).
+
+        As in Kueue's ``PushOrUpdate``, a changed spec takes the workload out of the parked
+        set back into the active queue, re-ordered by its new priority; the pending message
+        and the flavor-scan position (when the shape is unchanged) are kept.
+        """
+        old = self.pending.get(wl.key)
+        if old is None:
+            return self.add_workload(wl)
+        cq_name = self.cq_for(wl) or old.cluster_queue
+        info = new_info(wl, cq_name)
+        info.message = old.message
+        if old.last_assignment is not None and old.last_assignment.scheduling_hash == info.hash:
+            info.last_assignment = old.last_assignment
+        self.pending[wl.key] = info
+        queue = self.queues.get(old.cluster_queue)
+        if queue is not None:
+            queue.active.pop(wl.key, None)
+            queue.inadmissible.pop(wl.key, None)
+        if wl.active and cq_name in self.queues:
+            self.queues[cq_name].active[wl.key] = info
+        return info
+
     def delete_workload(self, key: str) -> None:
         """A workload is deleted: its quota is freed and its cohort tree's parked workloads return."""
         info = self.holders.pop(key, None)
@@ -182,7 +205,7 @@ class Engine:
         cqs = node.parent.root().subtree_cluster_queues() if node.parent is not None else [node]
         for cq in cqs:
             queue = self.queues[cq.name]
-            queue.flush_inadmissible(lambda info, spec=queue.spec: self._namespace_ok(spec, info))
+            queue.flush_inadmissible(functools.partial(self._namespace_ok, queue.spec))
 
     def _uses_afs(self, cq_name: str) -> bool:
         spec = self.state.cluster_queues.get(cq_name)
@@ -345,7 +368,7 @@ class Engine:
 
         def counts_for(step: int) -> list[int]:
             # ``step`` pods removed in total, spread proportionally over reducible pod sets.
-            return [ps.count - (d * step) // total for ps, d in zip(pod_sets, deltas)]
+            return [ps.count - (d * step) // total for ps, d in zip(pod_sets, deltas, strict=True)]
 
         def attempt(step: int) -> tuple[Assignment, list[preemption.Target]] | None:
             assignment = assigner.assign(counts_for(step))
@@ -382,7 +405,9 @@ class Engine:
 
         return sorted(entries, key=key)
 
-    def _fits(self, cq_name: str, usage: dict[FR, int], preempted: dict[str, WorkloadInfo], targets: list[preemption.Target]) -> bool:
+    def _fits(
+        self, cq_name: str, usage: dict[FR, int], preempted: dict[str, WorkloadInfo], targets: list[preemption.Target]
+    ) -> bool:
         merged = dict(preempted)
         for t in targets:
             merged[t.info.key] = t.info

@@ -57,10 +57,7 @@ class QuotaNode:
 
     def within_quota(self, frs: Iterator[FR] | set[FR] | frozenset[FR]) -> bool:
         """Kueue's ``IsWithinNominalInResources``: usage <= subtree quota for every fr."""
-        for fr in frs:
-            if self.subtree_quota.get(fr, 0) < self.usage.get(fr, 0):
-                return False
-        return True
+        return all(self.subtree_quota.get(fr, 0) >= self.usage.get(fr, 0) for fr in frs)
 
     def path_to_root(self) -> Iterator[CohortNode]:
         node = self.parent
@@ -248,7 +245,7 @@ def build_tree(state: o.ClusterState, inactive: set[str]) -> TreeShape:
         for cq in node.child_cqs:
             _accumulate(node, cq)
 
-    for node in cohorts.values():
-        if node.parent is None:
-            fill(node)
+    for cohort_node in cohorts.values():
+        if cohort_node.parent is None:
+            fill(cohort_node)
     return TreeShape(cqs=cqs, cohorts=cohorts)

@@ -22,9 +22,7 @@ MAX_FLAVORS_PER_GROUP = 64
 MAX_POD_SETS = 18
 
 
-def _groups_errors(
-    groups: tuple[o.ResourceGroup, ...], has_parent: bool, is_cohort: bool, where: str
-) -> list[str]:
+def _groups_errors(groups: tuple[o.ResourceGroup, ...], has_parent: bool, is_cohort: bool, where: str) -> list[str]:
     errors: list[str] = []
     if len(groups) > MAX_RESOURCE_GROUPS:
         errors.append(f"{where}: spec.resourceGroups: must have at most {MAX_RESOURCE_GROUPS} items")
@@ -49,7 +47,9 @@ def _groups_errors(
                 errors.append(f"{where}: {fpath}.name: Duplicate value: {flavor.name!r}")
             seen_flavors.add(flavor.name)
             if len(flavor.resources) != len(group.covered_resources):
-                errors.append(f"{where}: {fpath}: flavors must have the same number of resources as the coveredResources")
+                errors.append(
+                    f"{where}: {fpath}: flavors must have the same number of resources as the coveredResources"
+                )
             for ri, (name, quota) in enumerate(flavor.resources.items()):
                 if ri >= len(group.covered_resources):
                     break
@@ -83,7 +83,10 @@ def cluster_queue_errors(cq: o.ClusterQueue) -> list[str]:
     where = f"ClusterQueue {cq.name}"
     errors = _groups_errors(cq.resource_groups, cq.cohort is not None, False, where)
     p = cq.preemption
-    if p.reclaim_within_cohort is o.PreemptionPolicy.NEVER and p.borrow_within_cohort is not o.BorrowWithinCohortPolicy.NEVER:
+    if (
+        p.reclaim_within_cohort is o.PreemptionPolicy.NEVER
+        and p.borrow_within_cohort is not o.BorrowWithinCohortPolicy.NEVER
+    ):
         errors.append(f"{where}: spec.preemption: reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
     if p.reclaim_within_cohort is o.PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
         errors.append(f"{where}: spec.preemption.reclaimWithinCohort: unsupported value LowerOrNewerEqualPriority")
@@ -120,17 +123,24 @@ def workload_errors(wl: o.Workload, state: o.ClusterState) -> list[str]:
             errors.append(f"{where}: spec.podSets[{i}].name: Duplicate value: {ps.name!r}")
         names.add(ps.name)
         if ps.min_count is not None and (ps.min_count < 1 or ps.min_count > ps.count):
-            errors.append(f"{where}: spec.podSets[{i}].minCount: minCount should be positive and less or equal to count")
-    if wl.priority_class_name and wl.priority_class_source == o.WORKLOAD_PRIORITY_CLASS_SOURCE:
-        if wl.priority_class_name not in state.priority_classes:
             errors.append(
-                f"{where}: spec.priorityClassName: WorkloadPriorityClass {wl.priority_class_name!r} not found"
+                f"{where}: spec.podSets[{i}].minCount: minCount should be positive and less or equal to count"
             )
+    if (
+        wl.priority_class_name
+        and wl.priority_class_source == o.WORKLOAD_PRIORITY_CLASS_SOURCE
+        and wl.priority_class_name not in state.priority_classes
+    ):
+        errors.append(f"{where}: spec.priorityClassName: WorkloadPriorityClass {wl.priority_class_name!r} not found")
     if wl.admission is not None and wl.has_quota_reservation:
         if wl.admission.cluster_queue not in state.cluster_queues:
-            errors.append(f"{where}: status.admission.clusterQueue: ClusterQueue {wl.admission.cluster_queue!r} not found")
+            errors.append(
+                f"{where}: status.admission.clusterQueue: ClusterQueue {wl.admission.cluster_queue!r} not found"
+            )
         if len(wl.admission.pod_set_assignments) != len(wl.pod_sets):
-            errors.append(f"{where}: status.admission: podSetAssignments must have the same number of podSets as the spec")
+            errors.append(
+                f"{where}: status.admission: podSetAssignments must have the same number of podSets as the spec"
+            )
     else:
         if not wl.queue_name:
             errors.append(f"{where}: spec.queueName: a pending workload must name a LocalQueue")
@@ -146,7 +156,9 @@ def cohort_cycle_errors(state: o.ClusterState) -> list[str]:
         parent = state.cohorts[name].parent
         while parent is not None:
             if parent in seen:
-                errors.append(f"Cohort {name}: spec.parentName: cycle in the cohort tree ({' -> '.join([*seen, parent])})")
+                errors.append(
+                    f"Cohort {name}: spec.parentName: cycle in the cohort tree ({' -> '.join([*seen, parent])})"
+                )
                 break
             seen.append(parent)
             spec = state.cohorts.get(parent)

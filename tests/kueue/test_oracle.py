@@ -29,7 +29,7 @@ def _check(path: Path) -> None:
     expected = json.loads((path.parent.parent / "expected" / f"{path.stem}.json").read_text())
     got = predictor.predict(loader.load_state_file(path)).to_json(path.stem)
     assert len(got["cycles"]) == len(expected["cycles"]), "number of cycles"
-    for i, (g, e) in enumerate(zip(got["cycles"], expected["cycles"])):
+    for i, (g, e) in enumerate(zip(got["cycles"], expected["cycles"], strict=True)):
         assert g["admitted"] == e["admitted"], f"cycle {i} admitted"
         assert g["preempted"] == e["preempted"], f"cycle {i} preempted"
         assert g["pending"] == e["pending"], f"cycle {i} pending (with messages)"
