@@ -21,7 +21,9 @@ def describe(v: Verdict) -> str:
     if v.kind is VerdictKind.ADMITTED:
         return f"admitted in cycle {v.cycle} to {v.cluster_queue} ({_flavors(v)})"
     if v.kind is VerdictKind.ADMITTED_AFTER_PREEMPTION:
-        victims = ", ".join(f"{w} ({reason})" for w, reason in v.victims)
+        victims = ", ".join(
+            f"{w} ({reason}{'; ' + v.victim_details[w] if w in v.victim_details else ''})" for w, reason in v.victims
+        )
         return f"admitted in cycle {v.cycle} to {v.cluster_queue} after preempting {victims} ({_flavors(v)})"
     if v.kind is VerdictKind.PREEMPTED:
         return f"preempted in cycle {v.cycle} by {v.preempted_by} ({v.reason})"

@@ -424,7 +424,11 @@ class FairPreemptor:
                 snapshot.add_usage(target_cq.name, info.usage)
                 if _passes(strategy, preemptor_new, target_old, target_new):
                     snapshot.remove_workload(info)
-                    targets.append(preemption.Target(info, preemption.IN_COHORT_FAIR_SHARING))
+                    detail = (
+                        f"{strategy}: preemptor share {_fmt(preemptor_new)} vs target share "
+                        f"{_fmt(target_new)} after preemption"
+                    )
+                    targets.append(preemption.Target(info, preemption.IN_COHORT_FAIR_SHARING, detail))
                     if self._fits(snapshot, cq, requests):
                         return True, targets, []
                     break
@@ -449,11 +453,20 @@ class FairPreemptor:
             info = ordering.pop(target_cq.name)
             if passed:
                 snapshot.remove_workload(info)
-                targets.append(preemption.Target(info, preemption.IN_COHORT_FAIR_SHARING))
+                detail = (
+                    f"{STRATEGY_LESS_THAN_INITIAL_SHARE}: preemptor share {_fmt(preemptor_new)} vs target share "
+                    f"{_fmt(target_old)}"
+                )
+                targets.append(preemption.Target(info, preemption.IN_COHORT_FAIR_SHARING, detail))
                 if self._fits(snapshot, cq, requests):
                     return True, targets
             ordering.pruned_cqs.add(target_cq.name)
         return False, targets
+
+
+def _fmt(drs: DRS) -> str:
+    share = drs.weighted_share()
+    return "inf" if math.isinf(share) else f"{share:.1f}"
 
 
 def _passes(strategy: str, preemptor_new: DRS, target_old: DRS, target_new: DRS) -> bool:

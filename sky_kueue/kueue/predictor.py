@@ -44,6 +44,8 @@ class Verdict:
     cycle: int | None = None
     flavors: dict[str, dict[str, str]] = field(default_factory=dict)
     victims: list[tuple[str, str]] = field(default_factory=list)  # (workload, reason)
+    #: per victim, why (fair sharing: the shares compared)
+    victim_details: dict[str, str] = field(default_factory=dict)
     preempted_by: str | None = None
     reason: str = ""
     message: str = ""
@@ -142,10 +144,13 @@ def _summarise(
     preempted_keys: dict[str, tuple[str, str, int]] = {}
     admitted_in: dict[str, tuple[int, Any]] = {}
     victims_of: dict[str, list[tuple[str, str]]] = {}
+    details: dict[str, str] = {}
     for result in results:
         for p in result.preempted:
             preempted_keys[p.victim.key] = (p.preemptor.key, p.reason, result.number)
             victims_of.setdefault(p.preemptor.key, []).append((p.victim.key, p.reason))
+            if p.detail:
+                details[p.victim.key] = p.detail
         for entry in result.admitted:
             admitted_in[entry.info.key] = (result.number, entry)
     final_admitted = sorted(engine.holders)
@@ -175,7 +180,15 @@ def _summarise(
                 reason=reason,
             )
         else:
-            verdicts[key] = Verdict(key, kind, cluster_queue=entry.cq, cycle=number, flavors=flavors, victims=victims)
+            verdicts[key] = Verdict(
+                key,
+                kind,
+                cluster_queue=entry.cq,
+                cycle=number,
+                flavors=flavors,
+                victims=victims,
+                victim_details={v: details[v] for v, _ in victims if v in details},
+            )
     for key, info in engine.pending.items():
         verdicts[key] = Verdict(
             key,

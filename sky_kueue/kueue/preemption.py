@@ -74,6 +74,8 @@ class Possibility(IntEnum):
 class Target:
     info: WorkloadInfo
     reason: str
+    #: why, in words (fair sharing: the shares that were compared)
+    detail: str = ""
 
 
 @dataclass

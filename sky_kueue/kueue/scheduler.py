@@ -62,6 +62,7 @@ class Preemption:
     victim: WorkloadInfo
     preemptor: WorkloadInfo
     reason: str
+    detail: str = ""
 
 
 @dataclass
@@ -477,7 +478,7 @@ class Engine:
             for t in entry.targets:
                 issued += 1
                 if not t.info.evicted:
-                    result.preempted.append(Preemption(victim=t.info, preemptor=info, reason=t.reason))
+                    result.preempted.append(Preemption(victim=t.info, preemptor=info, reason=t.reason, detail=t.detail))
             info.last_assignment = None
             if issued:
                 entry.message += f". Pending the preemption of {issued} workload(s)"
