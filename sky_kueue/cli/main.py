@@ -15,7 +15,14 @@ import click
 #: subcommand name -> "module:attribute" of the click command implementing it.
 SUBCOMMANDS: dict[str, str] = {
     "predict": "sky_kueue.cli.predict_cmd:predict",
+    "demo": "sky_kueue.cli.demo_cmd:demo",
+    "aging": "sky_kueue.cli.aging_cmd:aging",
     "sandbox": "sky_kueue.cli.sandbox_cmd:sandbox",
+    "policy-server": "sky_kueue.cli.policy_server_cmd:policy_server",
+    "check-config": "sky_kueue.cli.config_cmd:check_config",
+    "simulate": "sky_kueue.cli.simulate_cmd:simulate",
+    "setup": "sky_kueue.cli.setup_cmd:setup",
+    "launch": "sky_kueue.cli.launch_cmd:launch",
 }
 
 

@@ -25,9 +25,7 @@ def sandbox() -> None:
 
 @sandbox.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option(
-    "--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port."
-)
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
 @click.option(
     "--kubeconfig",
     "kubeconfig_path",
@@ -65,6 +63,79 @@ def serve(host: str, port: int, kubeconfig_path: str) -> None:
             click.echo("stopping")
         finally:
             server.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+#: Where ``up`` writes its kubeconfig unless told otherwise.
+DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
+
+
+@sandbox.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
+@click.option(
+    "--kubeconfig",
+    "kubeconfig_path",
+    default=DEFAULT_UP_KUBECONFIG_PATH,
+    show_default=True,
+    type=click.Path(dir_okay=False),
+    help="Where to write a kubeconfig for the sandbox.",
+)
+@click.option(
+    "--apply",
+    "apply_paths",
+    multiple=True,
+    type=click.Path(exists=True),
+    help="Manifests (file or directory) to load at start; default: the seed setup (team-a/team-b).",
+)
+@click.option(
+    "--time-scale",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Simulated seconds per real second (pods' run-seconds play this much faster).",
+)
+@click.option("--priority-boost", is_flag=True, help="Emulate Kueue with the PriorityBoost feature gate on.")
+def up(
+    host: str, port: int, kubeconfig_path: str, apply_paths: tuple[str, ...], time_scale: float, priority_boost: bool
+) -> None:
+    """Run a sandbox cluster with Kueue's behaviour in the foreground until Ctrl-C or SIGTERM."""
+    import pathlib
+
+    from sky_kueue.sandbox import seed
+    from sky_kueue.sandbox.sandbox import Sandbox, SandboxError
+
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    path = pathlib.Path(kubeconfig_path).expanduser()
+    try:
+        box = Sandbox(time_scale=time_scale, priority_boost=priority_boost, host=host, port=port, kubeconfig_path=path)
+        try:
+            box.start()
+        except OSError as failure:
+            raise click.ClickException(f"cannot start the sandbox on {host}:{port}: {failure.strerror}") from failure
+        try:
+            try:
+                if apply_paths:
+                    for source in apply_paths:
+                        box.apply(source)
+                else:
+                    box.apply(seed.seed_setup())
+            except SandboxError as failure:
+                raise click.ClickException(str(failure)) from failure
+            click.echo(f"sandbox cluster (Kueue emulation) listening on {box.url}")
+            click.echo(f"kubeconfig: {box.kubeconfig_path}")
+            click.echo(f"try: kubectl --kubeconfig {box.kubeconfig_path} get clusterqueues")
+            stop.wait()
+            click.echo("stopping")
+        finally:
+            box.stop()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

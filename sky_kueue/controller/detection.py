@@ -36,7 +36,12 @@ from enum import Enum
 from typing import Any
 
 from sky_kueue.controller import kueue_api
-from sky_kueue.controller.identity import POD_GROUP_NAME_KEY, JobIdentity, identify_job
+from sky_kueue.controller.identity import (
+    IS_GROUP_WORKLOAD_ANNOTATION,
+    POD_GROUP_NAME_KEY,
+    JobIdentity,
+    identify_job,
+)
 from sky_kueue.controller.keys import EpisodeKey
 
 
@@ -469,7 +474,7 @@ def workload_facts(obj: Mapping[str, Any]) -> WorkloadFacts:
         finished_at=finished.at if finished else None,
         finished_reason=finished.reason if finished else None,
         eviction_counts=counts,
-        is_pod_group=annotations.get("kueue.x-k8s.io/is-group-workload") == "true",
+        is_pod_group=annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true",
         accumulated_execution_seconds=_int_or_none(accumulated),
         conditions=conditions,
     )

@@ -134,6 +134,7 @@ class AgingStep:
     revision: int
     decided_at: float
     state: StepState
+    revised_at: float | None = None
     actuated_boost: int | None = None
     actuated_at: float | None = None
     actuator: str | None = None
@@ -372,11 +373,13 @@ class HistoryStore(Protocol):
         ...
 
     def resolve(self, text: str) -> str | None:
-        """The job key matching a user-given job reference, or None."""
+        """The job key matching a user-given job reference, or None.
+
+        Raises:
+            StoreError: the reference matches several jobs.
+        """
         ...
 
-    def jobs(self) -> Sequence[JobSummary]:
-        ...
+    def jobs(self) -> Sequence[JobSummary]: ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...

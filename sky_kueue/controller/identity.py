@@ -132,9 +132,7 @@ def _is_skypilot(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def identify_job(
-    workload: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] = ()
-) -> JobIdentity | None:
+def identify_job(workload: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] = ()) -> JobIdentity | None:
     """Derives the job identity of a Workload from the Workload and its group's pods.
 
     Pods are read in name order so the result does not depend on list order. The Workload's
@@ -158,10 +156,10 @@ def identify_job(
         sources, "labels", MANAGED_JOB_ID_ANNOTATION
     )
     group = _first(ordered, "annotations", POD_GROUP_NAME_KEY) or _first(ordered, "labels", POD_GROUP_NAME_KEY)
-    if group is None and workload is not None:
-        if _meta(workload, "annotations").get(IS_GROUP_WORKLOAD_ANNOTATION) == "true":
-            name = (workload.get("metadata") or {}).get("name")
-            group = name if isinstance(name, str) and name else None
+    is_group = workload is not None and _meta(workload, "annotations").get(IS_GROUP_WORKLOAD_ANNOTATION) == "true"
+    if group is None and workload is not None and is_group:
+        name = (workload.get("metadata") or {}).get("name")
+        group = name if isinstance(name, str) and name else None
     if job_id is None and group is None:
         return None
     return JobIdentity(
@@ -170,7 +168,6 @@ def identify_job(
         managed_job_id=job_id,
         managed_job_name=_first(sources, "annotations", MANAGED_JOB_NAME_ANNOTATION),
         user=_first(sources, "annotations", USER_KEY) or _first(sources, "labels", USER_KEY),
-        cluster_name=_first(sources, "labels", CLUSTER_NAME_LABEL)
-        or _first(sources, "labels", LEGACY_CLUSTER_LABEL),
+        cluster_name=_first(sources, "labels", CLUSTER_NAME_LABEL) or _first(sources, "labels", LEGACY_CLUSTER_LABEL),
         skypilot_owned=any(_is_skypilot(obj) for obj in sources),
     )

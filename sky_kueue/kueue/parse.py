@@ -387,10 +387,11 @@ def _admission(value: object, where: str) -> o.Admission | None:
 
 
 def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.WorkloadPriorityClass]) -> o.Workload:
-    """Parse a Workload; ``spec.priority`` is filled from its WorkloadPriorityClass.
+    """Parse a Workload; a missing ``spec.priority`` is filled from its WorkloadPriorityClass.
 
     This is what Kueue's WorkloadPriorityClass controller does
-    (``pkg/controller/core/workloadpriorityclass_controller.go``).
+    (``pkg/controller/core/workloadpriorityclass_controller.go``); it acts only when a class is
+    created or changed, so a ``spec.priority`` already present wins.
     """
     meta = _mapping(doc.get("metadata"), "Workload", "metadata")
     where = _where("Workload", meta)
@@ -418,7 +419,14 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         class_source = o.WORKLOAD_PRIORITY_CLASS_SOURCE if group == KUEUE_GROUP else o.POD_PRIORITY_CLASS_SOURCE
     priority_value = spec.get("priority")
     priority = 0 if priority_value is None else _int(priority_value, where, "spec.priority")
-    if class_name and class_source == o.WORKLOAD_PRIORITY_CLASS_SOURCE and str(class_name) in priority_classes:
+    if (
+        priority_value is None
+        and class_name
+        and class_source == o.WORKLOAD_PRIORITY_CLASS_SOURCE
+        and str(class_name) in priority_classes
+    ):
+        # Kueue's WorkloadPriorityClass controller fills spec.priority from the class; once
+        # set, spec.priority is authoritative (it stays mutable, e.g. for priority aging).
         priority = priority_classes[str(class_name)].value
     active = spec.get("active", True)
     return o.Workload(

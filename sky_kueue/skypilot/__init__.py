@@ -1,1 +1,13 @@
-"""skypilot"""
+"""The SkyPilot front door: admin policy, RESTful policy server, launch, team setup.
+
+Layers (dependencies point inward; only ``policy`` and ``launch.submit`` import SkyPilot):
+
+* Pure core - ``config`` (plugin config schema), ``task_yaml`` (task YAML form),
+  ``demand`` (pod sizing), ``teams`` (team resolution), ``verdict`` (admission prediction),
+  ``view`` (the ``ClusterView`` protocol), ``burst`` (cloud-burst rule), ``decision``
+  (label / reject / pass through), ``rewrite`` (apply a placement), ``engine`` (both).
+* Adapters - ``config_view`` (plugin config only), ``cluster_view`` (the Kueue model),
+  ``config_cache`` (reload on change), ``wire`` (RestfulAdminPolicy format),
+  ``policy`` (``KueuePolicy`` for SkyPilot), ``policy_server`` (HTTP), ``launch``.
+* Team setup - ``setup_spec`` (compact spec) and ``setup_render`` (Kueue objects).
+"""

@@ -81,9 +81,7 @@ def _dns_label(value: str) -> str:
 
 def _dns_subdomain(value: str) -> str:
     if len(value) > DNS_SUBDOMAIN_MAX_CHARS or not _DNS_SUBDOMAIN_RE.match(value):
-        raise ValueError(
-            f"{value!r} is not a valid Kubernetes object name (lowercase letters, digits, '-' and '.')"
-        )
+        raise ValueError(f"{value!r} is not a valid Kubernetes object name (lowercase letters, digits, '-' and '.')")
     return value
 
 
@@ -275,6 +273,15 @@ class PluginConfig(_Section):
     policy: PolicySettings = PolicySettings()
     cluster: ClusterSettings = ClusterSettings()
 
+    def aging_ladder(self) -> list[tuple[str, int]]:
+        """The aging ladder as (class name, value) pairs, lowest first.
+
+        Raises:
+            KeyError: a ladder class is not in ``priority_classes`` (cannot happen for a
+                config that passed :func:`validate_config` with aging enabled).
+        """
+        return [(name, self.priority_classes[name]) for name in self.aging.ladder]
+
     def context_for(self, team: TeamConfig) -> str | None:
         """The Kubernetes context a team's tasks are pinned to, or None for "any"."""
         if team.context is not None:
@@ -380,13 +387,7 @@ def validate_config(data: dict[str, Any], source: str = "<memory>", text: str | 
     try:
         config = PluginConfig.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        first = errors[0]
-        path = tuple(str(p) for p in first["loc"] if p != "[key]")
-        reason = _friendly_reason(first)
-        if len(errors) > 1:
-            reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        raise ConfigError(source, ".".join(path), reason, _line_of(text, path)) from None
+        raise error_from_validation(exc, source, text) from None
     issues = reference_issues(config)
     if issues:
         path, reason = issues[0]
@@ -394,6 +395,23 @@ def validate_config(data: dict[str, Any], source: str = "<memory>", text: str | 
             reason += f" (and {len(issues) - 1} more problem{'s' if len(issues) > 2 else ''})"
         raise ConfigError(source, ".".join(path), reason, _line_of(text, path))
     return config
+
+
+def error_from_validation(exc: ValidationError, source: str, text: str | None = None) -> ConfigError:
+    """A one-line :class:`ConfigError` for the first problem of a pydantic validation error.
+
+    Args:
+        exc: the validation error.
+        source: file name for the message.
+        text: the YAML text, to find the line of the key.
+    """
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    path = tuple(str(p) for p in first["loc"] if p != "[key]")
+    reason = _friendly_reason(first)
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return ConfigError(source, ".".join(path), reason, _line_of(text, path))
 
 
 def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
@@ -413,9 +431,7 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
     for name, team in config.teams.items():
         base = ("teams", name)
         if team.context is not None and contexts and team.context not in contexts:
-            issues.append(
-                ((*base, "context"), f"{team.context!r} is not in kubernetes.contexts {list(contexts)}")
-            )
+            issues.append(((*base, "context"), f"{team.context!r} is not in kubernetes.contexts {list(contexts)}"))
         selection = team.priority_classes
         if selection.default not in selection.allowed:
             issues.append(
@@ -480,9 +496,7 @@ def _aging_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
             )
     values = [catalog[c] for c in aging.ladder if c in catalog]
     if len(values) == len(aging.ladder) and any(b <= a for a, b in itertools.pairwise(values)):
-        issues.append(
-            (("aging", "ladder"), f"classes must be ordered by strictly increasing value, got {values}")
-        )
+        issues.append((("aging", "ladder"), f"classes must be ordered by strictly increasing value, got {values}"))
     return issues
 
 

@@ -280,9 +280,7 @@ def early_pass_through(request: PolicyRequest) -> PassThrough | None:
         return PassThrough("validate requests are never rejected (SkyPilot discards their mutations)")
     job_id = request.managed_job_id()
     if job_id is not None:
-        return PassThrough(
-            f"launch of managed job {job_id} by the jobs controller; labels were set at submission"
-        )
+        return PassThrough(f"launch of managed job {job_id} by the jobs controller; labels were set at submission")
     if request.request_name not in LABELABLE_REQUEST_NAMES:
         return PassThrough(f"request {request.request_name!r} is never labeled")
     return None
@@ -358,9 +356,7 @@ def _check_ownership(
     team = choice.team
     for queue in sorted(findings.queues):
         if queue != team.local_queue:
-            owner = next(
-                (n for n, t in config.teams.items() if t.local_queue == queue and n != choice.name), None
-            )
+            owner = next((n for n, t in config.teams.items() if t.local_queue == queue and n != choice.name), None)
             whose = f", which belongs to team {owner!r}" if owner else ""
             return _reject(
                 RejectionCode.FOREIGN_QUEUE,
@@ -395,9 +391,7 @@ def _single_burst_label(findings: _Findings) -> str | Rejection | None:
             )
     normalized = {"true" if v in _TRUE_VALUES else "false" for v in values}
     if len(normalized) > 1:
-        return _reject(
-            RejectionCode.BAD_LABEL, f"label {labels.BURST_LABEL} is both true and false; set it once"
-        )
+        return _reject(RejectionCode.BAD_LABEL, f"label {labels.BURST_LABEL} is both true and false; set it once")
     return next(iter(normalized), None)
 
 
@@ -413,23 +407,20 @@ def _choose_priority_class(choice: TeamChoice, findings: _Findings, cluster: Clu
     if len(asked) > 1:
         return _reject(
             RejectionCode.PRIORITY_CONFLICT,
-            f"the task asks for several priority classes ({', '.join(asked)}); "
-            "set only resources.priority_class",
+            f"the task asks for several priority classes ({', '.join(asked)}); set only resources.priority_class",
         )
     chosen = asked[0] if asked else team.priority_classes.default
     allowed = team.priority_classes.allowed
     if chosen not in allowed:
         return _reject(
             RejectionCode.PRIORITY_NOT_ALLOWED,
-            f"priority class {chosen!r} is not allowed for team {choice.name!r} "
-            f"(allowed: {', '.join(allowed)})",
+            f"priority class {chosen!r} is not allowed for team {choice.name!r} (allowed: {', '.join(allowed)})",
         )
     known = cluster.priority_classes()
     if known is not None and chosen not in known:
         return _reject(
             RejectionCode.PRIORITY_CLASS_MISSING,
-            f"WorkloadPriorityClass {chosen!r} does not exist according to {cluster.source}; "
-            "ask an admin to create it",
+            f"WorkloadPriorityClass {chosen!r} does not exist according to {cluster.source}; ask an admin to create it",
         )
     return chosen
 
@@ -494,15 +485,9 @@ def _check_queue(choice: TeamChoice, queue: QueueFacts | None, source: str) -> R
 def _capacity_problem(
     queue: QueueFacts, demand: WorkloadDemand, uncovered: tuple[str, ...], exceeding: tuple[Any, ...]
 ) -> tuple[RejectionCode, str]:
-    cq = (
-        repr(queue.cluster_queue)
-        if queue.cluster_queue
-        else f"behind LocalQueue {queue.namespace}/{queue.name}"
-    )
+    cq = repr(queue.cluster_queue) if queue.cluster_queue else f"behind LocalQueue {queue.namespace}/{queue.name}"
     if uncovered:
-        asked = ", ".join(
-            f"{format_quantity(r, demand.per_pod.get(r, 0))} {r} per node" for r in sorted(uncovered)
-        )
+        asked = ", ".join(f"{format_quantity(r, demand.per_pod.get(r, 0))} {r} per node" for r in sorted(uncovered))
         return (
             RejectionCode.NOT_COVERED,
             f"ClusterQueue {cq} provides no {', '.join(sorted(uncovered))}, but the task asks for {asked}. "

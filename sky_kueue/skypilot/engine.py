@@ -97,14 +97,10 @@ def misconfigured(request: PolicyRequest, error: Exception) -> PolicyResult:
     early = early_pass_through(request)
     if early is not None:
         return _unchanged(request, early)
-    rejection = Rejection(
-        RejectionCode.MISCONFIGURED, f"sky-kueue is misconfigured ({error}); ask your SkyPilot admin"
-    )
+    rejection = Rejection(RejectionCode.MISCONFIGURED, f"sky-kueue is misconfigured ({error}); ask your SkyPilot admin")
     logger.error("sky-kueue: %s", rejection.message)
     return _unchanged(request, rejection)
 
 
 def _unchanged(request: PolicyRequest, decision: Rejection | PassThrough) -> PolicyResult:
-    return PolicyResult(
-        decision, copy.deepcopy(dict(request.task)), copy.deepcopy(dict(request.skypilot_config))
-    )
+    return PolicyResult(decision, copy.deepcopy(dict(request.task)), copy.deepcopy(dict(request.skypilot_config)))

@@ -88,9 +88,7 @@ class PolicyRequest:
         if isinstance(envs, Mapping) and envs.get(labels.MANAGED_JOB_ID_ENV) not in (None, ""):
             return str(envs[labels.MANAGED_JOB_ID_ENV])
         for candidate in candidates(self.task):
-            annotations = get_path(
-                candidate.get(OVERRIDES_KEY), "kubernetes", "pod_config", "metadata", "annotations"
-            )
+            annotations = get_path(candidate.get(OVERRIDES_KEY), "kubernetes", "pod_config", "metadata", "annotations")
             if isinstance(annotations, Mapping) and annotations.get(labels.MANAGED_JOB_ID_ANNOTATION):
                 return str(annotations[labels.MANAGED_JOB_ID_ANNOTATION])
         return None

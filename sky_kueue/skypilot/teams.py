@@ -56,9 +56,7 @@ def is_member(team: TeamConfig, user: UserIdentity | None, workspace: str | None
     return workspace is not None and workspace in team.workspaces
 
 
-def resolve_team(
-    request: PolicyRequest, config: PluginConfig, label_values: Iterable[str]
-) -> TeamChoice | TeamProblem:
+def resolve_team(request: PolicyRequest, config: PluginConfig, label_values: Iterable[str]) -> TeamChoice | TeamProblem:
     """Choose the team of a request.
 
     Args:
@@ -90,11 +88,7 @@ def resolve_team(
     by_workspace = [n for n, t in config.teams.items() if workspace is not None and workspace in t.workspaces]
     if len(by_workspace) == 1:
         return TeamChoice(by_workspace[0], config.teams[by_workspace[0]], f"workspace {workspace!r}")
-    by_user = [
-        n
-        for n, t in config.teams.items()
-        if user is not None and (user.name in t.users or user.id in t.users)
-    ]
+    by_user = [n for n, t in config.teams.items() if user is not None and (user.name in t.users or user.id in t.users)]
     if len(by_user) == 1 and not by_workspace:
         return TeamChoice(by_user[0], config.teams[by_user[0]], f"user {user.name if user else ''!r}")
     candidates = by_workspace or by_user

@@ -117,6 +117,9 @@ class _Fold:
         self.counted = 0
         self.held = 0
         self.steps: list[ExplanationStep] = []
+        self.intervals = history.intervals(now)
+        self.wait_seconds = sum(i.duration for i in self.intervals if i.phase is Phase.WAITING)
+        self.run_seconds = sum(i.duration for i in self.intervals if i.phase is Phase.RUNNING)
 
     def rel(self, at: float) -> str:
         return f"t+{_seconds(at - self.origin)}"
@@ -132,17 +135,30 @@ class _Fold:
         reasons = [f"max_boost {s.max_boost}"]
         if s.cap_at_preemptor_priority and self.preemptor_class is not None:
             limit = min(limit, self.preemptor_class - self.base)
-            reasons.append(f"preemptor class {self.preemptor_class} - base {self.base} = {self.preemptor_class - self.base}")
+            reasons.append(
+                f"preemptor class {self.preemptor_class} - base {self.base} = {self.preemptor_class - self.base}"
+            )
         if s.ceiling_priority is not None:
             limit = min(limit, s.ceiling_priority - self.base)
-            reasons.append(f"ceiling_priority {s.ceiling_priority} - base {self.base} = {s.ceiling_priority - self.base}")
+            reasons.append(
+                f"ceiling_priority {s.ceiling_priority} - base {self.base} = {s.ceiling_priority - self.base}"
+            )
         limit = min(limit, INT32_MAX - self.base)
         limit = max(limit, 0)
-        return _Parts(steps, preemption_points, age_factor, age_points, raw, limit, tuple(reasons), min(max(raw, 0), limit))
+        return _Parts(
+            steps,
+            preemption_points,
+            age_factor,
+            age_points,
+            raw,
+            limit,
+            tuple(reasons),
+            min(max(raw, 0), limit),
+        )
 
     def run(self) -> AgingDecision:
         history, settings = self.history, self.settings
-        intervals = history.intervals(self.now)
+        intervals = self.intervals
         events: list[tuple[float, int, Interval | _Decay | PreemptionRecord]] = []
         for interval in intervals:
             events.append((interval.start, _ORDER_PHASE, interval))
@@ -171,7 +187,10 @@ class _Fold:
                     run_boost = self.parts().boost
                     self.steps.append(
                         ExplanationStep(
-                            "admitted", f"boost {run_boost}", f"{self.rel(at)}: Workload {item.workload_uid} admitted", at
+                            "admitted",
+                            f"boost {run_boost}",
+                            f"{self.rel(at)}: Workload {item.workload_uid} admitted",
+                            at,
                         )
                     )
             elif isinstance(item, _Decay):
@@ -183,14 +202,15 @@ class _Fold:
         return self._result()
 
     def _history_step(self) -> ExplanationStep:
-        history, now = self.history, self.now
+        history = self.history
         others = Counter(e.reason for e in history.evictions)
         other_text = ", ".join(f"{reason}x{count}" for reason, count in sorted(others.items())) or "none"
         return ExplanationStep(
             "history",
             f"{len(history.preemptions)} preemptions",
-            f"policy {self.policy.name}; base priority {self.base}; waited {_seconds(history.wait_seconds(now))}, "
-            f"ran {_seconds(history.run_seconds(now))}; other evictions (recorded, never counted): {other_text}",
+            f"policy {self.policy.name}; base priority {self.base}; "
+            f"waited {_seconds(self.wait_seconds)}, ran {_seconds(self.run_seconds)}; "
+            f"other evictions (recorded, never counted): {other_text}",
         )
 
     def _decay(self, at: float, run: Interval) -> None:
@@ -202,7 +222,8 @@ class _Fold:
             ExplanationStep(
                 "decay",
                 f"x{self.settings.decay_factor:g}",
-                f"{self.rel(at)}: ran {_seconds(self.settings.decay_after_run_seconds)} since {self.rel(run.start)} "
+                f"{self.rel(at)}: ran {_seconds(self.settings.decay_after_run_seconds)} "
+                f"since {self.rel(run.start)} "
                 f"(successful run): credit {_credit(before_credit)} -> {_credit(self.credit)}, "
                 f"aged wait {_seconds(before_wait)} -> {_seconds(self.aged_wait)}",
                 at,
@@ -238,7 +259,8 @@ class _Fold:
                     "preempted",
                     "held",
                     f"{head}; admitted with boost {run_boost}, ran {_seconds(ran)} < "
-                    f"min_run_before_reboost_seconds {_seconds(self.settings.min_run_before_reboost_seconds)} "
+                    "min_run_before_reboost_seconds "
+                    f"{_seconds(self.settings.min_run_before_reboost_seconds)} "
                     "(anti-flapping)",
                     at,
                 )
@@ -249,9 +271,7 @@ class _Fold:
         self.counted += 1
         if self.policy.anti_flapping and outranked and run_boost > 0 and ran is not None:
             head += f"; class {record.preemptor_priority} outranks admitted priority {self.base + run_boost}"
-        self.steps.append(
-            ExplanationStep("preempted", f"credit {_credit(before)} -> {_credit(self.credit)}", head, at)
-        )
+        self.steps.append(ExplanationStep("preempted", f"credit {_credit(before)} -> {_credit(self.credit)}", head, at))
 
     def _result(self) -> AgingDecision:
         s, parts = self.settings, self.parts()
@@ -270,7 +290,8 @@ class _Fold:
                 ExplanationStep(
                     "age",
                     f"+{parts.age_points}",
-                    f"min(aged wait {_seconds(self.aged_wait)} / max_age_seconds {_seconds(s.max_age_seconds)}, 1) = "
+                    f"min(aged wait {_seconds(self.aged_wait)} / "
+                    f"max_age_seconds {_seconds(s.max_age_seconds)}, 1) = "
                     f"{parts.age_factor:.3f} x age_weight {s.age_weight}",
                 )
             )
@@ -278,9 +299,15 @@ class _Fold:
             ExplanationStep(
                 "cap",
                 f"<= {parts.limit}",
-                "min(" + ", ".join(parts.limit_reasons) + "), never below 0"
+                "min("
+                + ", ".join(parts.limit_reasons)
+                + "), never below 0"
                 + ("" if s.cap_at_preemptor_priority else "; preemptor cap disabled")
-                + ("" if self.preemptor_class is not None or not s.cap_at_preemptor_priority else "; no preemptor priority known"),
+                + (
+                    ""
+                    if self.preemptor_class is not None or not s.cap_at_preemptor_priority
+                    else "; no preemptor priority known"
+                ),
             )
         )
         current = self.history.current_boost
@@ -305,8 +332,8 @@ class _Fold:
             other_evictions=len(self.history.evictions),
             preemption_credit=float(self.credit),
             aged_wait_seconds=self.aged_wait,
-            wait_seconds=self.history.wait_seconds(self.now),
-            run_seconds=self.history.run_seconds(self.now),
+            wait_seconds=self.wait_seconds,
+            run_seconds=self.run_seconds,
             preemption_points=parts.preemption_points,
             age_points=parts.age_points,
             uncapped_boost=parts.raw,

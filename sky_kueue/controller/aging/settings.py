@@ -8,8 +8,9 @@ and suggests bumping only every Nth preemption, hence ``preemptions_per_step`` a
 minimum run before a boosted job may be boosted again (kueue#3779 shows the infinite
 preempt/recreate loop this guards against).
 
-The section is read from the ``aging:`` mapping of the sky-kueue config file; every key is
-optional. ``AgingSettings.from_mapping`` rejects unknown keys and wrong types with one line
+In ``sky-kueue.yaml`` these keys sit under ``aging.parameters`` (the ladder may instead be
+given as ``aging.ladder`` class names, see :meth:`AgingSettings.from_plugin_section`);
+every key is optional. ``AgingSettings.from_mapping`` rejects unknown keys and wrong types with one line
 naming the key, what was expected and what was found. Priorities are Kueue priority
 *points* (the int32 ``value`` of a WorkloadPriorityClass).
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
@@ -100,9 +101,7 @@ class AgingSettings:
         default=DEFAULT_BOOST_PER_STEP_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX)
     )
     max_age_seconds: float = field(default=DEFAULT_MAX_AGE_SECONDS, metadata=_spec("seconds", "seconds>0"))
-    age_weight: int = field(
-        default=DEFAULT_AGE_WEIGHT_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX)
-    )
+    age_weight: int = field(default=DEFAULT_AGE_WEIGHT_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX))
     max_boost: int = field(default=DEFAULT_MAX_BOOST_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX))
     ceiling_priority: int | None = field(
         default=DEFAULT_CEILING_PRIORITY, metadata=_spec("priority points", "int?", INT32_MIN, INT32_MAX)
@@ -157,13 +156,40 @@ class AgingSettings:
             if key not in known:
                 close = difflib.get_close_matches(key, list(known), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise SettingsError(
-                    f"{where}: unknown key '{key}'{hint}; known keys: {', '.join(sorted(known))}"
-                )
+                raise SettingsError(f"{where}: unknown key '{key}'{hint}; known keys: {', '.join(sorted(known))}")
             values[key] = _coerce(where, key, known[key].metadata, raw_value)
         defaults = {f.name: f.default for f in fields(cls)}
         _validate({**defaults, **values}, where)
         return cls(**values)
+
+    @classmethod
+    def from_plugin_section(
+        cls,
+        parameters: Mapping[str, Any] | None,
+        ladder: Sequence[tuple[str, int]] = (),
+        *,
+        where: str = "aging.parameters",
+    ) -> AgingSettings:
+        """Builds settings from the ``aging:`` section of ``sky-kueue.yaml``.
+
+        That section (``sky_kueue.skypilot.config``) carries these keys under
+        ``parameters`` and the ladder as class names whose values come from the top-level
+        ``priority_classes``; an explicit ``parameters.priority_class_ladder`` wins.
+
+        Args:
+            parameters: ``aging.parameters``.
+            ladder: ``(class name, value)`` pairs, e.g. ``PluginConfig.aging_ladder()``.
+            where: prefix for error messages.
+
+        Raises:
+            SettingsError: as :meth:`from_mapping`.
+        """
+        if parameters is not None and not isinstance(parameters, Mapping):
+            raise SettingsError(f"{where}: expected a mapping of settings, got {type(parameters).__name__}")
+        values = dict(parameters or {})
+        if ladder and "priority_class_ladder" not in values:
+            values["priority_class_ladder"] = [{"name": name, "value": value} for name, value in ladder]
+        return cls.from_mapping(values, where=where)
 
     def to_mapping(self) -> dict[str, Any]:
         """The settings as plain config values (round-trips through :meth:`from_mapping`)."""

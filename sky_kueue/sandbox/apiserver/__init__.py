@@ -26,8 +26,9 @@ Entry point: :class:`ApiServer` (``with ApiServer() as server: ...``); in-proces
 Known gaps (do not rely on them; they differ from a real cluster):
 
 * no server-side apply (``application/apply-patch+yaml`` gets 415), so no ``kubectl apply
-  --server-side``; client-side ``kubectl apply`` works through strategic merge, which is
-  approximated as a JSON merge patch (lists replaced, never merged by key);
+  --server-side``; client-side ``kubectl apply --validate=false`` works, but strategic merge
+  (what it sends for built-in kinds) is approximated as a JSON merge patch: lists are
+  replaced, never merged by key;
 * no protobuf: kubectl commands that send protobuf (``kubectl create namespace X``, other
   typed generators) fail - use ``kubectl create -f manifest``;
 * no OpenAPI document: kubectl needs ``--validate=false`` and ``kubectl explain`` fails;

@@ -133,9 +133,7 @@ def _domains_to_slices(assignment: Obj) -> None:
             values_per_level.append({"individual": {"roots": values}})
     counts = [domain.get("count", 0) for domain in domains]
     pod_counts: Obj = {"universal": counts[0]} if len(set(counts)) == 1 else {"individual": counts}
-    assignment["slices"] = [
-        {"domainCount": len(domains), "valuesPerLevel": values_per_level, "podCounts": pod_counts}
-    ]
+    assignment["slices"] = [{"domainCount": len(domains), "valuesPerLevel": values_per_level, "podCounts": pod_counts}]
 
 
 def _slices_to_domains(assignment: Obj) -> None:
@@ -179,9 +177,7 @@ def _workload_up(obj: Obj) -> None:
     if name and source in _PRIORITY_REFS:
         group, kind = _PRIORITY_REFS[source]
         spec["priorityClassRef"] = {"group": group, "kind": kind, "name": name}
-    _rename(
-        _section(obj, "status"), "accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds"
-    )
+    _rename(_section(obj, "status"), "accumulatedPastExexcutionTimeSeconds", "accumulatedPastExecutionTimeSeconds")
     _each_topology_assignment(obj, _domains_to_slices)
 
 
@@ -194,14 +190,22 @@ def _workload_down(obj: Obj) -> None:
                 spec["priorityClassSource"] = source
                 spec["priorityClassName"] = ref.get("name", "")
     spec.pop("preemptionGates", None)
-    for pod_set in spec.get("podSets") or []:
-        request = pod_set.get("topologyRequest")
-        if isinstance(request, dict):
-            request.pop("podsetSliceRequiredTopologyConstraints", None)
+    pod_sets = spec.get("podSets")
+    if isinstance(pod_sets, list) and any(
+        "podsetSliceRequiredTopologyConstraints" in (pod_set.get("topologyRequest") or {}) for pod_set in pod_sets
+    ):
+        spec["podSets"] = copy.deepcopy(pod_sets)
+        for pod_set in spec["podSets"]:
+            (pod_set.get("topologyRequest") or {}).pop("podsetSliceRequiredTopologyConstraints", None)
     status = _section(obj, "status")
     status.pop("preemptionGates", None)
     _rename(status, "accumulatedPastExecutionTimeSeconds", "accumulatedPastExexcutionTimeSeconds")
-    _each_topology_assignment(obj, _slices_to_domains)
+    admission = status.get("admission")
+    if isinstance(admission, dict) and any(
+        "topologyAssignment" in assignment for assignment in admission.get("podSetAssignments") or []
+    ):
+        status["admission"] = copy.deepcopy(admission)
+        _each_topology_assignment(obj, _slices_to_domains)
 
 
 _UP: dict[str, Callable[[Obj], None]] = {
@@ -230,12 +234,16 @@ def to_storage(obj: Obj, kind: str, version: str) -> Obj:
 def from_storage(obj: Obj, kind: str, version: str) -> Obj:
     """Converts a stored object to Kueue API ``version``.
 
-    Returns ``obj`` itself when no conversion is needed (the storage version), so callers must
-    treat the result as read-only.
+    Returns ``obj`` itself when no conversion is needed (the storage version), and otherwise a
+    new object that shares unconverted parts with ``obj``: callers must treat the result as
+    read-only. (Copying only what changes keeps a 10,000-item v1beta1 list cheap.)
     """
     if version == STORAGE_VERSION:
         return obj
-    converted = copy.deepcopy(obj)
+    converted = dict(obj)
+    for section in ("spec", "status"):
+        if isinstance(converted.get(section), dict):
+            converted[section] = dict(converted[section])
     if kind in _DOWN:
         _DOWN[kind](converted)
     converted["apiVersion"] = f"{KUEUE_GROUP}/{version}"

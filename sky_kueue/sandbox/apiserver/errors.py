@@ -78,9 +78,7 @@ def _qualified(resource: str, group: str) -> str:
 
 
 def not_found(resource: str, group: str, name: str) -> ApiError:
-    return ApiError(
-        404, Reason.NOT_FOUND, f'{_qualified(resource, group)} "{name}" not found', group, resource, name
-    )
+    return ApiError(404, Reason.NOT_FOUND, f'{_qualified(resource, group)} "{name}" not found', group, resource, name)
 
 
 def already_exists(resource: str, group: str, name: str) -> ApiError:
@@ -105,9 +103,7 @@ def conflict(resource: str, group: str, name: str, detail: str) -> ApiError:
     )
 
 
-STALE_OBJECT_MESSAGE = (
-    "the object has been modified; please apply your changes to the latest version and try again"
-)
+STALE_OBJECT_MESSAGE = "the object has been modified; please apply your changes to the latest version and try again"
 
 
 def stale(resource: str, group: str, name: str) -> ApiError:
@@ -116,9 +112,7 @@ def stale(resource: str, group: str, name: str) -> ApiError:
 
 
 def invalid(kind: str, group: str, name: str, detail: str) -> ApiError:
-    return ApiError(
-        422, Reason.INVALID, f'{kind}.{group or "core"} "{name}" is invalid: {detail}', group, kind, name
-    )
+    return ApiError(422, Reason.INVALID, f'{kind}.{group or "core"} "{name}" is invalid: {detail}', group, kind, name)
 
 
 def bad_request(message: str) -> ApiError:

@@ -20,8 +20,9 @@ from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.objects import ObjectKey
 from sky_kueue.sandbox.apiserver.resources import ResourceType
 
-#: Default number of change events kept for watch resumption.
-WATCH_EVENT_LOG_CAPACITY_EVENTS = 100_000
+#: Default number of change events kept for watch resumption. Each retained event keeps one
+#: object version alive (1-4 KB for typical objects), so this bounds memory at tens of MB.
+WATCH_EVENT_LOG_CAPACITY_EVENTS = 10_000
 
 
 class EventType(str, enum.Enum):

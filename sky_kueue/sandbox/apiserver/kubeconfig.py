@@ -20,18 +20,14 @@ DEFAULT_CONTEXT = "sky-kueue-sandbox"
 DEFAULT_NAMESPACE = "default"
 
 
-def document(
-    server_url: str, *, context: str = DEFAULT_CONTEXT, namespace: str = DEFAULT_NAMESPACE
-) -> dict[str, Any]:
+def document(server_url: str, *, context: str = DEFAULT_CONTEXT, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
     """The kubeconfig as a dict."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {"server": server_url}}],
         "users": [{"name": context, "user": {}}],
-        "contexts": [
-            {"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}
-        ],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
         "current-context": context,
         "preferences": {},
     }

@@ -70,11 +70,7 @@ def is_deleting(obj: Mapping[str, Any]) -> bool:
 
 
 def owner_uids(obj: Mapping[str, Any]) -> set[str]:
-    return {
-        ref["uid"]
-        for ref in metadata(obj).get("ownerReferences") or []
-        if isinstance(ref, dict) and "uid" in ref
-    }
+    return {ref["uid"] for ref in metadata(obj).get("ownerReferences") or [] if isinstance(ref, dict) and "uid" in ref}
 
 
 def spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

@@ -226,8 +226,7 @@ def json_patch(target: dict[str, Any], operations: Any) -> dict[str, Any]:
             raise errors.ApiError(
                 422,
                 errors.Reason.INVALID,
-                "the server rejected our request due to an error in our request: "
-                f"operation {number}: {failure}",
+                f"the server rejected our request due to an error in our request: operation {number}: {failure}",
             ) from failure
     if not isinstance(document, dict):
         raise errors.ApiError(422, errors.Reason.INVALID, "JSON patch must produce an object")

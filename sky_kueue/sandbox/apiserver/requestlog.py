@@ -18,7 +18,7 @@ from collections.abc import Callable
 from sky_kueue.sandbox.apiserver.faults import FaultKind, RequestInfo
 
 #: Default number of requests remembered.
-REQUEST_LOG_CAPACITY_RECORDS = 100_000
+REQUEST_LOG_CAPACITY_RECORDS = 20_000
 
 
 @dataclasses.dataclass(frozen=True)

@@ -286,9 +286,7 @@ def _columns(*columns: PrinterColumn) -> tuple[PrinterColumn, ...]:
 
 def _cluster_queue_columns(cohort_field: str) -> tuple[PrinterColumn, ...]:
     return _columns(
-        PrinterColumn(
-            "Cohort", f".spec.{cohort_field}", description="Cohort that this ClusterQueue belongs to"
-        ),
+        PrinterColumn("Cohort", f".spec.{cohort_field}", description="Cohort that this ClusterQueue belongs to"),
         PrinterColumn("Strategy", ".spec.queueingStrategy", priority=1),
         PrinterColumn("Pending Workloads", ".status.pendingWorkloads", "integer"),
         PrinterColumn("Admitted Workloads", ".status.admittedWorkloads", "integer", priority=1),
@@ -415,9 +413,7 @@ def default_resources() -> list[ResourceType]:
             ),
         ),
         _kueue("Cohort", "cohorts", namespaced=False, short_names=("co",), status_subresource=True),
-        _kueue(
-            "ResourceFlavor", "resourceflavors", namespaced=False, short_names=("flavor", "flavors", "rf")
-        ),
+        _kueue("ResourceFlavor", "resourceflavors", namespaced=False, short_names=("flavor", "flavors", "rf")),
         _kueue(
             "WorkloadPriorityClass",
             "workloadpriorityclasses",

@@ -131,9 +131,7 @@ def _resource_route(group: str, version: str, rest: list[str], registry: Resourc
     if rest[0] == "namespaces" and len(rest) >= 3:
         namespace, rest = rest[1], rest[2:]
     if len(rest) > 3:
-        raise errors.ApiError(
-            404, errors.Reason.NOT_FOUND, "the server could not find the requested resource"
-        )
+        raise errors.ApiError(404, errors.Reason.NOT_FOUND, "the server could not find the requested resource")
     resource = registry.for_url(group, version, rest[0])
     if namespace and not resource.namespaced:
         raise errors.ApiError(

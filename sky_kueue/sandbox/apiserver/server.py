@@ -19,6 +19,8 @@ import contextlib
 import json
 import logging
 import pathlib
+import select
+import selectors
 import socket
 import threading
 import time
@@ -49,8 +51,8 @@ BOOKMARK_INTERVAL_SECONDS = 5.0
 WATCH_DEFAULT_TIMEOUT_SECONDS = 1800.0
 #: How often a waiting watch checks whether the server is stopping.
 WATCH_STOP_CHECK_INTERVAL_SECONDS = 0.25
-#: How often ``serve_forever`` checks for shutdown.
-SERVE_POLL_INTERVAL_SECONDS = 0.05
+#: Pending connections the listening socket queues (the stdlib default of 5 drops bursts).
+LISTEN_BACKLOG_CONNECTIONS = 128
 #: Largest request body accepted.
 MAX_REQUEST_BODY_BYTES = 64 * 1024 * 1024
 
@@ -64,6 +66,11 @@ _RETURNS_DELETED_OBJECT = frozenset({"Pod", "Namespace", "Service"})
 
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _error_frame(failure: errors.ApiError) -> bytes:
+    """A watch ERROR event carrying ``failure`` as a Status, newline-terminated like every event."""
+    return _dumps({"type": EventType.ERROR.value, "object": failure.to_status()}) + b"\n"
 
 
 class _DroppedConnection(Exception):
@@ -118,17 +125,20 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.ApiError(413, errors.Reason.BAD_REQUEST, "request entity too large")
         return self.rfile.read(length) if length else b""
 
-    def _respond(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    def _respond(
+        self, code: int, body: bytes, headers: dict[str, str] | None = None, *, content_type: str = _JSON
+    ) -> None:
         try:
             phrase = HTTPStatus(code).phrase
         except ValueError:
             phrase = "Unknown"
-        lines = [f"HTTP/1.1 {code} {phrase}", f"Content-Type: {_JSON}", f"Content-Length: {len(body)}"]
+        lines = [f"HTTP/1.1 {code} {phrase}", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
         lines.extend(f"{name}: {value}" for name, value in (headers or {}).items())
         if self.close_connection:
             lines.append("Connection: close")
-        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
         self._status_sent = code
+        self._record(code)
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
     def _respond_json(self, code: int, value: Any, headers: dict[str, str] | None = None) -> None:
         self._respond(code, _dumps(value), headers)
@@ -141,6 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _drop_connection(self) -> None:
         self.close_connection = True
+        self._record(self._status_sent)
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
         raise _DroppedConnection()
@@ -149,22 +160,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         app = self.server.app
-        started = time.perf_counter()
-        split = urlsplit(self.path)
-        query = {key: values[-1] for key, values in parse_qs(split.query, keep_blank_values=True).items()}
-        info = RequestInfo(verb=method.lower())
-        fault: Fault | None = None
+        self._started = time.perf_counter()
+        self._method = method
+        self._split = urlsplit(self.path)
+        self._query = {key: values[-1] for key, values in parse_qs(self._split.query, keep_blank_values=True).items()}
+        self._info = RequestInfo(verb=method.lower())
+        self._fault: Fault | None = None
+        self._recorded = False
         self._status_sent = 0
         try:
             body = self._read_body()
-            target = route(split.path, app.store.registry)
-            info = target.request_info(method, is_true(query.get("watch")))
-            fault = app.faults.take(info)
+            target = route(self._split.path, app.store.registry)
+            self._info = target.request_info(method, is_true(self._query.get("watch")))
+            fault = self._fault = app.faults.take(self._info)
             if fault is not None and not fault.kind.is_watch_fault:
                 self._apply_fault(fault)
-            self._dispatch(
-                method, target, query, body, fault if fault and fault.kind.is_watch_fault else None
-            )
+            watch_fault = fault if fault is not None and fault.kind.is_watch_fault else None
+            self._dispatch(method, target, self._query, body, watch_fault)
         except errors.ApiError as failure:
             self._respond_error(failure)
         except _DroppedConnection:
@@ -175,18 +187,26 @@ class _Handler(BaseHTTPRequestHandler):
             LOGGER.exception("internal error serving %s %s", method, self.path)
             self._respond_error(errors.internal(f"{type(failure).__name__}: {failure}"))
         finally:
-            app.requests.append(
-                RequestRecord(
-                    method=method,
-                    path=split.path,
-                    query=query,
-                    info=info,
-                    status=self._status_sent,
-                    duration_seconds=time.perf_counter() - started,
-                    fault=fault.kind if fault else None,
-                    user_agent=self.headers.get("User-Agent", ""),
-                )
+            self._record(self._status_sent)
+
+    def _record(self, status: int) -> None:
+        """Appends this request to the log, once. Called just before the last bytes of the
+        response go out, so a client that has its answer always finds the request logged."""
+        if self._recorded:
+            return
+        self._recorded = True
+        self.server.app.requests.append(
+            RequestRecord(
+                method=self._method,
+                path=self._split.path,
+                query=self._query,
+                info=self._info,
+                status=status,
+                duration_seconds=time.perf_counter() - self._started,
+                fault=self._fault.kind if self._fault else None,
+                user_agent=self.headers.get("User-Agent", ""),
             )
+        )
 
     def _apply_fault(self, fault: Fault) -> None:
         if fault.kind is FaultKind.STATUS:
@@ -215,7 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.method_not_allowed(f"{method} is not supported on {self.path}")
         document: Any
         if target.kind is PathKind.HEALTH:
-            self._respond(200, b"ok")
+            self._respond(200, b"ok", content_type="text/plain; charset=utf-8")
             return
         if target.kind is PathKind.VERSION:
             document = discovery.version_info()
@@ -230,9 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             document = None
         if document is None:
-            raise errors.ApiError(
-                404, errors.Reason.NOT_FOUND, "the server could not find the requested resource"
-            )
+            raise errors.ApiError(404, errors.Reason.NOT_FOUND, "the server could not find the requested resource")
         self._respond_json(200, document)
 
     # ---- resources --------------------------------------------------------------------
@@ -255,10 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(decoded, dict):
             raise errors.bad_request(f"the request body must be a {resource.kind} object")
         expected = resource.api_version(version)
-        if (
-            decoded.get("apiVersion", expected) != expected
-            or decoded.get("kind", resource.kind) != resource.kind
-        ):
+        if decoded.get("apiVersion", expected) != expected or decoded.get("kind", resource.kind) != resource.kind:
             raise errors.bad_request(
                 f"the API version in the data ({decoded.get('apiVersion')}) or kind ({decoded.get('kind')}) "
                 "does not "
@@ -294,9 +309,11 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "POST":
             if target.name:
                 raise errors.method_not_allowed(f"POST is not supported on a named {resource.singular}")
-            created = store.create(
-                resource, self._object_body(body, resource, version), namespace, dry_run=dry_run
-            )
+            if resource.namespaced and not target.namespace:
+                raise errors.method_not_allowed(
+                    f"create {resource.plural} in a namespace: POST to .../namespaces/<ns>/"
+                )
+            created = store.create(resource, self._object_body(body, resource, version), namespace, dry_run=dry_run)
             self._respond_object(201, resource, version, created)
             return
         if not target.name and method in ("PUT", "PATCH"):
@@ -309,8 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             meta.setdefault("name", target.name)
             if meta["name"] != target.name:
                 raise errors.bad_request(
-                    f"the name of the object ({meta['name']}) does not match "
-                    f"the name on the URL ({target.name})"
+                    f"the name of the object ({meta['name']}) does not match the name on the URL ({target.name})"
                 )
             if resource.namespaced:
                 meta["namespace"] = target.namespace
@@ -324,9 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._respond_object(200, resource, version, updated)
             return
         if method == "PATCH":
-            patch_type = patch_type_for(
-                self.headers.get("Content-Type") or "", strategic_allowed=not resource.custom
-            )
+            patch_type = patch_type_for(self.headers.get("Content-Type") or "", strategic_allowed=not resource.custom)
             patch_body = self._decode(body)
 
             def change(current: dict[str, Any]) -> dict[str, Any]:
@@ -426,9 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
                 propagation=propagation,
                 dry_run=dry_run,
             )
-            self._respond_json(
-                200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
-            )
+            self._respond_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
             return
         raw = options.get("preconditions") or {}
         preconditions = Preconditions(raw.get("uid"), raw.get("resourceVersion")) if raw else None
@@ -467,15 +479,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
     def _end_chunks(self) -> None:
+        self._record(self._status_sent)
         self.wfile.write(b"0\r\n\r\n")
 
     def _open_watch(self, target: Route, resource: ResourceType, query: dict[str, str]) -> Watcher:
         store = self.server.app.store
         requested = query.get("resourceVersion") or ""
         bookmarks = is_true(query.get("allowWatchBookmarks"))
+        field_selector = query.get("fieldSelector") or ""
+        if target.name:  # the deprecated watch of one named object
+            field_selector = ",".join(filter(None, [field_selector, f"metadata.name={target.name}"]))
         common: dict[str, Any] = {
             "label_selector": query.get("labelSelector"),
-            "field_selector": query.get("fieldSelector"),
+            "field_selector": field_selector,
             "shared": True,
         }
         namespace = target.namespace or None
@@ -485,8 +501,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "ListOptions",
                     "meta.k8s.io",
                     "",
-                    "sendInitialEvents requires allowWatchBookmarks=true "
-                    "and resourceVersionMatch=NotOlderThan",
+                    "sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
                 )
             return store.watch(resource, namespace, initial_events=True, initial_events_end=True, **common)
         if requested in ("", "0"):
@@ -513,16 +528,10 @@ class _Handler(BaseHTTPRequestHandler):
                 obj = tables.table(resource, version, [obj], now, with_definitions=first)
         return _dumps({"type": event.type.value, "object": obj}) + b"\n"
 
-    def _serve_watch(
-        self, target: Route, resource: ResourceType, query: dict[str, str], fault: Fault | None
-    ) -> None:
+    def _serve_watch(self, target: Route, resource: ResourceType, query: dict[str, str], fault: Fault | None) -> None:
         app = self.server.app
         try:
-            timeout = (
-                float(query["timeoutSeconds"])
-                if query.get("timeoutSeconds")
-                else WATCH_DEFAULT_TIMEOUT_SECONDS
-            )
+            timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else WATCH_DEFAULT_TIMEOUT_SECONDS
         except ValueError as failure:
             raise errors.bad_request(f"invalid timeoutSeconds: {failure}") from failure
         bookmarks = is_true(query.get("allowWatchBookmarks"))
@@ -538,9 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(headers.encode("latin-1"))
         self._status_sent = 200
         if gone is not None or watcher is None:
-            self._write_chunk(
-                _dumps({"type": "ERROR", "object": (gone or errors.internal("no watch")).to_status()})
-            )
+            self._write_chunk(_error_frame(gone or errors.internal("no watch")))
             self._end_chunks()
             return
         app.track_watcher(watcher)
@@ -578,6 +585,9 @@ class _Handler(BaseHTTPRequestHandler):
             except WatchClosed:
                 break
             if event is None:
+                if self._client_gone():
+                    self.close_connection = True
+                    return
                 if bookmarks and time.monotonic() >= next_bookmark:
                     version = app.store.bookmark_resource_version(watcher)
                     if version is not None:
@@ -591,26 +601,61 @@ class _Handler(BaseHTTPRequestHandler):
             sent += 1
         self._end_chunks()
 
+    def _client_gone(self) -> bool:
+        """Whether the client closed its end (a readable socket with nothing to read)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+        except OSError:
+            return True
+
     def _finish_with_fault(self, fault: Fault) -> None:
         if fault.kind is FaultKind.WATCH_CUT:
             self._drop_connection()
         if fault.kind is FaultKind.WATCH_GONE:
-            status = errors.gone("injected fault: too old resource version").to_status()
-            self._write_chunk(_dumps({"type": "ERROR", "object": status}) + b"\n")
+            self._write_chunk(_error_frame(errors.gone("injected fault: too old resource version")))
         self._end_chunks()
 
 
 class _HttpServer(ThreadingHTTPServer):
-    """``ThreadingHTTPServer`` that knows its app and can close idle keep-alive connections."""
+    """``ThreadingHTTPServer`` that knows its app, stops without polling, and can close idle
+    keep-alive connections.
+
+    ``serve_forever`` polls for shutdown (every 0.5 s by default), which makes every stop in a
+    test suite slow; :meth:`serve` instead waits on the listening socket and a wake-up socket.
+    """
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG_CONNECTIONS
 
     def __init__(self, address: tuple[str, int], app: ApiServer) -> None:
         self.app = app
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._stop_requested = threading.Event()
         super().__init__(address, _Handler)
+
+    def serve(self) -> None:
+        """Accepts connections until :meth:`request_stop`."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.socket, selectors.EVENT_READ)
+            selector.register(self._wake_reader, selectors.EVENT_READ)
+            while not self._stop_requested.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is self.socket and not self._stop_requested.is_set():
+                        self.handle_request()
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+        with contextlib.suppress(OSError):
+            self._wake_writer.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_reader.close()
+        self._wake_writer.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:
@@ -678,8 +723,7 @@ class ApiServer:
         self.stopping.clear()
         self._httpd = _HttpServer(self._requested_address, self)
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": SERVE_POLL_INTERVAL_SECONDS},
+            target=self._httpd.serve,
             name=f"sky-kueue-apiserver:{self.port}",
             daemon=True,
         )
@@ -695,11 +739,11 @@ class ApiServer:
             watchers = list(self._watchers)
         for watcher in watchers:
             watcher.close()
-        self._httpd.shutdown()
-        self._httpd.close_connections()
-        self._httpd.server_close()
+        self._httpd.request_stop()
         if self._thread is not None:
             self._thread.join()
+        self._httpd.close_connections()
+        self._httpd.server_close()
         self._httpd = None
         self._thread = None
 
@@ -726,10 +770,21 @@ class ApiServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    def inject(self, kind: FaultKind | str, **match_and_options: Any) -> Fault:
+        """Shorthand for ``faults.inject``: arms a fault (see :class:`FaultInjector`)."""
+        return self.faults.inject(kind, **match_and_options)
+
     def write_kubeconfig(
         self, path: str | pathlib.Path, *, context: str = kubeconfig_file.DEFAULT_CONTEXT
     ) -> pathlib.Path:
-        """Writes a kubeconfig pointing at this server and returns its path."""
+        """Writes a kubeconfig pointing at this (started) server and returns its path.
+
+        Raises:
+            RuntimeError: if the server was asked for port 0 and is not started yet.
+            OSError: if the file cannot be written.
+        """
+        if self._httpd is None and self._requested_address[1] == 0:
+            raise RuntimeError("start the server before writing its kubeconfig: its port is not known yet")
         return kubeconfig_file.write(path, self.url, context=context)
 
     # ---- watch bookkeeping (for the handler) ------------------------------------------------

@@ -69,7 +69,7 @@ from sky_kueue.sandbox.apiserver.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
-from sky_kueue.sandbox.apiserver.watch import Watcher, _Marker
+from sky_kueue.sandbox.apiserver.watch import InitialEventsEnd, Watcher
 
 Obj = dict[str, Any]
 ResourceRef = ResourceType | GroupResource | str
@@ -203,9 +203,7 @@ class ObjectStore:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def try_get(
-        self, ref: ResourceRef, name: str, namespace: str | None = None, *, shared: bool = False
-    ) -> Obj | None:
+    def try_get(self, ref: ResourceRef, name: str, namespace: str | None = None, *, shared: bool = False) -> Obj | None:
         """The object, or None if it does not exist."""
         resource = self.resource(ref)
         with self._lock:
@@ -283,9 +281,7 @@ class ObjectStore:
 
     # ---- writes ------------------------------------------------------------------------------
 
-    def create(
-        self, ref: ResourceRef, obj: Obj, namespace: str | None = None, *, dry_run: bool = False
-    ) -> Obj:
+    def create(self, ref: ResourceRef, obj: Obj, namespace: str | None = None, *, dry_run: bool = False) -> Obj:
         """Creates an object; ``namespace`` (if given) overrides an empty ``metadata.namespace``.
 
         The store sets uid, creationTimestamp, generation 1, resourceVersion, and a name from
@@ -409,9 +405,7 @@ class ObjectStore:
             changed = change(working)
             candidate = working if changed is None else changed
             return copy.deepcopy(
-                self._update(
-                    resource, current, candidate, subresource, dry_run=dry_run, require_resource_version=False
-                )
+                self._update(resource, current, candidate, subresource, dry_run=dry_run, require_resource_version=False)
             )
 
     def patch(
@@ -534,7 +528,7 @@ class ObjectStore:
                         version = int(objects.resource_version(obj))
                         watcher.offer(StoreEvent(version, EventType.ADDED, resource_type, key, obj, None))
                 if initial_events_end:
-                    watcher.offer(_Marker(self._resource_version))
+                    watcher.offer(InitialEventsEnd(self._resource_version))
             elif since is not None:
                 for event in self._log.after(since):
                     if watcher.wants(event):
@@ -604,9 +598,7 @@ class ObjectStore:
     def _key(self, resource: ResourceType, name: str, namespace: str | None) -> ObjectKey:
         return ObjectKey((namespace or "") if resource.namespaced else "", name)
 
-    def _place_in_namespace(
-        self, resource: ResourceType, meta: dict[str, Any], namespace: str | None
-    ) -> None:
+    def _place_in_namespace(self, resource: ResourceType, meta: dict[str, Any], namespace: str | None) -> None:
         if not resource.namespaced:
             meta.pop("namespace", None)
             return
@@ -741,8 +733,7 @@ class ObjectStore:
                         resource.kind,
                         resource.group,
                         key.name,
-                        "metadata.finalizers: Forbidden: "
-                        "no new finalizers can be added if the object is being deleted",
+                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
                     )
         new["apiVersion"] = resource.api_version()
         new["kind"] = resource.kind
@@ -793,9 +784,7 @@ class ObjectStore:
         if objects.finalizers(current):
             if objects.is_deleting(current):
                 return current
-            return self._commit(
-                EventType.MODIFIED, resource, objects.key_of(current), self._marked(current), current
-            )
+            return self._commit(EventType.MODIFIED, resource, objects.key_of(current), self._marked(current), current)
         return self._remove(resource, current, propagation)
 
     def _marked(self, current: Obj) -> Obj:
@@ -851,13 +840,9 @@ class ObjectStore:
             dependent = self._objects[group_resource].get(key)
             if dependent is None or any(uid in self._uids for uid in objects.owner_uids(dependent)):
                 continue
-            self._delete(
-                self.registry.resolve(group_resource), dependent, None, Propagation.BACKGROUND, False
-            )
+            self._delete(self.registry.resolve(group_resource), dependent, None, Propagation.BACKGROUND, False)
 
-    def _commit(
-        self, kind: EventType, resource: ResourceType, key: ObjectKey, new: Obj, old: Obj | None
-    ) -> Obj:
+    def _commit(self, kind: EventType, resource: ResourceType, key: ObjectKey, new: Obj, old: Obj | None) -> Obj:
         """Stores (or removes, for DELETED) ``new`` under the next resourceVersion and
         publishes the event. ``new`` must be a dict the store may own."""
         self._resource_version += 1
@@ -867,7 +852,11 @@ class ObjectStore:
         uid = stored["metadata"].get("uid", "")
         if old is not None:
             for owner in objects.owner_uids(old):
-                self._dependents[owner].discard((resource.key, key))
+                dependents = self._dependents.get(owner)
+                if dependents is not None:
+                    dependents.discard((resource.key, key))
+                    if not dependents:
+                        del self._dependents[owner]
         if kind is EventType.DELETED:
             del table[key]
             self._uids.pop(uid, None)

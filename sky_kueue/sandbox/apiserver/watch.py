@@ -50,7 +50,7 @@ class WatchEvent:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Marker:
+class InitialEventsEnd:
     """The initial-events-end bookmark, queued after the synthetic ADDED events."""
 
     resource_version: int
@@ -79,7 +79,7 @@ class Watcher:
         self.field_selector = field_selector
         self._copy_objects = copy_objects
         self._on_close = on_close
-        self._queue: collections.deque[StoreEvent | _Marker] = collections.deque()
+        self._queue: collections.deque[StoreEvent | InitialEventsEnd] = collections.deque()
         self._condition = threading.Condition(threading.Lock())
         self._closed = False
 
@@ -91,7 +91,7 @@ class Watcher:
             return False
         return not self.namespace or event.key.namespace == self.namespace
 
-    def offer(self, item: StoreEvent | _Marker) -> None:
+    def offer(self, item: StoreEvent | InitialEventsEnd) -> None:
         with self._condition:
             if self._closed:
                 return
@@ -145,7 +145,7 @@ class Watcher:
                 if self._closed:
                     raise WatchClosed()
                 item = self._queue.popleft()
-            if isinstance(item, _Marker):
+            if isinstance(item, InitialEventsEnd):
                 return WatchEvent(EventType.BOOKMARK, self.resource, None, item.resource_version, True)
             translated = self._translate(item)
             if translated is not None:

@@ -1,0 +1,132 @@
+"""``sky-kueue launch``: show what the admin policy and Kueue will do with a task, then submit it.
+
+Prints the team, queue, priority class, the admission prediction (admit now / preempt whom /
+wait and why / never fits) and the burst choice, followed by the task as the policy rewrites
+it. Without ``--dry-run`` the task is submitted with ``sky.jobs.launch``. SkyPilot is
+imported only here (to parse the task exactly as SkyPilot does).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from sky_kueue.cli import errors
+from sky_kueue.skypilot.cluster_view import (
+    ManifestError,
+    ModelUnavailable,
+    build_view,
+    load_manifests,
+    view_from_documents,
+)
+from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
+from sky_kueue.skypilot.launch import plan_launch, submit, summary
+from sky_kueue.skypilot.view import ClusterView
+
+#: Exit code when the policy rejects the task.
+EXIT_REJECTED = 1
+
+
+@click.command("launch")
+@click.argument("task_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--team", default=None, help="Submit as this team (sets the sky-kueue.io/team label).")
+@click.option("--priority", default=None, help="WorkloadPriorityClass to request (resources.priority_class).")
+@click.option("--dry-run", is_flag=True, help="Only show what would happen; do not submit.")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Plugin config (default: $SKY_KUEUE_CONFIG or ~/.sky/sky-kueue.yaml).",
+)
+@click.option(
+    "--snapshot",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Kueue objects (kubectl get -o yaml, Workloads included) to predict against; repeatable.",
+)
+@click.option("--name", default=None, help="Managed-job name (default: the task's name).")
+def launch(
+    task_path: Path,
+    team: str | None,
+    priority: str | None,
+    dry_run: bool,
+    output: str,
+    config_path: Path | None,
+    snapshot: tuple[Path, ...],
+    name: str | None,
+) -> None:
+    """Apply the sky-kueue policy to TASK_PATH, predict its admission, and submit it."""
+    try:
+        config = load_config(resolve_config_path(config_path))
+        view: ClusterView
+        if snapshot:
+            documents = load_manifests(str(p) for p in snapshot)
+            view = view_from_documents(documents, "the snapshot " + ", ".join(p.name for p in snapshot))
+        else:
+            view = build_view(config)
+    except (ConfigError, ManifestError, ModelUnavailable) as exc:
+        errors.fail(str(exc))
+    task = _read_task(task_path)
+    result = plan_launch(task, config, view, team=team, priority=priority)
+    described = summary(result)
+    if output == "json":
+        click.echo(json.dumps(described, indent=2, sort_keys=False))
+    else:
+        click.echo(_text(described))
+    if described["decision"] == "rejected":
+        raise SystemExit(EXIT_REJECTED)
+    if dry_run:
+        return
+    try:
+        outcome = submit(result, name=name)
+    except Exception as exc:  # noqa: BLE001 - SkyPilot raises many types; report them in one line
+        errors.fail(f"submission failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    click.echo(f"submitted: {outcome}")
+
+
+def _read_task(path: Path) -> dict[str, Any]:
+    import sky
+
+    try:
+        task = sky.Task.from_yaml(str(path))
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        errors.fail(f"{path}: not a valid SkyPilot task: {message}")
+    config: dict[str, Any] = task.to_yaml_config()
+    return config
+
+
+def _text(described: dict[str, Any]) -> str:
+    if described["decision"] == "rejected":
+        return f"rejected: {described['message']}"
+    if described["decision"] == "unchanged":
+        return f"unchanged: {described['reason']}\n" + yaml.safe_dump(described["task"], sort_keys=False)
+    prediction = described["prediction"]
+    outcome = prediction["outcome"]
+    if prediction["preempts"]:
+        outcome += f" (preempts {', '.join(prediction['preempts'])})"
+    if prediction["expected_wait_seconds"] is not None:
+        outcome += f" (expected wait {prediction['expected_wait_seconds']}s)"
+    lines = [
+        f"team:       {described['team']}",
+        f"queue:      {described['namespace']}/{described['local_queue']}"
+        + (f" on context {described['context']}" if described["context"] else ""),
+        f"priority:   {described['priority_class']}",
+        f"prediction: {outcome}" + (f": {prediction['reason']}" if prediction["reason"] else ""),
+        f"burst:      {described['burst']['action']}"
+        + (f": {described['burst']['message']}" if described["burst"]["message"] else ""),
+        f"timeout:    {described['admission_timeout_seconds']}s waiting for Kueue admission",
+        "--- task ---",
+        yaml.safe_dump(_without_internal(described["task"]), sort_keys=False).rstrip(),
+    ]
+    return "\n".join(lines)
+
+
+def _without_internal(task: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in task.items() if k != "_user_specified_yaml"}

@@ -1,0 +1,65 @@
+"""``sky-kueue policy-server``: serve the admin policy to SkyPilot's RestfulAdminPolicy.
+
+Point SkyPilot at it with ``admin_policy: http://127.0.0.1:<port>/policy``. The command
+loads the plugin config before binding, so a bad config stops it with a one-line error.
+SkyPilot itself is not imported.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+
+import click
+
+from sky_kueue.cli import errors
+from sky_kueue.skypilot.cluster_view import ManifestError
+from sky_kueue.skypilot.config import ConfigError
+from sky_kueue.skypilot.policy_server import DEFAULT_HOST, DEFAULT_PORT, TokenError, load_token, make_server
+
+
+@click.command("policy-server")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind (loopback by default).")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The sky-kueue plugin config (sky-kueue.yaml).",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Require this token (Bearer, or HTTP Basic password) on every policy request.",
+)
+def policy_server(host: str, port: int, config_path: Path, token_file: Path | None) -> None:
+    """Serve the sky-kueue admin policy over HTTP."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        token = load_token(token_file) if token_file is not None else None
+        server = make_server(config_path, host=host, port=port, token=token)
+    except (ConfigError, ManifestError, TokenError) as exc:
+        errors.fail(str(exc))
+    except OSError as exc:
+        errors.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    if token is None and not _is_loopback(host):
+        click.echo(f"warning: serving on {host} without --token-file; anyone who can reach it may call it", err=True)
+    click.echo(f"sky-kueue policy server: admin_policy: {server.url}")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        server.server_close()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,85 @@
+"""``sky-kueue setup``: render a team spec into Kueue objects and a matching plugin config.
+
+Writes ``DIR/kueue-setup.yaml`` (Namespaces, ResourceFlavors, WorkloadPriorityClasses,
+ClusterQueues, LocalQueues, in apply order; ``kubectl apply -f`` it) and
+``DIR/sky-kueue.yaml`` (the plugin config for the admin policy). The objects are checked by
+the Kueue model's validator before anything is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import yaml
+from pydantic import ValidationError
+
+from sky_kueue.cli import errors
+from sky_kueue.skypilot.config import ConfigError, error_from_validation, validate_config
+from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
+from sky_kueue.skypilot.setup_spec import TeamsSpec
+
+SETUP_FILE = "kueue-setup.yaml"
+PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
+
+
+@click.command("setup")
+@click.option(
+    "--teams",
+    "teams_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The compact team spec (see configs/teams.yaml).",
+)
+@click.option(
+    "--output",
+    "output_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for kueue-setup.yaml and sky-kueue.yaml.",
+)
+def setup(teams_path: Path, output_dir: Path) -> None:
+    """Render Kueue objects and the sky-kueue config for a set of teams."""
+    try:
+        text = teams_path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        errors.fail(f"{teams_path}: cannot read: {exc.strerror or exc}")
+    except yaml.YAMLError as exc:
+        errors.fail(f"{teams_path}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+    if not isinstance(data, dict):
+        errors.fail(f"{teams_path}: the team spec must be a YAML mapping")
+    try:
+        spec = TeamsSpec.model_validate(data)
+    except ValidationError as exc:
+        errors.fail(str(error_from_validation(exc, str(teams_path), text)))
+    objects = render_objects(spec)
+    problem = model_problem(objects)
+    if problem is not None:
+        errors.fail(f"{teams_path}: the rendered objects are invalid: {problem}")
+    plugin_config = render_plugin_config(spec)
+    try:
+        validate_config(plugin_config, f"{output_dir / PLUGIN_CONFIG_FILE}")
+    except ConfigError as exc:
+        errors.fail(f"{teams_path}: the rendered plugin config is invalid: {exc}")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / SETUP_FILE).write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    (output_dir / PLUGIN_CONFIG_FILE).write_text(yaml.safe_dump(plugin_config, sort_keys=False), encoding="utf-8")
+    kinds: dict[str, int] = {}
+    for obj in objects:
+        kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
+    summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    click.echo(f"wrote {output_dir / SETUP_FILE} ({summary}) and {output_dir / PLUGIN_CONFIG_FILE}")
+
+
+def model_problem(objects: list[dict[str, object]]) -> str | None:
+    """The first problem the Kueue model finds in the rendered objects, or None."""
+    from sky_kueue.kueue import errors as model_errors
+    from sky_kueue.kueue import parse, validation
+
+    try:
+        state = parse.parse_documents(objects)
+    except model_errors.ModelError as exc:
+        return str(exc)
+    problems = validation.state_errors(state)
+    return problems[0] if problems else None

@@ -1,0 +1,211 @@
+"""``sky-kueue simulate``: replay a trace under several resubmission policies, side by side.
+
+Why: aging is only worth turning on if it ends starvation without hurting high-priority
+work or utilisation, and a user should be able to check that on their own trace, with
+their own aging and burst settings, before touching a cluster. Every policy replays the
+same jobs on the same ClusterQueues with the same seed; ratios are against the
+``baseline`` (SkyPilot today) of the same run.
+
+Examples::
+
+    sky-kueue simulate --trace kueue-perf --policies baseline,aging --jobs 3000
+    sky-kueue simulate --trace jobs.csv --config sky-kueue.yaml --output json
+    sky-kueue simulate --trace synthetic --aging-set max_age_seconds=3600 --plot waits.png
+
+Bad input (unknown trace or policy, bad CSV row, invalid setting) prints one line and exits
+with code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from sky_kueue.cli import errors
+from sky_kueue.cli.aging_cmd import load_settings
+from sky_kueue.controller.aging import AgingSettings, SettingsError
+from sky_kueue.kueue.errors import ModelError
+
+#: Exit code for bad input.
+EXIT_BAD_INPUT = 2
+
+
+def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
+    settings = load_settings(config)
+    if not overrides:
+        return settings
+    values: dict[str, Any] = settings.to_mapping()
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            errors.fail(f"--aging-set: expected KEY=VALUE, got {item!r}", EXIT_BAD_INPUT)
+        try:
+            values[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            errors.fail(f"--aging-set {key}: cannot read value {raw!r}", EXIT_BAD_INPUT)
+    try:
+        return AgingSettings.from_mapping(values, where="--aging-set")
+    except SettingsError as err:
+        errors.fail(str(err), EXIT_BAD_INPUT)
+
+
+@click.command("simulate")
+@click.option(
+    "--trace",
+    "trace_source",
+    default="synthetic",
+    show_default=True,
+    help="synthetic, kueue-perf, or a CSV file (submit_time, duration, gpus, cpus, memory, priority_class, team).",
+)
+@click.option(
+    "--policies",
+    "policy_list",
+    default="baseline,aging",
+    show_default=True,
+    help="Comma-separated: baseline, aging (the configured default), or a registered aging policy.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the trace generator and relaunch jitter.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Simulate this many jobs of the trace.")
+@click.option("--hours", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Simulate the jobs submitted in the first H hours.")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write wait-time CDFs and a ClusterQueue timeline as PNG (needs matplotlib).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="sky-kueue.yaml whose aging settings the aging policies use.")
+@click.option("--aging-set", "aging_overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override one aging setting (e.g. max_age_seconds=3600); repeatable.")
+@click.option("--cluster", "cluster_yaml", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Kueue objects (YAML) to run a CSV trace on; teams name LocalQueues.")
+@click.option("--cycle-interval", type=click.FloatRange(min=0), default=None,
+              help="Seconds between Kueue cycles (default 1).")
+@click.option("--burst-after", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Burst a launch attempt to the cloud after this many seconds in Kueue (all teams).")
+@click.option("--burst-cost", type=click.FloatRange(min=0), default=None, help="Cloud price per GPU-hour (USD).")
+@click.option("--starve-factor", type=click.FloatRange(min=0), default=None,
+              help="Starved: wait > K x run time (and > --starve-after). Default 10.")
+@click.option("--starve-after", type=click.FloatRange(min=0), default=None,
+              help="Starved: wait > T seconds (and > K x run time). Default 3600.")
+@click.option("--eta-sample", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Grade admission ETAs at submission for about N jobs per policy.")
+@click.option("--eta-within", type=click.FloatRange(min=0), default=None,
+              help="Threshold T of the 'admitted within T' check, seconds (default 600).")
+@click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def simulate(
+    trace_source: str,
+    policy_list: str,
+    seed: int,
+    jobs: int | None,
+    hours: float | None,
+    output: str,
+    plot_path: Path | None,
+    config_path: Path | None,
+    aging_overrides: tuple[str, ...],
+    cluster_yaml: Path | None,
+    cycle_interval: float | None,
+    burst_after: float | None,
+    burst_cost: float | None,
+    starve_factor: float | None,
+    starve_after: float | None,
+    eta_sample: int,
+    eta_within: float | None,
+    no_relaunch_backoff: bool,
+    quiet: bool,
+) -> None:
+    """Compare resubmission policies (SkyPilot today vs aging) on a trace."""
+    from dataclasses import replace
+
+    from sky_kueue.sim import compare, eta, metrics, policies, report, simulator, traces
+    from sky_kueue.sim.relaunch import RelaunchModel
+
+    if jobs is not None and hours is not None:
+        errors.fail("give --jobs or --hours, not both", EXIT_BAD_INPUT)
+    names = [n.strip() for n in policy_list.split(",") if n.strip()]
+    if not names:
+        errors.fail("--policies: give at least one policy", EXIT_BAD_INPUT)
+    settings = _settings(config_path, aging_overrides)
+    for name in names:
+        try:
+            policies.resolve(name, settings)
+        except policies.UnknownSimPolicyError as err:
+            errors.fail(f"--policies: {err}", EXIT_BAD_INPUT)
+    if len(set(names)) != len(names):
+        errors.fail(f"--policies: a policy is listed twice: {policy_list}", EXIT_BAD_INPUT)
+    if plot_path is not None:
+        from sky_kueue.sim import plots
+
+        try:
+            plots.require_matplotlib()
+        except plots.PlotError as err:
+            errors.fail(str(err), EXIT_BAD_INPUT)
+    try:
+        trace = traces.load_trace(trace_source, seed=seed, jobs=jobs, hours=hours, cluster_yaml=cluster_yaml)
+    except (traces.TraceError, ModelError) as err:
+        errors.fail(str(err), EXIT_BAD_INPUT)
+    config = simulator.SimConfig(seed=seed, relaunch=RelaunchModel(backoff=not no_relaunch_backoff))
+    if cycle_interval is not None:
+        config = replace(config, cycle_interval_s=cycle_interval)
+    if burst_after is not None:
+        config = replace(config, wait_limit_s=burst_after)
+    if burst_cost is not None:
+        config = replace(config, burst_cost_per_gpu_hour=burst_cost)
+    rule = metrics.StarvationRule()
+    if starve_factor is not None:
+        rule = replace(rule, runtime_multiple=starve_factor)
+    if starve_after is not None:
+        rule = replace(rule, min_wait_s=starve_after)
+    within = eta_within if eta_within is not None else eta.DEFAULT_ETA_WITHIN_SECONDS
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs ended, sim t={task.fields[sim]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=quiet,
+    )
+
+    def progress_for(name: str) -> simulator.ProgressFn:
+        task = progress.add_task(name, total=len(trace.jobs), sim="0s")
+
+        def update(done: int, total: int, sim_s: float) -> None:
+            progress.update(task, completed=done, total=total, sim=report.duration(sim_s))
+
+        return update
+
+    with progress:
+        result = compare.compare(
+            trace,
+            names,
+            config,
+            settings=settings,
+            starvation=rule,
+            eta_sample=eta_sample,
+            eta_within_s=within,
+            progress_for=progress_for,
+        )
+    if output == "json":
+        json.dump(report.to_json(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        report.print_text(result)
+    if plot_path is not None:
+        from sky_kueue.sim import plots
+
+        try:
+            plots.plot(result, plot_path)
+        except plots.PlotError as err:
+            errors.fail(str(err), EXIT_BAD_INPUT)
+        if output != "json":
+            click.echo(f"plot written to {plot_path}")

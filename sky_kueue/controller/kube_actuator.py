@@ -1,0 +1,91 @@
+"""Applies Workload patches with the official ``kubernetes`` client (the I/O edge).
+
+Thin on purpose: the patch is built and reasoned about in
+:mod:`sky_kueue.controller.actuators`; this module only sends it as a JSON merge patch
+(``CustomObjectsApi.patch_namespaced_custom_object`` with an explicit
+``application/merge-patch+json`` content type) and maps the API server's answer to an
+:class:`~sky_kueue.controller.actuators.ActuationOutcome`:
+
+* 2xx → applied. The patch sets absolute values, so applying it twice is harmless.
+* 404 → the Workload is gone (admitted and finished, or garbage-collected).
+* 409/422 → the UID precondition failed: the name now belongs to another Workload.
+* anything else (5xx, 429, connection errors) → :class:`ActuationError`, retried later.
+
+Tested against the sandbox API server (``sky_kueue.sandbox``), not here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from sky_kueue.controller import kueue_api
+from sky_kueue.controller.actuators import (
+    ActuationError,
+    ActuationOutcome,
+    ActuationResult,
+    Actuator,
+    WorkloadPatch,
+)
+
+#: ``fieldManager`` recorded in managedFields for our patches.
+FIELD_MANAGER = "sky-kueue-controller"
+#: Per-request (connect, read) timeout; the client ignores float scalars (see fake-apiserver notes).
+DEFAULT_REQUEST_TIMEOUT_SECONDS = (5, 15)
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+class KubernetesWorkloadActuator:
+    """An :class:`~sky_kueue.controller.actuators.Actuator` over ``CustomObjectsApi``."""
+
+    def __init__(
+        self,
+        api_client: ApiClient | None = None,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        request_timeout: tuple[int, int] = DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
+        self._api = CustomObjectsApi(api_client)
+        self._field_manager = field_manager
+        self._timeout = request_timeout
+
+    @property
+    def name(self) -> str:
+        return "kubernetes"
+
+    def apply(self, patch: WorkloadPatch) -> ActuationResult:
+        target = patch.target
+        try:
+            self._api.patch_namespaced_custom_object(
+                kueue_api.KUEUE_GROUP,
+                target.version,
+                target.namespace,
+                kueue_api.WORKLOAD_PLURAL,
+                target.name,
+                dict(patch.body),
+                field_manager=self._field_manager,
+                _request_timeout=self._timeout,
+                _content_type=_MERGE_PATCH,
+            )
+        except ApiException as err:
+            status: Any = err.status
+            if status == 404:
+                return ActuationResult(ActuationOutcome.TARGET_GONE, f"{target} not found")
+            if status in (409, 422):
+                return ActuationResult(
+                    ActuationOutcome.TARGET_REPLACED,
+                    f"{target} (uid {target.uid}) rejected the patch: {err.reason}",
+                )
+            raise ActuationError(f"patching Workload {target} failed with HTTP {status}: {err.reason}") from err
+        except HTTPError as err:
+            raise ActuationError(f"patching Workload {target} failed: {err}") from err
+        return ActuationResult(ActuationOutcome.APPLIED, patch.summary)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(actuator: KubernetesWorkloadActuator) -> Actuator:
+        return actuator  # mypy checks that the class implements the Protocol

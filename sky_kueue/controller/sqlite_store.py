@@ -1,0 +1,701 @@
+"""The embedded history store: one SQLite file, safe against SIGKILL at any instruction.
+
+Why SQLite: the controller needs a durable, transactional record that survives Workload
+deletion (SkyPilot's relaunch replaces the Workload) and controller crashes, with no extra
+infrastructure for a single-replica or laptop deployment. A Kubernetes-native store can
+implement the same :class:`~sky_kueue.controller.history.HistoryStore` Protocol.
+
+Durability choices:
+
+* ``journal_mode=WAL``: readers (``sky-kueue aging explain``, ``controller status``) never
+  block the writer and see a consistent snapshot.
+* ``synchronous=FULL``: every commit is fsynced. With ``NORMAL``, WAL mode is still safe
+  against a killed *process* (the OS keeps the written pages), but a power loss may drop
+  the last commits. A dropped "preemption recorded" cannot always be recovered: the
+  preempted Workload of an unretriable SkyPilot pod group is garbage-collected soon after.
+  Commits are rare (a few per Workload transition) and cost ~0.1 ms here, so we pay it.
+* Each public method is one ``BEGIN IMMEDIATE`` transaction (the write lock is taken up
+  front, so two writers never deadlock upgrading a read lock). A fact and the phase change
+  it causes are written together: after a crash either both exist or neither.
+* Idempotency keys (:mod:`sky_kueue.controller.keys`) are UNIQUE columns; replays are
+  ``INSERT OR IGNORE`` and report "already recorded".
+
+Exactly-once aging: a step is *decided* (boost stored under its episode key) before the
+patch is sent, and *actuated* (compare-and-set on the step's revision) after the API server
+accepted it. A crash between the two leaves the step ``decided``; the next reconcile of the
+Workload finds it and re-sends the same absolute patch. A crash after the patch but before
+the mark re-sends it too, which is harmless. A crash before the decision leaves nothing, and
+the decision is recomputed from the same history, giving the same boost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from sky_kueue.controller.history import (
+    AgingStep,
+    BurstRecord,
+    EvictionRecord,
+    HistoryStore,
+    JobHistory,
+    JobSummary,
+    Phase,
+    PreemptionRecord,
+    StepDecision,
+    StepState,
+    StoreError,
+    Transition,
+    TransitionCause,
+    transition_key,
+)
+from sky_kueue.controller.identity import (
+    MANAGED_JOB_KEY_PREFIX,
+    JobIdentity,
+    managed_job_key,
+    pod_group_key,
+)
+from sky_kueue.controller.keys import EpisodeKey
+
+#: Bumped on every incompatible schema change; a newer file is refused, not rewritten.
+SCHEMA_VERSION = 1
+#: How long a writer waits for another connection's write lock before failing.
+DEFAULT_BUSY_TIMEOUT_MILLISECONDS = 5_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_key TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    pod_group TEXT,
+    managed_job_id TEXT,
+    managed_job_name TEXT,
+    user_name TEXT,
+    cluster_name TEXT,
+    base_priority INTEGER,
+    first_seen REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS aliases (
+    alias TEXT PRIMARY KEY,
+    job_key TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    job_key TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    at REAL NOT NULL,
+    workload_uid TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS transitions_by_job ON transitions (job_key, seq);
+CREATE TABLE IF NOT EXISTS preemptions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    job_key TEXT NOT NULL,
+    workload_name TEXT NOT NULL,
+    at REAL NOT NULL,
+    reason TEXT NOT NULL,
+    preemptor_uid TEXT,
+    preemptor_job_uid TEXT,
+    preemptor_priority INTEGER,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS preemptions_by_job ON preemptions (job_key, seq);
+CREATE TABLE IF NOT EXISTS evictions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    job_key TEXT NOT NULL,
+    workload_name TEXT NOT NULL,
+    at REAL NOT NULL,
+    reason TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    underlying_cause TEXT
+);
+CREATE INDEX IF NOT EXISTS evictions_by_job ON evictions (job_key, seq);
+CREATE TABLE IF NOT EXISTS steps (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    job_key TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    boost INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    decided_at REAL NOT NULL,
+    revised_at REAL,
+    state TEXT NOT NULL,
+    actuated_boost INTEGER,
+    actuated_at REAL,
+    actuator TEXT,
+    detail TEXT,
+    explanation TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steps_by_job ON steps (job_key, seq);
+CREATE INDEX IF NOT EXISTS steps_by_state ON steps (state, seq);
+CREATE TABLE IF NOT EXISTS bursts (
+    job_key TEXT PRIMARY KEY,
+    decided_at REAL NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    preemptions INTEGER NOT NULL,
+    predicted_wait_seconds REAL
+);
+"""
+
+_JOB_TABLES = ("transitions", "preemptions", "evictions", "steps")
+
+
+class SqliteHistoryStore:
+    """:class:`~sky_kueue.controller.history.HistoryStore` on one SQLite file."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        busy_timeout_milliseconds: int = DEFAULT_BUSY_TIMEOUT_MILLISECONDS,
+    ) -> None:
+        """Opens (and, unless ``read_only``, creates) the store at ``path``.
+
+        Raises:
+            StoreError: the file is missing (read-only), not a SQLite database, not a
+                sky-kueue store, from a newer version, or its directory does not exist.
+        """
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        if read_only and not self.path.is_file():
+            raise StoreError(f"no history store at {self.path}")
+        if not read_only and not self.path.parent.is_dir():
+            raise StoreError(f"cannot create history store {self.path}: directory {self.path.parent} does not exist")
+        try:
+            if read_only:
+                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            else:
+                self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_milliseconds)}")
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}; this sky-kueue understands up to {SCHEMA_VERSION}"
+                )
+            if read_only:
+                if version != SCHEMA_VERSION:
+                    raise StoreError(f"{self.path} is not a sky-kueue history store")
+            else:
+                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{self.path}: cannot enable WAL journal mode (got {mode})")
+                self._conn.execute("PRAGMA synchronous = FULL")
+                if version == 0:
+                    self._create_schema()
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path} is not a usable sky-kueue history store: {err}") from err
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def _create_schema(self) -> None:
+        with self._write() as conn:
+            if int(conn.execute("PRAGMA user_version").fetchone()[0]) == 0:
+                if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    raise StoreError(f"{self.path} is a SQLite database but not a sky-kueue history store")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: cannot start a write transaction: {err}") from err
+            try:
+                yield self._conn
+            except sqlite3.Error as err:
+                self._rollback()
+                raise StoreError(f"{self.path}: write failed: {err}") from err
+            except BaseException:
+                self._rollback()
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: commit failed: {err}") from err
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            # The transaction is already gone (SQLite rolls back on some errors itself);
+            # the original error is the one worth reporting, and it is being re-raised.
+            return
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN")
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: cannot read: {err}") from err
+            try:
+                yield self._conn
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: read failed: {err}") from err
+            finally:
+                self._rollback()  # a read transaction has nothing to commit
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteHistoryStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- job keys ---------------------------------------------------------------------
+
+    @staticmethod
+    def _alias_target(conn: sqlite3.Connection, alias: str) -> str | None:
+        row = conn.execute("SELECT job_key FROM aliases WHERE alias = ?", (alias,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _job_key(
+        self,
+        conn: sqlite3.Connection,
+        identity: JobIdentity,
+        seen_at: float,
+        base_priority: int | None = None,
+    ) -> str:
+        """Resolves (and registers) the job's key inside the caller's transaction.
+
+        A pod-group key seen before the managed-job id was known is merged into the
+        managed-job key, so one job never has two histories.
+        """
+        group_key = identity.pod_group_key
+        if identity.managed_job_id:
+            key = managed_job_key(identity.managed_job_id)
+            if group_key is not None:
+                target = self._alias_target(conn, group_key)
+                if target != key:
+                    conn.execute("INSERT OR REPLACE INTO aliases (alias, job_key) VALUES (?, ?)", (group_key, key))
+                self._merge(conn, group_key, key)
+        else:
+            assert group_key is not None
+            key = self._alias_target(conn, group_key) or group_key
+        conn.execute(
+            "INSERT OR IGNORE INTO jobs (job_key, namespace, first_seen) VALUES (?, ?, ?)",
+            (key, identity.namespace, seen_at),
+        )
+        conn.execute(
+            """UPDATE jobs SET
+                   pod_group = coalesce(pod_group, ?),
+                   managed_job_id = coalesce(managed_job_id, ?),
+                   managed_job_name = coalesce(managed_job_name, ?),
+                   user_name = coalesce(user_name, ?),
+                   cluster_name = coalesce(cluster_name, ?),
+                   base_priority = coalesce(base_priority, ?),
+                   first_seen = min(first_seen, ?)
+               WHERE job_key = ?""",
+            (
+                identity.pod_group,
+                identity.managed_job_id,
+                identity.managed_job_name,
+                identity.user,
+                identity.cluster_name,
+                base_priority,
+                seen_at,
+                key,
+            ),
+        )
+        return key
+
+    @staticmethod
+    def _merge(conn: sqlite3.Connection, old: str, new: str) -> None:
+        old_row = conn.execute("SELECT * FROM jobs WHERE job_key = ?", (old,)).fetchone()
+        if old_row is None:
+            return
+        for table in _JOB_TABLES:
+            conn.execute(f"UPDATE {table} SET job_key = ? WHERE job_key = ?", (new, old))
+        conn.execute("UPDATE OR IGNORE bursts SET job_key = ? WHERE job_key = ?", (new, old))
+        conn.execute("DELETE FROM bursts WHERE job_key = ?", (old,))
+        new_row = conn.execute("SELECT * FROM jobs WHERE job_key = ?", (new,)).fetchone()
+        if new_row is None:
+            conn.execute("UPDATE jobs SET job_key = ? WHERE job_key = ?", (new, old))
+            return
+        earlier = old_row if old_row["first_seen"] <= new_row["first_seen"] else new_row
+        later = new_row if earlier is old_row else old_row
+        base = earlier["base_priority"] if earlier["base_priority"] is not None else later["base_priority"]
+        conn.execute(
+            """UPDATE jobs SET first_seen = ?, base_priority = ?, pod_group = coalesce(pod_group, ?)
+               WHERE job_key = ?""",
+            (earlier["first_seen"], base, old_row["pod_group"], new),
+        )
+        conn.execute("DELETE FROM jobs WHERE job_key = ?", (old,))
+
+    # --- writes -----------------------------------------------------------------------
+
+    def ensure_job(self, identity: JobIdentity, base_priority: int | None, seen_at: float) -> str:
+        with self._write() as conn:
+            return self._job_key(conn, identity, seen_at, base_priority)
+
+    @staticmethod
+    def _insert_transition(conn: sqlite3.Connection, job_key: str, transition: Transition) -> bool:
+        cursor = conn.execute(
+            """INSERT OR IGNORE INTO transitions (key, job_key, cause, at, workload_uid)
+               VALUES (?, ?, ?, ?, ?)""",
+            (transition.key, job_key, transition.cause.value, transition.at, transition.workload_uid),
+        )
+        return cursor.rowcount == 1
+
+    def record_transition(self, identity: JobIdentity, transition: Transition) -> bool:
+        with self._write() as conn:
+            key = self._job_key(conn, identity, transition.at)
+            return self._insert_transition(conn, key, transition)
+
+    def record_preemption(self, identity: JobIdentity, record: PreemptionRecord) -> bool:
+        with self._write() as conn:
+            key = self._job_key(conn, identity, record.at)
+            cursor = conn.execute(
+                """INSERT OR IGNORE INTO preemptions (key, job_key, workload_name, at, reason, preemptor_uid,
+                       preemptor_job_uid, preemptor_priority, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    record.key.token,
+                    key,
+                    record.workload_name,
+                    record.at,
+                    record.reason,
+                    record.preemptor_uid,
+                    record.preemptor_job_uid,
+                    record.preemptor_priority,
+                    record.message,
+                ),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._insert_transition(
+                conn,
+                key,
+                Transition(
+                    transition_key(record.key, TransitionCause.PREEMPTED),
+                    TransitionCause.PREEMPTED,
+                    record.at,
+                    record.key.workload_uid,
+                ),
+            )
+            return True
+
+    def record_eviction(self, identity: JobIdentity, record: EvictionRecord) -> bool:
+        with self._write() as conn:
+            key = self._job_key(conn, identity, record.at)
+            cursor = conn.execute(
+                """INSERT OR IGNORE INTO evictions (key, job_key, workload_name, at, reason, kind, message,
+                       underlying_cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    record.key.token,
+                    key,
+                    record.workload_name,
+                    record.at,
+                    record.reason,
+                    record.kind,
+                    record.message,
+                    record.underlying_cause,
+                ),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self._insert_transition(
+                conn,
+                key,
+                Transition(
+                    transition_key(record.key, TransitionCause.EVICTED),
+                    TransitionCause.EVICTED,
+                    record.at,
+                    record.key.workload_uid,
+                ),
+            )
+            return True
+
+    def decide_step(self, identity: JobIdentity, decision: StepDecision) -> AgingStep:
+        with self._write() as conn:
+            key = self._job_key(conn, identity, decision.decided_at)
+            row = conn.execute("SELECT * FROM steps WHERE key = ?", (decision.key.token,)).fetchone()
+            explanation = json.dumps(list(decision.explanation))
+            if row is None:
+                conn.execute(
+                    """INSERT INTO steps (key, job_key, namespace, name, policy, boost, revision, decided_at,
+                           state, explanation) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)""",
+                    (
+                        decision.key.token,
+                        key,
+                        decision.workload_namespace,
+                        decision.workload_name,
+                        decision.policy,
+                        decision.boost,
+                        decision.decided_at,
+                        StepState.DECIDED.value,
+                        explanation,
+                    ),
+                )
+            elif decision.boost > row["boost"] and row["state"] != StepState.SKIPPED.value:
+                conn.execute(
+                    """UPDATE steps SET boost = ?, revision = revision + 1, revised_at = ?, state = ?,
+                           policy = ?, explanation = ? WHERE key = ?""",
+                    (
+                        decision.boost,
+                        decision.decided_at,
+                        StepState.DECIDED.value,
+                        decision.policy,
+                        explanation,
+                        decision.key.token,
+                    ),
+                )
+            return self._step(conn, decision.key)
+
+    def mark_actuated(self, key: EpisodeKey, boost: int, revision: int, at: float, actuator: str) -> AgingStep:
+        with self._write() as conn:
+            conn.execute(
+                """UPDATE steps SET state = ?, actuated_boost = ?, actuated_at = ?, actuator = ?
+                   WHERE key = ? AND revision = ? AND state = ?""",
+                (StepState.ACTUATED.value, boost, at, actuator, key.token, revision, StepState.DECIDED.value),
+            )
+            return self._step(conn, key)
+
+    def mark_skipped(self, key: EpisodeKey, at: float, detail: str) -> AgingStep:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE steps SET state = ?, detail = ?, actuated_at = NULL WHERE key = ? AND state = ?",
+                (StepState.SKIPPED.value, detail, key.token, StepState.DECIDED.value),
+            )
+            return self._step(conn, key)
+
+    def record_burst(self, identity: JobIdentity, record: BurstRecord) -> BurstRecord:
+        with self._write() as conn:
+            key = self._job_key(conn, identity, record.decided_at)
+            conn.execute(
+                """INSERT OR IGNORE INTO bursts (job_key, decided_at, reason, detail, preemptions,
+                       predicted_wait_seconds) VALUES (?, ?, ?, ?, ?, ?)""",
+                (
+                    key,
+                    record.decided_at,
+                    record.reason,
+                    record.detail,
+                    record.preemptions,
+                    record.predicted_wait_seconds,
+                ),
+            )
+            stored = self._burst(conn, key)
+            assert stored is not None
+            return stored
+
+    # --- reads ------------------------------------------------------------------------
+
+    def _step(self, conn: sqlite3.Connection, key: EpisodeKey) -> AgingStep:
+        row = conn.execute("SELECT * FROM steps WHERE key = ?", (key.token,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no aging step {key.token}")
+        return _step_from_row(row)
+
+    @staticmethod
+    def _burst(conn: sqlite3.Connection, job_key: str) -> BurstRecord | None:
+        row = conn.execute("SELECT * FROM bursts WHERE job_key = ?", (job_key,)).fetchone()
+        if row is None:
+            return None
+        return BurstRecord(
+            decided_at=row["decided_at"],
+            reason=row["reason"],
+            detail=row["detail"],
+            preemptions=row["preemptions"],
+            predicted_wait_seconds=row["predicted_wait_seconds"],
+        )
+
+    def pending_steps(self) -> Sequence[AgingStep]:
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM steps WHERE state = ? ORDER BY seq", (StepState.DECIDED.value,))
+            return tuple(_step_from_row(row) for row in rows.fetchall())
+
+    def _canonical(self, conn: sqlite3.Connection, job_key: str) -> str | None:
+        if conn.execute("SELECT 1 FROM jobs WHERE job_key = ?", (job_key,)).fetchone():
+            return job_key
+        return self._alias_target(conn, job_key)
+
+    def load(self, job_key: str) -> JobHistory | None:
+        with self._read() as conn:
+            key = self._canonical(conn, job_key)
+            if key is None:
+                return None
+            job = conn.execute("SELECT * FROM jobs WHERE job_key = ?", (key,)).fetchone()
+            if job is None:
+                return None
+            transitions = tuple(
+                Transition(r["key"], TransitionCause(r["cause"]), r["at"], r["workload_uid"])
+                for r in conn.execute("SELECT * FROM transitions WHERE job_key = ? ORDER BY seq", (key,))
+            )
+            preemptions = tuple(
+                PreemptionRecord(
+                    key=EpisodeKey.parse(r["key"]),
+                    at=r["at"],
+                    workload_name=r["workload_name"],
+                    reason=r["reason"],
+                    preemptor_uid=r["preemptor_uid"],
+                    preemptor_job_uid=r["preemptor_job_uid"],
+                    preemptor_priority=r["preemptor_priority"],
+                    message=r["message"],
+                )
+                for r in conn.execute("SELECT * FROM preemptions WHERE job_key = ? ORDER BY seq", (key,))
+            )
+            evictions = tuple(
+                EvictionRecord(
+                    key=EpisodeKey.parse(r["key"]),
+                    at=r["at"],
+                    workload_name=r["workload_name"],
+                    reason=r["reason"],
+                    kind=r["kind"],
+                    message=r["message"],
+                    underlying_cause=r["underlying_cause"],
+                )
+                for r in conn.execute("SELECT * FROM evictions WHERE job_key = ? ORDER BY seq", (key,))
+            )
+            steps = tuple(
+                _step_from_row(r) for r in conn.execute("SELECT * FROM steps WHERE job_key = ? ORDER BY seq", (key,))
+            )
+            burst = self._burst(conn, key)
+        identity = None
+        if job["managed_job_id"] or job["pod_group"]:
+            identity = JobIdentity(
+                namespace=job["namespace"],
+                pod_group=job["pod_group"],
+                managed_job_id=job["managed_job_id"],
+                managed_job_name=job["managed_job_name"],
+                user=job["user_name"],
+                cluster_name=job["cluster_name"],
+                skypilot_owned=True,
+            )
+        return JobHistory(
+            key=key,
+            identity=identity,
+            base_priority=job["base_priority"],
+            first_seen=job["first_seen"],
+            transitions=transitions,
+            preemptions=preemptions,
+            evictions=evictions,
+            steps=steps,
+            burst=burst,
+        )
+
+    def resolve(self, text: str) -> str | None:
+        """The job key a user means by ``text``.
+
+        Tried in order: an exact key or alias; a managed-job id (``17``); a pod group as
+        ``namespace/name``; a bare pod-group, cluster or managed-job name.
+
+        Raises:
+            StoreError: ``text`` matches several jobs (the message lists them).
+        """
+        text = text.strip()
+        if not text:
+            return None
+        with self._read() as conn:
+            found = self._canonical(conn, text)
+            if found is not None:
+                return found
+            candidates = (
+                [managed_job_key(text[len(MANAGED_JOB_KEY_PREFIX) :])]
+                if text.startswith(MANAGED_JOB_KEY_PREFIX)
+                else []
+            )
+            if text.isdigit():
+                candidates.append(managed_job_key(text))
+            namespace, sep, name = text.partition("/")
+            if sep and namespace and name:
+                candidates.append(pod_group_key(namespace, name))
+            for candidate in candidates:
+                found = self._canonical(conn, candidate)
+                if found is not None:
+                    return found
+            rows = conn.execute(
+                """SELECT job_key FROM jobs WHERE pod_group = ? OR cluster_name = ? OR managed_job_name = ?
+                   ORDER BY job_key""",
+                (text, text, text),
+            ).fetchall()
+        keys = [str(r[0]) for r in rows]
+        if len(keys) > 1:
+            raise StoreError(f"job reference {text!r} is ambiguous: {', '.join(keys)}")
+        return keys[0] if keys else None
+
+    def jobs(self) -> Sequence[JobSummary]:
+        with self._read() as conn:
+            rows = conn.execute(
+                """SELECT j.job_key, j.namespace, j.pod_group, j.managed_job_id,
+                       (SELECT count(*) FROM preemptions p WHERE p.job_key = j.job_key) AS preemptions,
+                       (SELECT count(*) FROM evictions e WHERE e.job_key = j.job_key) AS evictions,
+                       (SELECT s.actuated_boost FROM steps s
+                            WHERE s.job_key = j.job_key AND s.actuated_at IS NOT NULL
+                                AND s.actuated_boost IS NOT NULL
+                            ORDER BY s.actuated_at DESC, s.revision DESC LIMIT 1)
+                            AS boost,
+                       (SELECT t.cause FROM transitions t WHERE t.job_key = j.job_key
+                            ORDER BY t.at DESC, t.seq DESC LIMIT 1) AS last_cause,
+                       (SELECT 1 FROM bursts b WHERE b.job_key = j.job_key) AS burst
+                   FROM jobs j ORDER BY j.job_key"""
+            ).fetchall()
+        return tuple(
+            JobSummary(
+                key=r["job_key"],
+                namespace=r["namespace"],
+                pod_group=r["pod_group"],
+                managed_job_id=r["managed_job_id"],
+                preemptions=r["preemptions"],
+                evictions=r["evictions"],
+                current_boost=r["boost"] or 0,
+                phase=_phase_of(r["last_cause"]),
+                burst=bool(r["burst"]),
+            )
+            for r in rows
+        )
+
+
+def _phase_of(cause: Any) -> Phase | None:
+    if cause is None:
+        return None
+    return Transition("", TransitionCause(cause), 0.0, "").phase
+
+
+def _step_from_row(row: sqlite3.Row) -> AgingStep:
+    return AgingStep(
+        key=EpisodeKey.parse(row["key"]),
+        job_key=row["job_key"],
+        workload_namespace=row["namespace"],
+        workload_name=row["name"],
+        policy=row["policy"],
+        boost=row["boost"],
+        revision=row["revision"],
+        decided_at=row["decided_at"],
+        revised_at=row["revised_at"],
+        state=StepState(row["state"]),
+        actuated_boost=row["actuated_boost"],
+        actuated_at=row["actuated_at"],
+        actuator=row["actuator"],
+        detail=row["detail"],
+        explanation=tuple(json.loads(row["explanation"])),
+    )
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: SqliteHistoryStore) -> HistoryStore:
+        return store  # mypy checks that the class implements the Protocol

@@ -1,0 +1,520 @@
+"""The mirror's in-memory copy of a cluster's Kueue state, indexed, with a transition stream.
+
+Why one lock for everything: a reader asking "which workloads are in ClusterQueue X, and who
+are they in SkyPilot's terms" must see objects, indexes and identities of one moment, and
+subscribers must receive transitions in the order the store changed. Every write (a watch
+event or a relist) therefore updates objects and indexes, derives the Workload transitions
+and hands them to the :class:`~sky_kueue.mirror.subscriptions.TransitionHub` while holding the
+lock; the hub only appends to per-subscriber queues, so a write costs microseconds and a slow
+subscriber never slows the reflectors.
+
+Indexes (all kept in step with writes):
+
+* Workloads by UID (to resolve a preemptor from the UID in a preemption message), namespace,
+  LocalQueue (``namespace/queueName``) and by the ClusterQueue of ``status.admission``;
+  queries by ClusterQueue (admitted there, or queued through a LocalQueue that points there)
+  and by cohort compose these at read time, so a LocalQueue or ClusterQueue that changes
+  never leaves a stale index entry.
+* SkyPilot identity (:mod:`sky_kueue.mirror.identity`) by pod group, managed-job id and
+  name, cluster name and user. The identity of a group outlives its pods until its Workload
+  is deleted: a preempted group's pods are gone before the Workload finishes.
+
+Objects are stored as the API returned them (minus ``managedFields``; pods trimmed to what
+identity needs) and must be treated as read-only by callers.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from sky_kueue.mirror import identity as ident
+from sky_kueue.mirror import transitions as tr
+from sky_kueue.mirror.clock import Clock, SystemClock
+from sky_kueue.mirror.kinds import KindName
+from sky_kueue.mirror.subscriptions import Subscription, TransitionHub
+from sky_kueue.mirror.transitions import ChangeSource, Transition, TransitionKind
+
+Obj = dict[str, Any]
+
+ADDED = "ADDED"
+MODIFIED = "MODIFIED"
+DELETED = "DELETED"
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` otherwise."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    name = str(meta.get("name", ""))
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def normalize(kind: KindName, api_version: str, obj: Mapping[str, Any]) -> Obj:
+    """The form the store keeps: ``kind``/``apiVersion`` set (list items lack them), no
+    ``managedFields``, pods trimmed."""
+    if kind is KindName.POD:
+        trimmed = ident.trim_pod(obj)
+        trimmed["apiVersion"] = api_version
+        return trimmed
+    out = dict(obj)
+    out["kind"] = kind.value
+    out["apiVersion"] = api_version
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        meta = dict(meta)
+        del meta["managedFields"]
+        out["metadata"] = meta
+    return out
+
+
+def cohort_of(cluster_queue: Mapping[str, Any]) -> str | None:
+    """A ClusterQueue's cohort (``cohortName`` in v1beta2, ``cohort`` in v1beta1)."""
+    spec = _spec(cluster_queue)
+    value = spec.get("cohortName") or spec.get("cohort")
+    return str(value) if value else None
+
+
+def admitted_cluster_queue(workload: Mapping[str, Any]) -> str | None:
+    status = workload.get("status")
+    admission = status.get("admission") if isinstance(status, Mapping) else None
+    cq = admission.get("clusterQueue") if isinstance(admission, Mapping) else None
+    return str(cq) if cq else None
+
+
+class MirrorStore:
+    """Objects of every mirrored kind, indexes, and the Workload transition stream."""
+
+    def __init__(self, hub: TransitionHub | None = None, clock: Clock | None = None) -> None:
+        self.hub = hub or TransitionHub()
+        self._clock: Clock = clock or SystemClock()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._generation = 0
+        self._sequence = 0
+        self._objects: dict[KindName, dict[str, Obj]] = {kind: {} for kind in KindName}
+        self._synced: set[KindName] = set()
+        self._resource_versions: dict[KindName, str] = {}
+        # Workload indexes
+        self._wl_by_uid: dict[str, str] = {}
+        self._wl_by_namespace: dict[str, set[str]] = collections.defaultdict(set)
+        self._wl_by_local_queue: dict[str, set[str]] = collections.defaultdict(set)
+        self._wl_by_admitted_cq: dict[str, set[str]] = collections.defaultdict(set)
+        # SkyPilot identity
+        self._pods_by_group: dict[str, set[str]] = collections.defaultdict(set)
+        self._identity: dict[str, ident.SkyPilotIdentity] = {}
+        self._groups_by_fact: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+
+    # ---- writes (reflectors) ------------------------------------------------------------
+
+    def replace(self, kind: KindName, items: Iterable[Obj], resource_version: str) -> None:
+        """Make ``kind`` exactly ``items`` (a list result): objects that vanished are deleted,
+        changed ones updated; transitions are derived with source ``list``."""
+        with self._lock:
+            table = self._objects[kind]
+            incoming = {object_key(item): item for item in items}
+            out: list[Transition] = []
+            for key in [k for k in table if k not in incoming]:
+                out.extend(self._remove(kind, key, None, ChangeSource.LIST))
+            for key, item in incoming.items():
+                old = table.get(key)
+                if old is not None and _meta(old).get("resourceVersion") == _meta(item).get("resourceVersion"):
+                    continue
+                out.extend(self._upsert(kind, key, item, ChangeSource.LIST))
+            self._synced.add(kind)
+            self._resource_versions[kind] = resource_version
+            self._commit(out)
+
+    def apply(self, kind: KindName, event_type: str, obj: Obj) -> None:
+        """Apply one watch event (``ADDED``, ``MODIFIED``, ``DELETED``)."""
+        with self._lock:
+            key = object_key(obj)
+            if event_type == DELETED:
+                out = self._remove(kind, key, obj, ChangeSource.WATCH)
+            else:
+                out = self._upsert(kind, key, obj, ChangeSource.WATCH)
+            rv = _meta(obj).get("resourceVersion")
+            if rv:
+                self._resource_versions[kind] = str(rv)
+            self._commit(out)
+
+    def bookmark(self, kind: KindName, resource_version: str) -> None:
+        """Record the resourceVersion of a BOOKMARK (no object changed)."""
+        with self._lock:
+            self._resource_versions[kind] = resource_version
+
+    def _commit(self, transitions: list[Transition]) -> None:
+        self._generation += 1
+        self.hub.publish(transitions)
+        self._changed.notify_all()
+
+    def _upsert(self, kind: KindName, key: str, obj: Obj, source: ChangeSource) -> list[Transition]:
+        table = self._objects[kind]
+        old = table.get(key)
+        table[key] = obj
+        if kind is KindName.WORKLOAD:
+            if old is not None:
+                self._unindex_workload(key, old)
+            self._index_workload(key, obj)
+            self._refresh_identity(key)
+            return self._transitions(key, old, obj, tr.derive(old, obj), source)
+        if kind is KindName.POD:
+            if old is not None:
+                self._unindex_pod(key, old)
+            self._index_pod(key, obj)
+        return []
+
+    def _remove(self, kind: KindName, key: str, last: Obj | None, source: ChangeSource) -> list[Transition]:
+        table = self._objects[kind]
+        old = table.pop(key, None)
+        if old is None:
+            return []
+        final = last if last is not None else old
+        if kind is KindName.WORKLOAD:
+            self._unindex_workload(key, old)
+            changes = [*tr.derive(old, final), tr.Change(TransitionKind.DELETED)]
+            changes = [c for c in changes if c.kind is not TransitionKind.UPDATED]
+            out = self._transitions(key, old, final, changes, source)
+            self._refresh_identity(key)
+            return out
+        if kind is KindName.POD:
+            self._unindex_pod(key, old)
+        return []
+
+    # ---- transitions ----------------------------------------------------------------------
+
+    def _transitions(
+        self, key: str, old: Obj | None, obj: Obj, changes: list[tr.Change], source: ChangeSource
+    ) -> list[Transition]:
+        if not changes:
+            return []
+        meta = _meta(obj)
+        now = self._clock.now()
+        identity = self._identity.get(key)
+        cq = self._cluster_queue_of(obj)
+        preempted = tr.is_preempted(obj)
+        out = []
+        for change in changes:
+            self._sequence += 1
+            out.append(
+                Transition(
+                    sequence=self._sequence,
+                    kind=change.kind,
+                    key=key,
+                    uid=str(meta.get("uid", "")),
+                    workload=obj,
+                    observed_at=now,
+                    source=source,
+                    reason=change.reason,
+                    message=change.message,
+                    preemptor=self._preemptor(change) if change.kind is TransitionKind.PREEMPTED else None,
+                    preempted=preempted,
+                    identity=identity,
+                    cluster_queue=cq,
+                    resource_version=str(meta.get("resourceVersion", "")),
+                )
+            )
+        return out
+
+    def _preemptor(self, change: tr.Change) -> tr.Preemptor | None:
+        if change.preemptor_uid is None:
+            return None
+        key = self._wl_by_uid.get(change.preemptor_uid)
+        cq = change.preemptor_cluster_queue
+        if key is not None and cq is None:
+            cq = self._cluster_queue_of(self._objects[KindName.WORKLOAD][key])
+        return tr.Preemptor(uid=change.preemptor_uid, job_uid=change.preemptor_job_uid, key=key, cluster_queue=cq)
+
+    def replay(self, kinds: Iterable[TransitionKind] | None = None) -> list[Transition]:
+        """Transitions that bring an empty observer to the current state (source ``replay``)."""
+        wanted = None if kinds is None else frozenset(kinds)
+        with self._lock:
+            out = []
+            for key, obj in sorted(self._objects[KindName.WORKLOAD].items()):
+                for t in self._transitions(key, None, obj, tr.derive(None, obj), ChangeSource.REPLAY):
+                    if wanted is None or t.kind in wanted:
+                        out.append(t)
+            return out
+
+    def subscribe(
+        self,
+        kinds: Iterable[TransitionKind] | None = None,
+        *,
+        replay: bool = False,
+        callback: Callable[[Transition], None] | None = None,
+    ) -> Subscription:
+        """Subscribe to transitions from now on (with ``replay``, first the current state).
+
+        The replay is built and queued under the store lock, so no live transition can
+        precede or be lost relative to it.
+        """
+        kind_set = None if kinds is None else frozenset(kinds)
+        with self._lock:
+            backlog = self.replay(kind_set) if replay else []
+            return self.hub.subscribe(kind_set, callback=callback, backlog=backlog)
+
+    # ---- Workload indexes -----------------------------------------------------------------
+
+    def _index_workload(self, key: str, obj: Obj) -> None:
+        meta = _meta(obj)
+        uid = meta.get("uid")
+        if uid:
+            self._wl_by_uid[str(uid)] = key
+        namespace = str(meta.get("namespace", ""))
+        self._wl_by_namespace[namespace].add(key)
+        queue = _spec(obj).get("queueName")
+        if queue:
+            self._wl_by_local_queue[f"{namespace}/{queue}"].add(key)
+        cq = admitted_cluster_queue(obj)
+        if cq:
+            self._wl_by_admitted_cq[cq].add(key)
+
+    def _unindex_workload(self, key: str, obj: Obj) -> None:
+        meta = _meta(obj)
+        uid = meta.get("uid")
+        if uid and self._wl_by_uid.get(str(uid)) == key:
+            del self._wl_by_uid[str(uid)]
+        namespace = str(meta.get("namespace", ""))
+        _discard(self._wl_by_namespace, namespace, key)
+        queue = _spec(obj).get("queueName")
+        if queue:
+            _discard(self._wl_by_local_queue, f"{namespace}/{queue}", key)
+        cq = admitted_cluster_queue(obj)
+        if cq:
+            _discard(self._wl_by_admitted_cq, cq, key)
+
+    def _cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
+        cq = admitted_cluster_queue(workload)
+        if cq:
+            return cq
+        meta = _meta(workload)
+        queue = _spec(workload).get("queueName")
+        lq = self._objects[KindName.LOCAL_QUEUE].get(f"{meta.get('namespace')}/{queue}")
+        target = _spec(lq).get("clusterQueue") if lq is not None else None
+        return str(target) if target else None
+
+    # ---- SkyPilot identity ----------------------------------------------------------------
+
+    def _index_pod(self, key: str, pod: Obj) -> None:
+        group = ident.pod_group_of(pod)
+        if group:
+            group_key = f"{_meta(pod).get('namespace', '')}/{group}"
+            self._pods_by_group[group_key].add(key)
+            self._refresh_identity(group_key)
+
+    def _unindex_pod(self, key: str, pod: Obj) -> None:
+        group = ident.pod_group_of(pod)
+        if group:
+            group_key = f"{_meta(pod).get('namespace', '')}/{group}"
+            _discard(self._pods_by_group, group_key, key)
+            self._refresh_identity(group_key)
+
+    def _refresh_identity(self, group_key: str) -> None:
+        """Recompute the identity of one group (= one Workload key) from its pods, else from
+        its Workload; keep the last pod-derived one while the Workload exists."""
+        pods = [self._objects[KindName.POD][k] for k in sorted(self._pods_by_group.get(group_key, ()))]
+        workload = self._objects[KindName.WORKLOAD].get(group_key)
+        namespace, _, name = group_key.partition("/")
+        new: ident.SkyPilotIdentity | None
+        if pods:
+            new = ident.identity_from_pods(namespace, name, pods)
+        elif workload is not None:
+            new = self._identity.get(group_key) or ident.identity_from_workload(workload)
+        else:
+            new = None
+        old = self._identity.get(group_key)
+        if old == new:
+            return
+        if old is not None:
+            for fact in _facts(old):
+                _discard(self._groups_by_fact, fact, group_key)
+        if new is None:
+            self._identity.pop(group_key, None)
+            return
+        self._identity[group_key] = new
+        for fact in _facts(new):
+            self._groups_by_fact[fact].add(group_key)
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Increases with every write."""
+        with self._lock:
+            return self._generation
+
+    def is_synced(self, kind: KindName) -> bool:
+        with self._lock:
+            return kind in self._synced
+
+    def resource_version(self, kind: KindName) -> str | None:
+        """The last resourceVersion seen for ``kind`` (list, event or bookmark)."""
+        with self._lock:
+            return self._resource_versions.get(kind)
+
+    def get(self, kind: KindName, key: str) -> Obj | None:
+        with self._lock:
+            return self._objects[kind].get(key)
+
+    def items(self, kind: KindName) -> list[Obj]:
+        """Objects of ``kind`` sorted by key."""
+        with self._lock:
+            table = self._objects[kind]
+            return [table[k] for k in sorted(table)]
+
+    def count(self, kind: KindName) -> int:
+        with self._lock:
+            return len(self._objects[kind])
+
+    def resource_versions(self, kind: KindName) -> dict[str, str]:
+        """key -> resourceVersion of every object of ``kind`` (to compare with the server)."""
+        with self._lock:
+            return {k: str(_meta(o).get("resourceVersion", "")) for k, o in self._objects[kind].items()}
+
+    def workload_by_uid(self, uid: str) -> Obj | None:
+        with self._lock:
+            key = self._wl_by_uid.get(uid)
+            return self._objects[KindName.WORKLOAD].get(key) if key else None
+
+    def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
+        """Where a Workload holds quota, else the ClusterQueue its LocalQueue points to."""
+        with self._lock:
+            return self._cluster_queue_of(workload)
+
+    def identity_of(self, workload_key: str) -> ident.SkyPilotIdentity | None:
+        with self._lock:
+            return self._identity.get(workload_key)
+
+    def identities(self) -> dict[str, ident.SkyPilotIdentity]:
+        with self._lock:
+            return dict(self._identity)
+
+    def pods_of_group(self, group_key: str) -> list[Obj]:
+        with self._lock:
+            pods = self._objects[KindName.POD]
+            return [pods[k] for k in sorted(self._pods_by_group.get(group_key, ())) if k in pods]
+
+    def workloads(
+        self,
+        *,
+        cluster_queue: str | None = None,
+        local_queue: str | None = None,
+        namespace: str | None = None,
+        cohort: str | None = None,
+        managed_job_id: str | None = None,
+        managed_job_name: str | None = None,
+        cluster: str | None = None,
+        user: str | None = None,
+        pod_group: str | None = None,
+    ) -> list[Obj]:
+        """Workloads matching every given filter, sorted by key.
+
+        Args:
+            cluster_queue: admitted in, or queued for, this ClusterQueue.
+            local_queue: ``namespace/name`` of a LocalQueue.
+            namespace: in this namespace.
+            cohort: of a ClusterQueue whose cohort is this one.
+            managed_job_id, managed_job_name, cluster, user: SkyPilot identity facts.
+            pod_group: ``namespace/group`` (the Workload of that group).
+        """
+        with self._lock:
+            table = self._objects[KindName.WORKLOAD]
+            candidates: set[str] | None = None
+
+            def narrow(keys: Iterable[str]) -> None:
+                nonlocal candidates
+                found = set(keys)
+                candidates = found if candidates is None else candidates & found
+
+            if namespace is not None:
+                narrow(self._wl_by_namespace.get(namespace, ()))
+            if local_queue is not None:
+                narrow(self._wl_by_local_queue.get(local_queue, ()))
+            if pod_group is not None:
+                narrow([pod_group] if pod_group in table else [])
+            for fact in (
+                ("job-id", managed_job_id),
+                ("job-name", managed_job_name),
+                ("cluster", cluster),
+                ("user", user),
+            ):
+                if fact[1] is not None:
+                    narrow(self._groups_by_fact.get((fact[0], fact[1]), ()))
+            queues: set[str] | None = None
+            if cluster_queue is not None:
+                queues = {cluster_queue}
+            if cohort is not None:
+                in_cohort = {
+                    key for key, cq in self._objects[KindName.CLUSTER_QUEUE].items() if cohort_of(cq) == cohort
+                }
+                queues = in_cohort if queues is None else queues & in_cohort
+            if queues is not None:
+                narrow(self._keys_for_cluster_queues(queues))
+            keys = set(table) if candidates is None else candidates
+            return [table[k] for k in sorted(keys) if k in table]
+
+    def _keys_for_cluster_queues(self, queues: set[str]) -> set[str]:
+        table = self._objects[KindName.WORKLOAD]
+        keys: set[str] = set()
+        for cq in queues:
+            keys |= self._wl_by_admitted_cq.get(cq, set())
+        for lq_key, lq in self._objects[KindName.LOCAL_QUEUE].items():
+            if _spec(lq).get("clusterQueue") in queues:
+                keys |= self._wl_by_local_queue.get(lq_key, set())
+        return {k for k in keys if k in table and self._cluster_queue_of(table[k]) in queues}
+
+    # ---- waiting ----------------------------------------------------------------------------
+
+    def wait_for(self, predicate: Callable[[MirrorStore], bool], timeout_seconds: float) -> bool:
+        """Block until ``predicate(store)`` holds (checked after every write); False on timeout."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._changed:
+            while not predicate(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(remaining)
+            return True
+
+    def wait_changed(self, since_generation: int, timeout_seconds: float | None) -> int:
+        """Block until the generation exceeds ``since_generation``; returns the current one."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._generation > since_generation, timeout_seconds)
+            return self._generation
+
+    def wake_waiters(self) -> None:
+        """Wake every waiter (used when the mirror stops or a reflector fails)."""
+        with self._changed:
+            self._changed.notify_all()
+
+
+def _discard(index: dict[Any, set[str]], key: Any, value: str) -> None:
+    members = index.get(key)
+    if members is None:
+        return
+    members.discard(value)
+    if not members:
+        del index[key]
+
+
+def _facts(identity: ident.SkyPilotIdentity) -> list[tuple[str, str]]:
+    facts = [
+        ("job-id", identity.managed_job_id),
+        ("job-name", identity.managed_job_name),
+        ("cluster", identity.cluster),
+        ("user", identity.user),
+    ]
+    return [(name, value) for name, value in facts if value]

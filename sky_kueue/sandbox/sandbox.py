@@ -1,0 +1,207 @@
+"""A Kueue cluster in a box: the sandbox API server plus the Kueue emulation.
+
+``with Sandbox(time_scale=60) as sb:`` starts an API server on 127.0.0.1 that behaves like a
+cluster running Kueue (see :mod:`sky_kueue.sandbox.kueue_emulation`), writes a kubeconfig,
+and lets tests, the demo and users talk to it with the official ``kubernetes`` client or
+``kubectl``. ``sb.apply(...)`` loads manifests (files, directories, or dicts) straight into
+the store, the way ``kubectl apply`` would create them.
+
+Production code never imports this package; the sandbox imports the model, not the other
+way round.
+"""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+import tempfile
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from sky_kueue.kueue import objects as o
+from sky_kueue.sandbox.apiserver import ApiError, ApiServer, Fault, FaultKind
+from sky_kueue.sandbox.apiserver.clock import Clock
+from sky_kueue.sandbox.kueue_emulation.clock import DEFAULT_EPOCH, ScaledClock
+from sky_kueue.sandbox.kueue_emulation.emulator import DEFAULT_STEP_INTERVAL_SECONDS, KueueEmulator
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+    from sky_kueue.sandbox.apiserver.requestlog import RequestLog
+
+#: Where ``kind`` maps to the store's resource name for ``apply``.
+_KIND_RESOURCES = {
+    ("v1", "Namespace"): "namespaces",
+    ("v1", "Pod"): "pods",
+    ("v1", "ConfigMap"): "configmaps",
+    ("batch/v1", "Job"): "jobs.batch",
+    ("coordination.k8s.io/v1", "Lease"): "leases.coordination.k8s.io",
+}
+_KUEUE_KINDS = {
+    "ResourceFlavor": "resourceflavors",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "Cohort": "cohorts",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "Workload": "workloads",
+    "AdmissionCheck": "admissionchecks",
+}
+
+
+class SandboxError(ValueError):
+    """A manifest the sandbox cannot load (one line: which file, which object, why)."""
+
+
+def _resource_for(doc: Mapping[str, Any]) -> str:
+    api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
+    if (api_version, kind) in _KIND_RESOURCES:
+        return _KIND_RESOURCES[(api_version, kind)]
+    if api_version.startswith("kueue.x-k8s.io/") and kind in _KUEUE_KINDS:
+        return f"{_KUEUE_KINDS[kind]}.kueue.x-k8s.io"
+    raise SandboxError(f"{kind or '<no kind>'} {api_version or '<no apiVersion>'}: not served by the sandbox")
+
+
+def _documents(source: str | pathlib.Path | Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(source, Mapping):
+        return [dict(source)]
+    if isinstance(source, (str, pathlib.Path)):
+        path = pathlib.Path(source)
+        if path.is_dir():
+            docs: list[dict[str, Any]] = []
+            for child in sorted(path.iterdir()):
+                if child.suffix in (".yaml", ".yml"):
+                    docs.extend(_documents(child))
+            return docs
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SandboxError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        try:
+            loaded = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            raise SandboxError(f"{path}: invalid YAML: {exc}") from exc
+        result: list[dict[str, Any]] = []
+        for doc in loaded:
+            if not isinstance(doc, dict):
+                raise SandboxError(f"{path}: expected Kubernetes objects, got {type(doc).__name__}")
+            result.extend(doc.get("items") or [] if doc.get("kind") == "List" else [doc])
+        return result
+    return [dict(d) for d in source]
+
+
+class Sandbox:
+    """An API server on 127.0.0.1 with Kueue's behaviour; a context manager."""
+
+    def __init__(
+        self,
+        time_scale: float = 1.0,
+        priority_boost: bool = False,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        kubeconfig_path: str | pathlib.Path | None = None,
+        config: o.KueueConfig | None = None,
+        clock: Clock | None = None,
+        start: datetime.datetime | None = None,
+        step_interval_seconds: float = DEFAULT_STEP_INTERVAL_SECONDS,
+        run_emulator: bool = True,
+    ) -> None:
+        self.clock: Clock = clock or ScaledClock(time_scale, start or DEFAULT_EPOCH)
+        self.server = ApiServer(host, port, clock=self.clock)
+        self.emulator = KueueEmulator(self.server.store, self.clock, config, priority_boost=priority_boost)
+        self._kubeconfig_path = pathlib.Path(kubeconfig_path) if kubeconfig_path else None
+        self._tempdir: tempfile.TemporaryDirectory[str] | None = None
+        self._step_interval_seconds = step_interval_seconds
+        self._run_emulator = run_emulator
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> Sandbox:
+        self.server.start()
+        if self._kubeconfig_path is None:
+            self._tempdir = tempfile.TemporaryDirectory(prefix="sky-kueue-sandbox-")
+            self._kubeconfig_path = pathlib.Path(self._tempdir.name) / "kubeconfig"
+        self.server.write_kubeconfig(self._kubeconfig_path)
+        if self._run_emulator:
+            self.emulator.start(self._step_interval_seconds)
+        return self
+
+    def stop(self) -> None:
+        self.emulator.stop()
+        self.server.stop()
+        if self._tempdir is not None:
+            self._tempdir.cleanup()
+            self._tempdir = None
+
+    # --- access ---------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def kubeconfig_path(self) -> pathlib.Path:
+        assert self._kubeconfig_path is not None, "start the sandbox first"
+        return self._kubeconfig_path
+
+    @property
+    def store(self) -> Any:
+        return self.server.store
+
+    @property
+    def requests(self) -> RequestLog:
+        return self.server.requests
+
+    def inject(self, kind: FaultKind | str, **match_and_options: Any) -> Fault:
+        return self.server.inject(kind, **match_and_options)
+
+    def api_client(self, retries: bool = False) -> ApiClient:
+        """An official-client ``ApiClient`` for the sandbox (urllib3 retries off by default)."""
+        from kubernetes import client
+
+        configuration = client.Configuration()
+        configuration.host = self.url
+        configuration.retries = None if retries else False
+        return client.ApiClient(configuration)
+
+    def apply(
+        self, source: str | pathlib.Path | Mapping[str, Any] | Iterable[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Create (or replace the spec of) every object in ``source``; returns what was stored.
+
+        Raises:
+            SandboxError: for unreadable files, invalid YAML or a kind the sandbox does not serve.
+        """
+        stored = []
+        for original in _documents(source):
+            resource = _resource_for(original)
+            rtype = self.store.resource(resource)
+            version = str(original.get("apiVersion", "")).rpartition("/")[2]
+            doc = rtype.to_storage(original, version) if version in rtype.versions else dict(original)
+            meta = doc.get("metadata") or {}
+            name, namespace = meta.get("name"), meta.get("namespace")
+            existing = self.store.try_get(resource, name, namespace) if name else None
+            try:
+                if existing is None:
+                    stored.append(self.store.create(resource, doc, namespace))
+                else:
+                    merged = dict(existing)
+                    for field, value in doc.items():
+                        if field not in ("metadata", "status"):
+                            merged[field] = value
+                    stored.append(self.store.update(resource, merged, namespace))
+            except ApiError as exc:
+                raise SandboxError(f"{doc.get('kind')} {namespace + '/' if namespace else ''}{name}: {exc}") from exc
+        return stored
+
+    def step(self) -> Any:
+        """Run one emulation step now (for tests driving a manual clock)."""
+        return self.emulator.step()

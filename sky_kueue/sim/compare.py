@@ -1,0 +1,98 @@
+"""Several policies over one trace, side by side, with the baseline measured in the same run.
+
+Why one entry point: a ratio "aging against baseline" is only meaningful when both ran on
+the same trace, the same cluster, the same seed and the same settings; :func:`compare`
+guarantees that and computes the targets against the ``baseline`` run when the list
+includes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.sim import eta as eta_mod
+from sky_kueue.sim import metrics, policies
+from sky_kueue.sim.results import RunResult
+from sky_kueue.sim.simulator import ProgressFn, SimConfig, Simulator
+from sky_kueue.sim.traces import Trace
+
+#: progress_for(policy name) -> the callback for that policy's run (or None)
+ProgressFactory = Callable[[str], "ProgressFn | None"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    trace: Trace
+    config: SimConfig
+    class_order: list[str]
+    runs: dict[str, RunResult]
+    metrics: dict[str, metrics.PolicyMetrics]
+    #: Against the baseline run, for every other policy (empty without a baseline).
+    targets: dict[str, metrics.TargetCheck]
+    reference: str | None
+
+
+def compare(
+    trace: Trace,
+    policy_names: list[str],
+    config: SimConfig | None = None,
+    *,
+    settings: AgingSettings | None = None,
+    starvation: metrics.StarvationRule | None = None,
+    eta_sample: int = 0,
+    eta_within_s: float = eta_mod.DEFAULT_ETA_WITHIN_SECONDS,
+    progress_for: ProgressFactory | None = None,
+) -> Comparison:
+    """Runs every policy over ``trace`` and summarises them.
+
+    Raises:
+        UnknownSimPolicyError: a policy name is unknown.
+        ValueError: the list is empty or names a policy twice.
+    """
+    if not policy_names:
+        raise ValueError("give at least one policy")
+    if len(set(policy_names)) != len(policy_names):
+        raise ValueError(f"a policy is listed twice: {', '.join(policy_names)}")
+    config = config if config is not None else SimConfig()
+    resolved = [policies.resolve(name, settings) for name in policy_names]
+    order = trace.class_order()
+    sample = eta_mod.sample_indices(len(trace.jobs), eta_sample)
+    runs: dict[str, RunResult] = {}
+    summaries: dict[str, metrics.PolicyMetrics] = {}
+    for policy in resolved:
+        probe = eta_mod.EtaProbe(sample) if sample else None
+        simulator = Simulator(
+            trace,
+            policy,
+            config,
+            progress=progress_for(policy.name) if progress_for is not None else None,
+            on_arrival=probe,
+        )
+        run = simulator.run()
+        eta_summary = None
+        if probe is not None:
+            actual = {j.job_id: j.first_admission_wait_s for j in run.jobs}
+            run = replace(
+                run,
+                eta=tuple((e.job_id, actual.get(e.job_id), e.model_s, e.naive_s) for e in probe.estimates),
+            )
+            eta_summary = eta_mod.summarize(probe.estimates, actual, eta_within_s)
+        runs[policy.name] = run
+        summaries[policy.name] = metrics.summarize(run, order, starvation, eta_summary)
+    reference = policies.BASELINE if policies.BASELINE in summaries else None
+    targets: dict[str, metrics.TargetCheck] = {}
+    if reference is not None:
+        for name, summary in summaries.items():
+            if name != reference:
+                targets[name] = metrics.check_targets(summary, summaries[reference], order)
+    return Comparison(
+        trace=trace,
+        config=config,
+        class_order=order,
+        runs=runs,
+        metrics=summaries,
+        targets=targets,
+        reference=reference,
+    )

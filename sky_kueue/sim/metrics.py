@@ -1,0 +1,275 @@
+"""Metrics of a run, per policy and per priority class, and the issue's targets.
+
+Definitions (the numbers mean exactly this):
+
+* **wait** of a job: time it was not running between submission and the run that counted
+  (its completing or failing run, or its burst): time queued in Kueue plus time between a
+  preemption and SkyPilot's relaunch. A job still waiting when the simulation stops counts
+  with its wait so far (a lower bound), so a job that starves to the end is never hidden.
+  Work lost to preemption is not wait; it is reported as **lost GPU-hours**.
+* **percentiles**: nearest rank (the smallest wait with at least p % of the class at or
+  below it).
+* **starved**: wait > ``runtime_multiple`` x the job's run time *and* wait >
+  ``min_wait_s`` (both configurable; defaults :data:`DEFAULT_STARVATION_RUNTIME_MULTIPLE`
+  and :data:`DEFAULT_STARVATION_MIN_WAIT_SECONDS`).
+* **GPU utilisation**: GPU-seconds held on the cluster during the loaded period (submission
+  of the first job to submission of the last) over capacity x that period; **goodput**
+  counts only runs that were not preempted.
+* **preemptions per job**: over all jobs of the trace.
+
+:func:`check_targets` compares a policy with the baseline of the same run against the
+issue's targets: no starved job, the low class's max wait at least
+:data:`TARGET_LOW_MAX_WAIT_REDUCTION` x lower, the high class's p95 wait at most
+:data:`TARGET_HIGH_P95_MAX_INCREASE` higher (plus :data:`TARGET_HIGH_P95_SLACK_SECONDS`, so
+that a baseline p95 of 0 s is not failed by a single relaunch delay), and GPU utilisation
+within :data:`TARGET_UTILIZATION_MAX_DELTA_POINTS` points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sky_kueue.sim.eta import EtaSummary
+from sky_kueue.sim.results import JobOutcome, JobResult, RunResult
+
+DEFAULT_STARVATION_RUNTIME_MULTIPLE = 10.0
+DEFAULT_STARVATION_MIN_WAIT_SECONDS = 3_600.0
+TARGET_LOW_MAX_WAIT_REDUCTION = 5.0
+TARGET_HIGH_P95_MAX_INCREASE = 0.05
+TARGET_HIGH_P95_SLACK_SECONDS = 60.0
+TARGET_UTILIZATION_MAX_DELTA_POINTS = 1.0
+
+
+@dataclass(frozen=True)
+class StarvationRule:
+    runtime_multiple: float = DEFAULT_STARVATION_RUNTIME_MULTIPLE
+    min_wait_s: float = DEFAULT_STARVATION_MIN_WAIT_SECONDS
+
+    def starved(self, job: JobResult) -> bool:
+        return job.wait_s > self.runtime_multiple * job.duration_s and job.wait_s > self.min_wait_s
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of an ascending list (0 for an empty list)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+@dataclass(frozen=True)
+class ClassMetrics:
+    jobs: int
+    p50_wait_s: float
+    p95_wait_s: float
+    p99_wait_s: float
+    max_wait_s: float
+    mean_wait_s: float
+    starved: int
+    preemptions: int
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "jobs": self.jobs,
+            "p50_wait_s": round(self.p50_wait_s, 3),
+            "p95_wait_s": round(self.p95_wait_s, 3),
+            "p99_wait_s": round(self.p99_wait_s, 3),
+            "max_wait_s": round(self.max_wait_s, 3),
+            "mean_wait_s": round(self.mean_wait_s, 3),
+            "starved": self.starved,
+            "preemptions": self.preemptions,
+        }
+
+
+@dataclass(frozen=True)
+class PolicyMetrics:
+    policy: str
+    classes: dict[str, ClassMetrics]
+    jobs: int
+    outcomes: dict[str, int]
+    starved: int
+    preemptions_per_job_mean: float
+    preemptions_per_job_max: int
+    lost_gpu_hours: float
+    gpu_utilization: float
+    gpu_goodput: float
+    bursts: int
+    burst_cost: float
+    max_boost: int
+    cycles: int
+    sim_end_s: float
+    wall_s: float
+    eta: EtaSummary | None = None
+    preemptions_by_reason: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "classes": {name: c.to_json() for name, c in self.classes.items()},
+            "jobs": self.jobs,
+            "outcomes": dict(self.outcomes),
+            "starved": self.starved,
+            "preemptions_per_job_mean": round(self.preemptions_per_job_mean, 4),
+            "preemptions_per_job_max": self.preemptions_per_job_max,
+            "preemptions_by_reason": dict(self.preemptions_by_reason),
+            "lost_gpu_hours": round(self.lost_gpu_hours, 3),
+            "gpu_utilization": round(self.gpu_utilization, 4),
+            "gpu_goodput": round(self.gpu_goodput, 4),
+            "bursts": self.bursts,
+            "burst_cost": round(self.burst_cost, 2),
+            "max_boost": self.max_boost,
+            "cycles": self.cycles,
+            "sim_end_s": round(self.sim_end_s, 3),
+            "wall_s": round(self.wall_s, 3),
+        }
+        if self.eta is not None:
+            e = self.eta
+            out["eta"] = {
+                "jobs": e.jobs,
+                "admitted": e.admitted,
+                "model_mae_s": None if e.model_mae_s is None else round(e.model_mae_s, 1),
+                "naive_mae_s": None if e.naive_mae_s is None else round(e.naive_mae_s, 1),
+                "model_covered": e.model_covered,
+                "naive_covered": e.naive_covered,
+                "within_s": e.within_s,
+                "model_within_accuracy": e.model_within_accuracy,
+                "naive_within_accuracy": e.naive_within_accuracy,
+            }
+        return out
+
+
+def summarize(
+    run: RunResult,
+    class_order: list[str],
+    rule: StarvationRule | None = None,
+    eta: EtaSummary | None = None,
+) -> PolicyMetrics:
+    """The metrics of one run; classes in ``class_order`` (lowest priority first)."""
+    rule = rule if rule is not None else StarvationRule()
+    by_class: dict[str, list[JobResult]] = {name: [] for name in class_order}
+    for job in run.jobs:
+        by_class.setdefault(job.priority_class, []).append(job)
+    classes: dict[str, ClassMetrics] = {}
+    for name, jobs in by_class.items():
+        waits = sorted(j.wait_s for j in jobs)
+        classes[name] = ClassMetrics(
+            jobs=len(jobs),
+            p50_wait_s=percentile(waits, 50),
+            p95_wait_s=percentile(waits, 95),
+            p99_wait_s=percentile(waits, 99),
+            max_wait_s=waits[-1] if waits else 0.0,
+            mean_wait_s=sum(waits) / len(waits) if waits else 0.0,
+            starved=sum(1 for j in jobs if rule.starved(j)),
+            preemptions=sum(j.preemptions for j in jobs),
+        )
+    denominator = run.gpu_capacity * run.window_s
+    preemptions = [j.preemptions for j in run.jobs]
+    outcomes = Counter(j.outcome.value for j in run.jobs)
+    return PolicyMetrics(
+        policy=run.policy,
+        classes=classes,
+        jobs=len(run.jobs),
+        outcomes={o.value: outcomes.get(o.value, 0) for o in JobOutcome},
+        starved=sum(c.starved for c in classes.values()),
+        preemptions_per_job_mean=sum(preemptions) / len(preemptions) if preemptions else 0.0,
+        preemptions_per_job_max=max(preemptions, default=0),
+        lost_gpu_hours=sum(j.lost_gpu_s for j in run.jobs) / 3600.0,
+        gpu_utilization=run.busy_gpu_s / denominator if denominator > 0 else 0.0,
+        gpu_goodput=run.useful_gpu_s / denominator if denominator > 0 else 0.0,
+        bursts=outcomes.get(JobOutcome.BURST.value, 0),
+        burst_cost=sum(j.burst_cost for j in run.jobs),
+        max_boost=max((j.max_boost for j in run.jobs), default=0),
+        cycles=run.cycles,
+        sim_end_s=run.end_s,
+        wall_s=run.wall_s,
+        eta=eta,
+        preemptions_by_reason=dict(run.preemptions_by_reason),
+    )
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """One policy against the baseline of the same run (see the module docstring)."""
+
+    policy: str
+    reference: str
+    low_class: str
+    high_class: str
+    starved: int
+    low_max_wait_s: float
+    reference_low_max_wait_s: float
+    #: reference max / policy max (inf when the policy's max wait is 0).
+    low_max_wait_reduction: float
+    high_p95_wait_s: float
+    reference_high_p95_wait_s: float
+    #: policy p95 / reference p95 - 1 (None when the reference p95 is 0).
+    high_p95_increase: float | None
+    utilization_delta_points: float
+    no_starvation_met: bool
+    low_max_wait_met: bool
+    high_p95_met: bool
+    utilization_met: bool
+
+    @property
+    def met(self) -> bool:
+        return self.no_starvation_met and self.low_max_wait_met and self.high_p95_met and self.utilization_met
+
+    def to_json(self) -> dict[str, object]:
+        def num(value: float | None) -> float | str | None:
+            if value is None:
+                return None
+            return "inf" if math.isinf(value) else round(value, 4)
+
+        return {
+            "reference": self.reference,
+            "low_class": self.low_class,
+            "high_class": self.high_class,
+            "starved": self.starved,
+            "low_max_wait_s": round(self.low_max_wait_s, 3),
+            "reference_low_max_wait_s": round(self.reference_low_max_wait_s, 3),
+            "low_max_wait_reduction": num(self.low_max_wait_reduction),
+            "high_p95_wait_s": round(self.high_p95_wait_s, 3),
+            "reference_high_p95_wait_s": round(self.reference_high_p95_wait_s, 3),
+            "high_p95_increase": num(self.high_p95_increase),
+            "utilization_delta_points": round(self.utilization_delta_points, 3),
+            "met": {
+                "no_starved_job": self.no_starvation_met,
+                "low_max_wait_5x_lower": self.low_max_wait_met,
+                "high_p95_within_5pct": self.high_p95_met,
+                "utilization_within_1pt": self.utilization_met,
+                "all": self.met,
+            },
+        }
+
+
+def check_targets(policy: PolicyMetrics, reference: PolicyMetrics, class_order: list[str]) -> TargetCheck:
+    """The issue's targets for ``policy`` against ``reference`` (the baseline)."""
+    low, high = class_order[0], class_order[-1]
+    mine_low, ref_low = policy.classes[low], reference.classes[low]
+    mine_high, ref_high = policy.classes[high], reference.classes[high]
+    if mine_low.max_wait_s > 0:
+        reduction = ref_low.max_wait_s / mine_low.max_wait_s
+    else:
+        reduction = math.inf if ref_low.max_wait_s > 0 else 1.0
+    increase = mine_high.p95_wait_s / ref_high.p95_wait_s - 1 if ref_high.p95_wait_s > 0 else None
+    allowed_p95 = ref_high.p95_wait_s * (1 + TARGET_HIGH_P95_MAX_INCREASE) + TARGET_HIGH_P95_SLACK_SECONDS
+    delta = (policy.gpu_utilization - reference.gpu_utilization) * 100.0
+    return TargetCheck(
+        policy=policy.policy,
+        reference=reference.policy,
+        low_class=low,
+        high_class=high,
+        starved=policy.starved,
+        low_max_wait_s=mine_low.max_wait_s,
+        reference_low_max_wait_s=ref_low.max_wait_s,
+        low_max_wait_reduction=reduction,
+        high_p95_wait_s=mine_high.p95_wait_s,
+        reference_high_p95_wait_s=ref_high.p95_wait_s,
+        high_p95_increase=increase,
+        utilization_delta_points=delta,
+        no_starvation_met=policy.starved == 0,
+        low_max_wait_met=reduction >= TARGET_LOW_MAX_WAIT_REDUCTION,
+        high_p95_met=mine_high.p95_wait_s <= allowed_p95,
+        utilization_met=abs(delta) <= TARGET_UTILIZATION_MAX_DELTA_POINTS,
+    )

@@ -1,0 +1,123 @@
+"""Resubmission policies: what priority a job's next (or waiting) Workload gets.
+
+Why adapters and not copies: the simulator must measure the aging the controller would
+actually apply, so ``aging`` here *is* the controller's configured policy from its
+registry (:mod:`sky_kueue.controller.aging`), fed the same :class:`JobHistory` the
+controller records, under the same :class:`AgingSettings`. The only policy defined here is
+``baseline``: SkyPilot without this project, where a relaunch is a new Workload at the
+job's own priority and nobody keeps a history.
+
+Names accepted by :func:`resolve`:
+
+* ``baseline``: SkyPilot today (no controller);
+* ``aging``: the controller's default policy (``settings.policy``, ``bounded`` unless the
+  aging config says otherwise);
+* any registered aging policy by name (``bounded``, ``ladder``, ``age``, ``none``, ...).
+  ``none`` runs the whole controller path but never boosts, so it must match
+  ``baseline`` exactly: a check that the controller path alone changes nothing.
+
+When a boost is decided mirrors the controller (:mod:`sky_kueue.controller.engine`): when
+a Workload is created (the controller reconciles it at once; we take its latency as zero),
+and again every :data:`AGING_RESYNC_SECONDS` while it waits, since the age factor grows
+with time. Within one pending Workload the boost never goes down (the store only raises
+a step's boost).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from sky_kueue.controller import aging
+from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.controller.history import JobHistory
+
+BASELINE = "baseline"
+AGING = "aging"
+#: How often the controller re-ages a Workload that is still waiting (its resync period).
+AGING_RESYNC_SECONDS = 300.0
+
+
+class UnknownSimPolicyError(ValueError):
+    """A policy name that is neither built in nor registered."""
+
+
+class ResubmissionPolicy(Protocol):
+    """Decides the boost of a job's pending Workload from the job's history."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether the simulator must record a :class:`JobHistory` for each job."""
+        ...
+
+    @property
+    def resync_seconds(self) -> float | None:
+        """Re-decide waiting Workloads this often (None: only when they are created)."""
+        ...
+
+    def boost(self, history: JobHistory | None, now: float) -> int:
+        """Priority points to add to the job's base priority at ``now``."""
+        ...
+
+
+@dataclass(frozen=True)
+class BaselinePolicy:
+    """SkyPilot today: every relaunch is a new Workload at the job's own priority."""
+
+    name: str = BASELINE
+    summary: str = "SkyPilot 0.14.1 without sky-kueue: relaunch at the back at the same priority"
+    keeps_history: bool = False
+    resync_seconds: float | None = None
+
+    def boost(self, history: JobHistory | None, now: float) -> int:
+        return 0
+
+
+@dataclass(frozen=True)
+class RegistryPolicy:
+    """A policy of the controller's aging registry, as the controller would apply it."""
+
+    name: str
+    policy: aging.AgingPolicy
+    settings: AgingSettings
+    resync_seconds: float | None = AGING_RESYNC_SECONDS
+    keeps_history: bool = True
+
+    @property
+    def summary(self) -> str:
+        return f"controller policy {self.policy.name!r}: {self.policy.summary}"
+
+    def boost(self, history: JobHistory | None, now: float) -> int:
+        if history is None:
+            return 0
+        return self.policy.decide(history, self.settings, now).boost
+
+
+def names() -> tuple[str, ...]:
+    """Every name :func:`resolve` accepts."""
+    return (BASELINE, AGING, *aging.policy_names())
+
+
+def resolve(name: str, settings: AgingSettings | None = None) -> ResubmissionPolicy:
+    """The policy called ``name`` (see the module docstring).
+
+    Raises:
+        UnknownSimPolicyError: neither built in nor registered (the message lists names).
+    """
+    settings = settings if settings is not None else AgingSettings()
+    if name == BASELINE:
+        return BaselinePolicy()
+    registry_name = settings.policy if name == AGING else name
+    try:
+        policy = aging.get_policy(registry_name)
+    except aging.UnknownPolicyError:
+        raise UnknownSimPolicyError(
+            f"unknown policy {name!r}; choose from {', '.join(names())}"
+        ) from None
+    return RegistryPolicy(name=name, policy=policy, settings=settings)

@@ -1,0 +1,81 @@
+"""What one simulated run produced: one record per job, plus run-wide counters.
+
+Kept apart from the simulator so that metrics, reports and plots read plain immutable
+records and never depend on the event loop.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class JobOutcome(str, enum.Enum):
+    """Where a job ended. Every job ends in exactly one (conservation)."""
+
+    #: Admitted by Kueue and ran to completion on the cluster.
+    FINISHED = "finished"
+    #: Admitted and ran, then exited with an error (not relaunched, as in SkyPilot).
+    FAILED = "failed"
+    #: Waited past its team's limit and ran in a public cloud instead.
+    BURST = "burst"
+    #: Holding quota when the simulation stopped.
+    RUNNING_AT_HORIZON = "running-at-horizon"
+    #: Waiting in Kueue, or in SkyPilot's relaunch backoff, when the simulation stopped.
+    PENDING_AT_HORIZON = "pending-at-horizon"
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job_id: str
+    team: str
+    cluster_queue: str
+    priority_class: str
+    base_priority: int
+    gpus: int
+    submit_s: float
+    duration_s: float
+    outcome: JobOutcome
+    #: Time not running: queued in Kueue or in relaunch backoff, until the run that counted
+    #: (the completing or failing run, the burst, or the horizon).
+    wait_s: float
+    #: Submission to the first admission (None: never admitted).
+    first_admission_wait_s: float | None
+    preemptions: int
+    #: GPU-seconds of runs that were preempted (their work is redone).
+    lost_gpu_s: float
+    #: The highest boost any of the job's Workloads carried.
+    max_boost: int
+    launches: int
+    burst_cost: float = 0.0
+    end_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    at: float
+    used_gpus: int
+    pending: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One policy's run over one trace."""
+
+    policy: str
+    jobs: tuple[JobResult, ...]
+    #: End of the loaded period (last submission): the utilisation window is [0, this].
+    window_s: float
+    #: When the simulation stopped (all jobs ended, or the drain limit).
+    end_s: float
+    gpu_capacity: int
+    #: GPU-seconds on the cluster within the window, all runs / runs that were not lost.
+    busy_gpu_s: float
+    useful_gpu_s: float
+    cycles: int
+    preemptions_by_reason: dict[str, int] = field(default_factory=dict)
+    timeline_cq: str = ""
+    timeline: tuple[TimelinePoint, ...] = ()
+    wall_s: float = 0.0
+    #: ETA checks: (job id, actual wait, model estimate or None, naive estimate or None).
+    eta: tuple[tuple[str, float | None, float | None, float | None], ...] = ()

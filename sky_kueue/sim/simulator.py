@@ -1,0 +1,494 @@
+"""The discrete-event simulator: a trace, Kueue's exact scheduler, SkyPilot's relaunches.
+
+Why discrete events over the exact model: starvation is a property of *sequences* of
+decisions (admitted by borrowing, reclaimed, relaunched at the back, admitted, reclaimed
+again...), so the scheduling core must be Kueue's own rules, not an approximation. The
+simulator therefore drives :class:`sky_kueue.kueue.scheduler.Engine` and adds only what
+happens around Kueue:
+
+* **arrivals**: a job's first Workload is created at its submission time;
+* **Kueue cycles** run at multiples of :attr:`SimConfig.cycle_interval_s` whenever something
+  changed and some ClusterQueue has an active head; at one instant they repeat, as
+  Kueue's loop does, until nothing more can happen (:func:`_settle`);
+* **admissions** start a run; **completions and failures** end it and free the quota;
+* **preemptions** (decided by the model) delete the victim's pod group; SkyPilot
+  relaunches the job after :mod:`sky_kueue.sim.relaunch`'s delay as a *new* Workload, so
+  it sorts behind every Workload of its priority created meanwhile;
+* the **resubmission policy** (:mod:`sky_kueue.sim.policies`) sets the priority of each
+  new Workload and re-ages waiting ones, as the controller would;
+* **burst**: a launch attempt that waited in Kueue longer than its team's limit gives up
+  and runs in a public cloud (SkyPilot's ``admission_timeout`` with ``ordered:``
+  resources, ``docs/skypilot.md`` §6), at a cost per GPU-hour.
+
+Time is simulated (floats, seconds from the trace's start; Kueue objects get
+``EPOCH + t``), never slept. Randomness (relaunch delays) is drawn from an RNG derived
+from ``(seed, job, preemption number)``, so a run is deterministic for a seed and two
+policies see the same delay for the same preemption of the same job.
+
+Simplifications, stated: the controller's reaction and pod start-up take no time; a
+preempted run restarts from scratch (no checkpoints); a victim releases its quota at
+once (no termination grace period); cloud capacity is unlimited.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from sky_kueue.controller.history import JobHistory, PreemptionRecord
+from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.scheduler import CycleResult, Engine
+from sky_kueue.sim import fastqueue
+from sky_kueue.sim.cluster import QueueRef, at, make_workload
+from sky_kueue.sim.events import EventKind, EventQueue
+from sky_kueue.sim.policies import ResubmissionPolicy
+from sky_kueue.sim.relaunch import RelaunchModel
+from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, TimelinePoint
+from sky_kueue.sim.traces import JobSpec, Trace
+
+#: Kueue runs cycles back to back; the simulator batches what happens within this window.
+DEFAULT_CYCLE_INTERVAL_SECONDS = 1.0
+#: After the last submission, keep simulating at most this long for queues to drain.
+DEFAULT_DRAIN_SECONDS = 7 * 86_400.0
+#: Price of a GPU-hour in the public cloud a job bursts to (on-demand, USD).
+DEFAULT_BURST_COST_PER_GPU_HOUR = 4.0
+#: Safety stop for cycles at one instant (each cycle pops one head per ClusterQueue).
+MAX_CYCLES_PER_INSTANT = 100_000
+#: Call the progress callback after this many event-loop steps.
+PROGRESS_EVERY_STEPS = 500
+
+#: progress(jobs ended, jobs in the trace, simulated seconds)
+ProgressFn = Callable[[int, int, float], None]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything that changes a run except the trace and the policy."""
+
+    seed: int = 0
+    cycle_interval_s: float = DEFAULT_CYCLE_INTERVAL_SECONDS
+    drain_s: float = DEFAULT_DRAIN_SECONDS
+    relaunch: RelaunchModel = field(default_factory=RelaunchModel)
+    burst_cost_per_gpu_hour: float = DEFAULT_BURST_COST_PER_GPU_HOUR
+    #: Burst after this many seconds in Kueue per launch attempt, for every team
+    #: (overrides the trace's per-team limits; None keeps them).
+    wait_limit_s: float | None = None
+    #: ClusterQueue whose usage is recorded as a timeline ("" = the busiest team's).
+    timeline_cq: str = ""
+    #: Use the heap-backed pending queues (same order as the model's, much faster).
+    fast_queues: bool = True
+
+
+class _State(enum.Enum):
+    UNSUBMITTED = "unsubmitted"
+    QUEUED = "queued"
+    RUNNING = "running"
+    RELAUNCHING = "relaunching"
+    DONE = "done"
+
+
+@dataclass
+class _Job:
+    """A job's mutable state during one run."""
+
+    index: int
+    spec: JobSpec
+    queue: QueueRef
+    base_priority: int
+    alloc_gpus: int
+    state: _State = _State.UNSUBMITTED
+    launches: int = 0
+    workload: o.Workload | None = None
+    priority: int = 0
+    max_boost: int = 0
+    waiting_since: float = 0.0
+    wait_s: float = 0.0
+    run_start: float = 0.0
+    first_admission: float | None = None
+    preemptions: int = 0
+    lost_gpu_s: float = 0.0
+    last_backoff: float | None = None
+    history: JobHistory | None = None
+    outcome: JobOutcome | None = None
+    end_s: float | None = None
+    burst_cost: float = 0.0
+
+
+def _rng(seed: int, job_id: str, preemption: int) -> random.Random:
+    return random.Random(f"{seed}/{job_id}/{preemption}")
+
+
+class Simulator:
+    """One policy over one trace. Create, then :meth:`run` once."""
+
+    def __init__(
+        self,
+        trace: Trace,
+        policy: ResubmissionPolicy,
+        config: SimConfig | None = None,
+        *,
+        progress: ProgressFn | None = None,
+        on_arrival: Callable[[Simulator, int], None] | None = None,
+    ) -> None:
+        self.trace = trace
+        self.policy = policy
+        self.config = config if config is not None else SimConfig()
+        self.progress = progress
+        self.on_arrival = on_arrival
+        cluster = trace.cluster
+        state = o.ClusterState(
+            namespaces=dict(cluster.state.namespaces),
+            resource_flavors=dict(cluster.state.resource_flavors),
+            priority_classes=dict(cluster.state.priority_classes),
+            cohorts=dict(cluster.state.cohorts),
+            cluster_queues=dict(cluster.state.cluster_queues),
+            local_queues=dict(cluster.state.local_queues),
+            config=cluster.state.config,
+        )
+        self.now = 0.0
+        self.engine = Engine(state, at(0.0))
+        if self.config.fast_queues:
+            fastqueue.install(self.engine)
+        self.events = EventQueue()
+        self.jobs: list[_Job] = []
+        for index, spec in enumerate(trace.jobs):
+            queue = cluster.queues[spec.team]
+            self.jobs.append(
+                _Job(
+                    index=index,
+                    spec=spec,
+                    queue=queue,
+                    base_priority=cluster.priority_value(spec.priority_class),
+                    alloc_gpus=spec.gpus,
+                )
+            )
+        self.by_workload: dict[str, _Job] = {}
+        self.ended = 0
+        self.cycles = 0
+        self.window_s = trace.arrival_end_s
+        self.busy_gpu_s = 0.0
+        self.useful_gpu_s = 0.0
+        self.preemptions_by_reason: dict[str, int] = {}
+        self.used_gpus: dict[str, int] = {name: 0 for name in state.cluster_queues}
+        self.pending_count: dict[str, int] = {name: 0 for name in state.cluster_queues}
+        #: admissions per ClusterQueue, in time order (for rate estimates)
+        self.admission_times: dict[str, list[float]] = {name: [] for name in state.cluster_queues}
+        self.timeline_cq = self.config.timeline_cq or self._busiest_cq()
+        self.timeline: list[TimelinePoint] = []
+        self.eta: list[tuple[str, float | None, float | None, float | None]] = []
+        self._ran = False
+
+    # --- setup ------------------------------------------------------------------------
+
+    def _busiest_cq(self) -> str:
+        demand: dict[str, float] = {}
+        for job in self.jobs:
+            cq = job.queue.cluster_queue
+            demand[cq] = demand.get(cq, 0.0) + job.alloc_gpus * job.spec.duration_s
+        return max(sorted(demand), key=lambda cq: demand[cq]) if demand else ""
+
+    def wait_limit(self, job: _Job) -> float | None:
+        if self.config.wait_limit_s is not None:
+            return self.config.wait_limit_s
+        return self.trace.cluster.wait_limits.get(job.spec.team)
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        """Simulates until every job ended or the drain limit; returns the records."""
+        if self._ran:
+            raise RuntimeError("a Simulator runs once; create a new one")
+        self._ran = True
+        started = time.perf_counter()
+        for job in self.jobs:
+            self.events.push(job.spec.submit_s, EventKind.ARRIVAL, job.index)
+        horizon = self.trace.arrival_end_s + self.config.drain_s
+        interval = self.config.cycle_interval_s
+        steps = 0
+        total = len(self.jobs)
+        while self.ended < total:
+            next_at = self.events.peek_time()
+            if next_at is None or next_at > horizon:
+                break
+            instant = math.ceil(next_at / interval) * interval if interval > 0 else next_at
+            instant = min(max(instant, next_at), horizon)
+            while True:
+                peek = self.events.peek_time()
+                if peek is None or peek > instant:
+                    break
+                event = self.events.pop()
+                self.now = event.at
+                self._handle(event.kind, self.jobs[event.job], event.token)
+            self.now = instant
+            if self.engine.has_active_heads():
+                self._settle(instant)
+            steps += 1
+            if self.progress is not None and steps % PROGRESS_EVERY_STEPS == 0:
+                self.progress(self.ended, total, self.now)
+        end = min(max(self.now, self.trace.arrival_end_s), horizon)
+        self._stop(end)
+        if self.progress is not None:
+            self.progress(self.ended, total, self.now)
+        return RunResult(
+            policy=self.policy.name,
+            jobs=tuple(self._result(job) for job in self.jobs),
+            window_s=self.window_s,
+            end_s=end,
+            gpu_capacity=self.trace.cluster.gpu_capacity,
+            busy_gpu_s=self.busy_gpu_s,
+            useful_gpu_s=self.useful_gpu_s,
+            cycles=self.cycles,
+            preemptions_by_reason=dict(sorted(self.preemptions_by_reason.items())),
+            timeline_cq=self.timeline_cq,
+            timeline=tuple(self.timeline),
+            wall_s=time.perf_counter() - started,
+            eta=tuple(self.eta),
+        )
+
+    def _handle(self, kind: EventKind, job: _Job, token: int) -> None:
+        if kind is EventKind.ARRIVAL:
+            self._launch(job)
+            if self.on_arrival is not None:
+                self.on_arrival(self, job.index)
+        elif kind is EventKind.FINISH:
+            if job.state is _State.RUNNING and job.launches == token:
+                self._finish(job)
+        elif kind is EventKind.RELAUNCH:
+            if job.state is _State.RELAUNCHING and job.launches == token:
+                self._launch(job)
+        elif kind is EventKind.BURST_CHECK:
+            if job.state is _State.QUEUED and job.launches == token:
+                self._burst(job)
+        elif kind is EventKind.RESYNC and job.state is _State.QUEUED and job.launches == token:
+            self._reage(job)
+
+    def _settle(self, instant: float) -> None:
+        """Runs Kueue cycles at one instant until no head can change anything."""
+        self.engine.now = at(instant)
+        tried: set[str] = set()
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            if not self.engine.has_active_heads():
+                return
+            result = self.engine.cycle()
+            self.cycles += 1
+            self.engine.settle_events(result)
+            self._apply(result, instant)
+            if result.changed:
+                tried.clear()
+                continue
+            heads = {entry.info.key for entry in result.entries}
+            if heads <= tried:
+                return
+            tried |= heads
+
+    def _apply(self, result: CycleResult, instant: float) -> None:
+        for entry in result.admitted:
+            self._admitted(self.by_workload[entry.info.key], entry.cq, instant)
+        for p in result.preempted:
+            preemptor = self.by_workload.get(p.preemptor.key)
+            self._preempted(
+                self.by_workload[p.victim.key],
+                instant,
+                p.reason,
+                p.preemptor.uid,
+                preemptor.base_priority if preemptor is not None else None,
+            )
+
+    # --- job transitions --------------------------------------------------------------
+
+    def _launch(self, job: _Job) -> None:
+        """SkyPilot creates the job's pod group: a new pending Workload."""
+        now = self.now
+        job.launches += 1
+        name = f"{job.spec.job_id}-{job.launches}"
+        if job.state is _State.UNSUBMITTED:
+            job.waiting_since = now
+            if self.policy.keeps_history:
+                job.history = JobHistory(key=job.spec.job_id, base_priority=job.base_priority)
+        if job.history is not None:
+            job.history = job.history.queued(name, now)
+        boost = max(self.policy.boost(job.history, now), 0)
+        job.priority = job.base_priority + boost
+        job.max_boost = max(job.max_boost, boost)
+        job.workload = make_workload(
+            name=name,
+            queue=job.queue,
+            created_at=now,
+            priority=job.priority,
+            priority_class=job.spec.priority_class,
+            gpus=job.spec.gpus,
+            cpu_milli=job.spec.cpu_milli,
+            memory_bytes=job.spec.memory_bytes,
+        )
+        job.state = _State.QUEUED
+        self.by_workload[job.workload.key] = job
+        self.engine.add_workload(job.workload)
+        self._pending_delta(job, +1)
+        limit = self.wait_limit(job)
+        if limit is not None:
+            self.events.push(now + limit, EventKind.BURST_CHECK, job.index, job.launches)
+        resync = self.policy.resync_seconds
+        if resync is not None:
+            self.events.push(now + resync, EventKind.RESYNC, job.index, job.launches)
+
+    def _reage(self, job: _Job) -> None:
+        """The controller re-ages a waiting Workload; the boost only goes up."""
+        assert job.workload is not None
+        boost = self.policy.boost(job.history, self.now)
+        if job.base_priority + boost > job.priority:
+            job.priority = job.base_priority + boost
+            job.max_boost = max(job.max_boost, boost)
+            job.workload = _with_priority(job.workload, job.priority)
+            self.engine.update_pending_workload(job.workload)
+        resync = self.policy.resync_seconds
+        if resync is not None:
+            self.events.push(self.now + resync, EventKind.RESYNC, job.index, job.launches)
+
+    def _admitted(self, job: _Job, cq: str, instant: float) -> None:
+        assert job.workload is not None
+        self._pending_delta(job, -1)
+        job.state = _State.RUNNING
+        job.wait_s += instant - job.waiting_since
+        job.run_start = instant
+        if job.first_admission is None:
+            job.first_admission = instant
+        if job.history is not None:
+            job.history = job.history.admitted(job.workload.uid, instant)
+        self._usage_delta(job, +job.alloc_gpus, instant)
+        self.admission_times[job.queue.cluster_queue].append(instant)
+        self.events.push(instant + job.spec.duration_s, EventKind.FINISH, job.index, job.launches)
+
+    def _finish(self, job: _Job) -> None:
+        assert job.workload is not None
+        now = self.now
+        self.engine.delete_workload(job.workload.key)
+        busy = self._window_overlap(job.run_start, now) * job.alloc_gpus
+        self.busy_gpu_s += busy
+        self.useful_gpu_s += busy
+        self._usage_delta(job, -job.alloc_gpus, now)
+        self._end(job, JobOutcome.FAILED if job.spec.fails else JobOutcome.FINISHED, now)
+
+    def _preempted(
+        self, job: _Job, instant: float, reason: str, preemptor_uid: str, preemptor_priority: int | None
+    ) -> None:
+        assert job.workload is not None
+        busy = self._window_overlap(job.run_start, instant) * job.alloc_gpus
+        self.busy_gpu_s += busy
+        job.lost_gpu_s += (instant - job.run_start) * job.alloc_gpus
+        self._usage_delta(job, -job.alloc_gpus, instant)
+        job.preemptions += 1
+        self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
+        if job.history is not None:
+            job.history = job.history.with_preemption(
+                PreemptionRecord(
+                    key=EpisodeKey(job.workload.uid, 1),
+                    at=instant,
+                    workload_name=job.workload.name,
+                    reason=reason,
+                    preemptor_uid=preemptor_uid,
+                    preemptor_priority=preemptor_priority,
+                )
+            )
+        job.state = _State.RELAUNCHING
+        job.waiting_since = instant
+        delay = self.config.relaunch.delay(job.last_backoff, _rng(self.config.seed, job.spec.job_id, job.preemptions))
+        if self.config.relaunch.backoff:
+            job.last_backoff = delay.backoff_s
+        self.events.push(instant + delay.total_s, EventKind.RELAUNCH, job.index, job.launches)
+
+    def _burst(self, job: _Job) -> None:
+        """The launch attempt hit the team's wait limit: SkyPilot fails over to a cloud."""
+        assert job.workload is not None
+        now = self.now
+        self.engine.delete_workload(job.workload.key)
+        self._pending_delta(job, -1)
+        job.wait_s += now - job.waiting_since
+        job.burst_cost = job.alloc_gpus * job.spec.duration_s / 3600.0 * self.config.burst_cost_per_gpu_hour
+        self._end(job, JobOutcome.BURST, now + job.spec.duration_s)
+
+    def _end(self, job: _Job, outcome: JobOutcome, end_s: float) -> None:
+        job.state = _State.DONE
+        job.outcome = outcome
+        job.end_s = end_s
+        job.history = None  # no further decisions; free the memory
+        self.ended += 1
+
+    def _stop(self, end: float) -> None:
+        """Closes the books at the horizon for jobs that have not ended."""
+        for job in self.jobs:
+            if job.state is _State.RUNNING:
+                self.busy_gpu_s += self._window_overlap(job.run_start, end) * job.alloc_gpus
+                self.useful_gpu_s += self._window_overlap(job.run_start, end) * job.alloc_gpus
+                job.outcome = JobOutcome.RUNNING_AT_HORIZON
+            elif job.state in (_State.QUEUED, _State.RELAUNCHING, _State.UNSUBMITTED):
+                if job.state is not _State.UNSUBMITTED:
+                    job.wait_s += max(end - job.waiting_since, 0.0)
+                job.outcome = JobOutcome.PENDING_AT_HORIZON
+
+    # --- bookkeeping ------------------------------------------------------------------
+
+    def _window_overlap(self, start: float, end: float) -> float:
+        return max(min(end, self.window_s) - max(start, 0.0), 0.0)
+
+    def _usage_delta(self, job: _Job, gpus: int, when: float) -> None:
+        cq = job.queue.cluster_queue
+        self.used_gpus[cq] += gpus
+        if cq == self.timeline_cq:
+            self._timeline_point(when)
+
+    def _pending_delta(self, job: _Job, delta: int) -> None:
+        cq = job.queue.cluster_queue
+        self.pending_count[cq] += delta
+        if cq == self.timeline_cq:
+            self._timeline_point(self.now)
+
+    def _timeline_point(self, when: float) -> None:
+        point = TimelinePoint(when, self.used_gpus[self.timeline_cq], self.pending_count[self.timeline_cq])
+        if self.timeline and self.timeline[-1].at == when:
+            self.timeline[-1] = point
+        else:
+            self.timeline.append(point)
+
+    def _result(self, job: _Job) -> JobResult:
+        outcome = job.outcome if job.outcome is not None else JobOutcome.PENDING_AT_HORIZON
+        return JobResult(
+            job_id=job.spec.job_id,
+            team=job.spec.team,
+            cluster_queue=job.queue.cluster_queue,
+            priority_class=job.spec.priority_class,
+            base_priority=job.base_priority,
+            gpus=job.alloc_gpus,
+            submit_s=job.spec.submit_s,
+            duration_s=job.spec.duration_s,
+            outcome=outcome,
+            wait_s=job.wait_s,
+            first_admission_wait_s=(
+                None if job.first_admission is None else job.first_admission - job.spec.submit_s
+            ),
+            preemptions=job.preemptions,
+            lost_gpu_s=job.lost_gpu_s,
+            max_boost=job.max_boost,
+            launches=job.launches,
+            burst_cost=job.burst_cost,
+            end_s=job.end_s,
+        )
+
+
+def _with_priority(wl: o.Workload, priority: int) -> o.Workload:
+    return replace(wl, priority=priority)
+
+
+def simulate(
+    trace: Trace,
+    policy: ResubmissionPolicy,
+    config: SimConfig | None = None,
+    *,
+    progress: ProgressFn | None = None,
+) -> RunResult:
+    """Runs ``policy`` over ``trace`` (see :class:`Simulator`)."""
+    return Simulator(trace, policy, config, progress=progress).run()

@@ -1,0 +1,133 @@
+"""Traces: the jobs a simulation replays, and the cluster they run on.
+
+Why a trace is jobs *and* a cluster: whether a job starves depends as much on the quota
+it competes for as on the jobs around it, and a comparison of policies is only fair when
+every policy replays exactly the same jobs on exactly the same ClusterQueues. A
+:class:`Trace` is therefore immutable and built once per run; the simulator derives every
+Workload from it.
+
+Three sources, one module each:
+
+* :mod:`sky_kueue.sim.synthetic`: a generator calibrated to published GPU-cluster traces;
+* :mod:`sky_kueue.sim.kueue_perf`: the job mix of Kueue's own scheduler performance test;
+* :mod:`sky_kueue.sim.csv_trace`: a user's own trace as CSV.
+
+:func:`load_trace` picks one from the ``--trace`` argument.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sky_kueue.sim.cluster import SimCluster
+
+
+class TraceError(ValueError):
+    """A trace cannot be built or read; the message is one line naming file, row and column."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job as submitted: what it asks for and how long it would run on-prem."""
+
+    job_id: str
+    #: Submission time, simulated seconds from the trace's start.
+    submit_s: float
+    #: Run time until the job exits (completion, or failure when ``fails``).
+    duration_s: float
+    gpus: int
+    cpu_milli: int
+    memory_bytes: int
+    priority_class: str
+    team: str
+    #: The job's code fails after ``duration_s``; SkyPilot does not recover user failures.
+    fails: bool = False
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Jobs sorted by submission time, and the cluster they share."""
+
+    name: str
+    jobs: tuple[JobSpec, ...]
+    cluster: SimCluster
+    #: Free-form provenance (generator parameters, file name) shown in reports.
+    description: str = ""
+
+    @property
+    def arrival_end_s(self) -> float:
+        """When the last job is submitted: the end of the loaded period."""
+        return self.jobs[-1].submit_s if self.jobs else 0.0
+
+    def class_order(self) -> list[str]:
+        """Priority classes used by the jobs, lowest priority first."""
+        used = {job.priority_class for job in self.jobs}
+        classes = self.cluster.state.priority_classes
+        return sorted(used, key=lambda name: (classes[name].value if name in classes else 0, name))
+
+    def head(self, count: int) -> Trace:
+        """The first ``count`` jobs (by submission time)."""
+        return replace(self, jobs=self.jobs[:count])
+
+    def until(self, seconds: float) -> Trace:
+        """The jobs submitted before ``seconds``."""
+        return replace(self, jobs=tuple(j for j in self.jobs if j.submit_s < seconds))
+
+
+SYNTHETIC = "synthetic"
+KUEUE_PERF = "kueue-perf"
+BUILTIN_TRACES = (SYNTHETIC, KUEUE_PERF)
+
+
+def load_trace(
+    source: str,
+    *,
+    seed: int,
+    jobs: int | None = None,
+    hours: float | None = None,
+    cluster_yaml: Path | None = None,
+) -> Trace:
+    """Builds the trace named by ``--trace``: ``synthetic``, ``kueue-perf`` or a CSV path.
+
+    Args:
+        source: a built-in trace name or a CSV file path.
+        seed: seeds the synthetic generator (other sources are deterministic).
+        jobs: keep (or generate) this many jobs.
+        hours: keep (or generate) the jobs submitted in the first ``hours`` hours.
+        cluster_yaml: Kueue objects to run a CSV trace on (default: generated per team).
+
+    Raises:
+        TraceError: unknown trace, unreadable or invalid CSV, or invalid cluster.
+    """
+    from sky_kueue.sim import csv_trace, kueue_perf, synthetic
+
+    if jobs is not None and jobs < 1:
+        raise TraceError(f"--jobs must be at least 1, got {jobs}")
+    if hours is not None and hours <= 0:
+        raise TraceError(f"--hours must be positive, got {hours}")
+    if source == SYNTHETIC:
+        params = synthetic.SyntheticParams()
+        if jobs is not None:
+            params = replace(params, jobs=jobs, hours=None)
+        elif hours is not None:
+            params = replace(params, jobs=None, hours=hours)
+        return synthetic.generate(params, random.Random(seed))
+    if source == KUEUE_PERF:
+        perf = kueue_perf.KueuePerfParams()
+        trace = kueue_perf.generate(perf.scaled_to(jobs) if jobs is not None else perf)
+    else:
+        path = Path(source)
+        if path.suffix.lower() != ".csv" and not path.exists():
+            raise TraceError(
+                f"--trace {source!r}: expected {', '.join(BUILTIN_TRACES)} or a CSV file path"
+            )
+        trace = csv_trace.load(path, cluster_yaml=cluster_yaml)
+        if jobs is not None:
+            trace = trace.head(jobs)
+    if hours is not None:
+        trace = trace.until(hours * 3600.0)
+    if not trace.jobs:
+        raise TraceError(f"trace {trace.name!r} has no jobs in the selected range")
+    return trace

@@ -1,0 +1,289 @@
+"""The only place where the SkyPilot front door calls the Kueue model (``sky_kueue.kueue``).
+
+Why one adapter: the model is pure and knows nothing about SkyPilot; the policy only needs
+the few answers of :class:`~sky_kueue.skypilot.view.ClusterView`. Keeping every model call
+here means a change in the model's API touches one file, and the policy keeps working
+(with fewer checks) if the model cannot answer: each answer degrades to "unknown", never to
+an exception that would reject a user's task.
+
+The model is asked about a *state*: Kueue objects parsed by
+``sky_kueue.kueue.parse.parse_documents`` from manifests (``cluster.manifests`` in the
+plugin config, or a mirror snapshot). Predictions add a hypothetical Workload
+(:func:`hypothetical_workload`) to a copy of that state and run
+``sky_kueue.kueue.predictor.predict`` until it settles.
+
+Wiring status: written against the model as it stands in this repository
+(``parse_documents``, ``objects.ClusterState``, ``tree.build_tree`` /
+``tree.potential_available``, ``scheduler.inactive_cluster_queues``, ``predictor.predict``
+and its ``VerdictKind``). A live cluster feeds the same functions through
+:func:`view_from_documents` once the mirror can hand out its objects as documents.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sky_kueue.skypilot.config import PluginConfig
+from sky_kueue.skypilot.config_view import ConfigClusterView
+from sky_kueue.skypilot.demand import CPU, WorkloadDemand
+from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
+from sky_kueue.skypilot.view import CapacityFacts, ClusterView, QueueFacts, Shortfall
+
+logger = logging.getLogger(__name__)
+
+#: Name of the hypothetical Workload used for predictions (never created on a cluster).
+PROBE_WORKLOAD_NAME = "sky-kueue-probe"
+
+#: Pod-set name SkyPilot pod groups get in our probe (one role: head and workers alike).
+PROBE_POD_SET_NAME = "main"
+
+#: Substring of Kueue's pending message when a request exceeds a ClusterQueue's potential
+#: capacity (``flavorassigner``: "request > maximum capacity").
+NEVER_FITS_MARKER = "maximum capacity"
+
+#: Label Kubernetes puts on every namespace; used when a snapshot lacks the Namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+_WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta1"
+_WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
+
+
+class ModelUnavailable(RuntimeError):
+    """The Kueue model cannot be used (not importable, or it rejected the documents)."""
+
+
+class ManifestError(ValueError):
+    """A Kueue manifest file that cannot be read; the message is one line."""
+
+
+def load_manifests(paths: Iterable[str]) -> list[dict[str, Any]]:
+    """Read every YAML document of the given files.
+
+    Raises:
+        ManifestError: a file cannot be read or is not YAML.
+    """
+    documents: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            loaded = list(yaml.safe_load_all(text))
+        except OSError as exc:
+            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise ManifestError(f"{path}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        documents.extend(doc for doc in loaded if isinstance(doc, dict))
+    return documents
+
+
+def view_from_documents(documents: Sequence[Mapping[str, Any]], source: str) -> ModelClusterView:
+    """A model-backed view over Kueue objects given as Kubernetes documents.
+
+    Args:
+        documents: Namespaces and Kueue objects (Workloads included, for predictions).
+        source: where they come from, for messages.
+
+    Raises:
+        ModelUnavailable: the model cannot be imported.
+        ManifestError: the model rejects the documents (an invalid Kueue object).
+    """
+    try:
+        from sky_kueue.kueue import errors as model_errors
+        from sky_kueue.kueue import parse as model_parse
+    except ImportError as exc:
+        raise ModelUnavailable(f"the Kueue model is not available ({exc})") from None
+    try:
+        state = model_parse.parse_documents(list(documents))
+    except model_errors.ModelError as exc:
+        raise ManifestError(f"{source}: {exc}") from None
+    return ModelClusterView(state=state, source=source)
+
+
+def build_view(config: PluginConfig) -> ClusterView:
+    """The best view the config allows: the model over ``cluster.manifests``, else config only.
+
+    Raises:
+        ManifestError: a manifest file cannot be read or holds an invalid Kueue object.
+    """
+    if not config.cluster.manifests:
+        return ConfigClusterView(config)
+    documents = load_manifests(config.cluster.manifests)
+    names = ", ".join(Path(p).name for p in config.cluster.manifests)
+    try:
+        return view_from_documents(documents, f"the Kueue manifests ({names})")
+    except ModelUnavailable as exc:
+        logger.warning("sky-kueue: %s; validating against the plugin config only", exc)
+        return ConfigClusterView(config)
+
+
+def hypothetical_workload(
+    namespace: str,
+    local_queue: str,
+    priority_class: str,
+    demand: WorkloadDemand,
+    created_at: datetime,
+    name: str = PROBE_WORKLOAD_NAME,
+) -> dict[str, Any]:
+    """The Workload Kueue would create for a SkyPilot pod group, as a v1beta1 document.
+
+    SkyPilot's pods share one shape, so Kueue builds one pod set of ``num_nodes`` pods
+    (``skypilot.md`` §2.4); the Workload takes its priority from the
+    ``kueue.x-k8s.io/priority-class`` pod label.
+    """
+    requests = {resource: _quantity(resource, amount) for resource, amount in sorted(demand.per_pod.items())}
+    return {
+        "apiVersion": _WORKLOAD_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}.{name}",
+            "creationTimestamp": created_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "spec": {
+            "queueName": local_queue,
+            "priorityClassName": priority_class,
+            "priorityClassSource": _WORKLOAD_PRIORITY_CLASS_SOURCE,
+            "podSets": [
+                {
+                    "name": PROBE_POD_SET_NAME,
+                    "count": demand.pod_count,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "resources": {"requests": requests}}],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class ModelClusterView:
+    """Answers from the Kueue model over one cluster state.
+
+    Attributes:
+        state: a ``sky_kueue.kueue.objects.ClusterState``.
+        source: where the state comes from, for messages.
+    """
+
+    state: Any
+    source: str
+
+    def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
+        """See :class:`~sky_kueue.skypilot.view.ClusterView`."""
+        from sky_kueue.kueue import scheduler as model_scheduler
+
+        lq = self.state.local_queues.get(f"{namespace}/{name}")
+        if lq is None:
+            return None
+        cq = self.state.cluster_queues.get(lq.cluster_queue)
+        if cq is None:
+            return QueueFacts(namespace, name, lq.cluster_queue, cluster_queue_exists=False)
+        ns = self.state.namespaces.get(namespace)
+        ns_labels = dict(ns.labels) if ns is not None else {NAMESPACE_NAME_LABEL: namespace}
+        selector = cq.namespace_selector
+        return QueueFacts(
+            namespace=namespace,
+            name=name,
+            cluster_queue=cq.name,
+            cluster_queue_exists=True,
+            cluster_queue_active=cq.name not in model_scheduler.inactive_cluster_queues(self.state),
+            selects_namespace=selector is not None and selector.matches(ns_labels),
+        )
+
+    def priority_classes(self) -> Mapping[str, int] | None:
+        """See :class:`~sky_kueue.skypilot.view.ClusterView`."""
+        return {name: pc.value for name, pc in self.state.priority_classes.items()}
+
+    def capacity(self, queue: QueueFacts, demand: WorkloadDemand) -> CapacityFacts:
+        """Coverage by the ClusterQueue's resource groups and Kueue's ``Potential(CQ, fr)``.
+
+        A resource group fits when one of its flavors can hold every requested resource of
+        the group (Kueue assigns one flavor per group).
+        """
+        from sky_kueue.kueue import scheduler as model_scheduler
+        from sky_kueue.kueue import tree as model_tree
+
+        cq = self.state.cluster_queues.get(queue.cluster_queue or "")
+        if cq is None:
+            return CapacityFacts(known=False)
+        shape = model_tree.build_tree(self.state, model_scheduler.inactive_cluster_queues(self.state))
+        node = shape.cqs[cq.name]
+        uncovered: list[str] = []
+        exceeding: list[Shortfall] = []
+        by_group: dict[int, list[str]] = {}
+        for resource in demand.resources:
+            group = cq.group_for(resource)
+            if group is None:
+                uncovered.append(resource)
+            else:
+                by_group.setdefault(cq.resource_groups.index(group), []).append(resource)
+        for index, resources in by_group.items():
+            group = cq.resource_groups[index]
+            potentials = {
+                flavor: {r: model_tree.potential_available(node, (flavor, r)) for r in resources}
+                for flavor in group.flavor_names
+            }
+            if any(all(demand.total(r) <= p[r] for r in resources) for p in potentials.values()):
+                continue
+            for resource in resources:
+                best = max(p[resource] for p in potentials.values())
+                if demand.total(resource) > best:
+                    exceeding.append(Shortfall(resource, demand.total(resource), best))
+            if not any(s.resource in resources for s in exceeding):
+                first = resources[0]
+                exceeding.append(Shortfall(first, demand.total(first), max(p[first] for p in potentials.values())))
+        return CapacityFacts(known=True, uncovered=tuple(uncovered), exceeding=tuple(exceeding))
+
+    def predict(self, queue: QueueFacts, demand: WorkloadDemand, priority_class: str) -> AdmissionVerdict:
+        """Add the task as the newest pending Workload and let the model settle the state."""
+        from sky_kueue.kueue import errors as model_errors
+        from sky_kueue.kueue import parse as model_parse
+        from sky_kueue.kueue import predictor as model_predictor
+
+        now = self.state.now or model_predictor.DEFAULT_NOW
+        existing = [wl.creation_timestamp for wl in self.state.workloads.values()]
+        created = max([now, *existing])
+        doc = hypothetical_workload(queue.namespace, queue.name, priority_class, demand, created)
+        state = copy.copy(self.state)
+        state.workloads = dict(self.state.workloads)
+        try:
+            probe = model_parse.parse_workload(doc, state.priority_classes)
+            state.workloads[probe.key] = probe
+            prediction = model_predictor.predict(state)
+        except model_errors.ModelError as exc:
+            return AdmissionVerdict(AdmissionOutcome.UNKNOWN, f"the Kueue model could not predict: {exc}")
+        verdict = prediction.verdicts.get(probe.key)
+        if verdict is None:
+            return AdmissionVerdict(AdmissionOutcome.UNKNOWN, "the Kueue model returned no verdict")
+        return _translate(verdict, model_predictor.VerdictKind)
+
+
+def _translate(verdict: Any, kinds: Any) -> AdmissionVerdict:
+    victims = tuple(victim for victim, _reason in verdict.victims)
+    if verdict.kind is kinds.ADMITTED:
+        return AdmissionVerdict(AdmissionOutcome.ADMIT_NOW, f"admitted by ClusterQueue {verdict.cluster_queue}")
+    if verdict.kind is kinds.ADMITTED_AFTER_PREEMPTION:
+        return AdmissionVerdict(
+            AdmissionOutcome.ADMIT_AFTER_PREEMPTION,
+            f"admitted by ClusterQueue {verdict.cluster_queue} after preempting {', '.join(victims)}",
+            preempts=victims,
+        )
+    message = verdict.message or verdict.reason or "waiting for quota"
+    if verdict.kind is kinds.PENDING and NEVER_FITS_MARKER in message:
+        return AdmissionVerdict(AdmissionOutcome.NEVER_FITS, message)
+    return AdmissionVerdict(AdmissionOutcome.WAIT, message)
+
+
+def _quantity(resource: str, amount: int) -> str:
+    return f"{amount}m" if resource == CPU else str(amount)

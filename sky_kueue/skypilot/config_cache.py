@@ -1,0 +1,71 @@
+"""The plugin config and its cluster view, loaded once and reloaded when the file changes.
+
+Why: SkyPilot calls the admin policy for every task of every request, and the policy server
+answers many requests; parsing YAML and the Kueue manifests each time would be wasteful,
+yet an admin who edits ``sky-kueue.yaml`` expects the change to apply without restarting
+the API server. The file's (path, mtime, size) is checked on each call, which costs one
+``stat``. A config that stops loading makes the policy fail closed (see
+``engine.misconfigured``) until it is fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from sky_kueue.skypilot.cluster_view import ManifestError, build_view
+from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config, resolve_config_path
+from sky_kueue.skypilot.engine import PolicyResult, evaluate, misconfigured
+from sky_kueue.skypilot.request import PolicyRequest
+from sky_kueue.skypilot.view import ClusterView
+
+
+class ConfigCache:
+    """A cached (config, view) pair for one config file.
+
+    Args:
+        path: the config file, or a function returning it (evaluated on each call, so an
+            environment variable can name it); default: ``resolve_config_path``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | Callable[[], Path] | None = None) -> None:
+        if path is None:
+            self._path: Callable[[], Path] = resolve_config_path
+        elif callable(path):
+            self._path = path
+        else:
+            fixed = Path(os.fspath(path))
+            self._path = lambda: fixed
+        self._lock = threading.Lock()
+        self._key: tuple[str, int, int] | None = None
+        self._value: tuple[PluginConfig, ClusterView] | None = None
+
+    def get(self) -> tuple[PluginConfig, ClusterView]:
+        """The current config and view, reloaded if the file changed.
+
+        Raises:
+            ConfigError: the config file is missing or invalid.
+            ManifestError: a manifest named by the config cannot be read.
+        """
+        path = self._path()
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            raise ConfigError(str(path), "", f"cannot read the config file: {exc.strerror or exc}") from None
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if self._key != key or self._value is None:
+                config = load_config(path)
+                self._value = (config, build_view(config))
+                self._key = key
+            return self._value
+
+    def evaluate(self, request: PolicyRequest) -> PolicyResult:
+        """Evaluate a request with the cached config, failing closed when it cannot be loaded."""
+        try:
+            config, view = self.get()
+        except (ConfigError, ManifestError) as exc:
+            return misconfigured(request, exc)
+        return evaluate(request, config, view)

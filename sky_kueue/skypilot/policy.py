@@ -1,0 +1,106 @@
+"""``KueuePolicy``: the SkyPilot admin policy, a thin adapter around ``engine.evaluate``.
+
+Enable it in the SkyPilot config of the API server (and optionally of clients)::
+
+    admin_policy: sky_kueue.skypilot.policy.KueuePolicy
+
+and point ``$SKY_KUEUE_CONFIG`` at the plugin config (default ``~/.sky/sky-kueue.yaml``).
+
+Why so thin: every decision lives in pure modules (``decision``, ``rewrite``) shared with the
+RESTful policy server, so both give identical answers. This module only converts between
+SkyPilot's objects and plain data, uses a ``ConfigCache`` (reloaded when the file
+changes) and turns a rejection into ``sky.exceptions.UserRequestRejectedByPolicy``.
+
+SkyPilot instantiates the class without arguments (``admin_policy_utils._get_policy_impl``)
+and calls ``validate_and_mutate`` once per task of a request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sky
+from sky import exceptions as sky_exceptions
+
+from sky_kueue.skypilot.config_cache import ConfigCache
+from sky_kueue.skypilot.decision import PassThrough, Rejection
+from sky_kueue.skypilot.engine import PolicyResult
+from sky_kueue.skypilot.request import PolicyRequest, RequestOptions, UserIdentity
+
+_CACHE = ConfigCache()
+
+
+def to_policy_request(user_request: Any) -> PolicyRequest:
+    """Convert a ``sky.UserRequest`` to plain data."""
+    user = user_request.user
+    options = user_request.request_options
+    return PolicyRequest(
+        task=user_request.task.to_yaml_config(),
+        skypilot_config=plain(user_request.skypilot_config),
+        request_name=str(getattr(user_request.request_name, "value", user_request.request_name)),
+        at_client_side=bool(user_request.at_client_side),
+        user=UserIdentity(id=str(user.id), name=str(user.name or user.id)) if user is not None else None,
+        request_options=(
+            RequestOptions(
+                cluster_name=options.cluster_name,
+                idle_minutes_to_autostop=options.idle_minutes_to_autostop,
+                down=bool(options.down),
+                dryrun=bool(options.dryrun),
+            )
+            if options is not None
+            else None
+        ),
+    )
+
+
+def plain(value: Any) -> Any:
+    """A deep copy made of plain dicts and lists (``sky.Config`` is a dict subclass)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def run(request: PolicyRequest) -> PolicyResult:
+    """Evaluate a request with the plugin config named by ``$SKY_KUEUE_CONFIG`` (cached)."""
+    return _CACHE.evaluate(request)
+
+
+def to_mutated_request(user_request: Any, result: PolicyResult) -> Any:
+    """Turn a result into a ``sky.MutatedUserRequest``.
+
+    Raises:
+        sky.exceptions.UserRequestRejectedByPolicy: the task was rejected.
+    """
+    decision = result.decision
+    if isinstance(decision, Rejection):
+        raise sky_exceptions.UserRequestRejectedByPolicy(decision.message)
+    if isinstance(decision, PassThrough):
+        return sky.MutatedUserRequest(task=user_request.task, skypilot_config=user_request.skypilot_config)
+    task = user_request.task
+    # Only the resources change; rebuilding them through SkyPilot's own parser keeps every
+    # other attribute of the caller's task (including unserialised ones) intact.
+    task.set_resources(sky.Task.from_yaml_config(result.task).resources)
+    return sky.MutatedUserRequest(task=task, skypilot_config=sky.Config.from_dict(result.skypilot_config))
+
+
+class KueuePolicy(sky.AdminPolicy):
+    """Label SkyPilot tasks for their team's Kueue LocalQueue (see ``decision``)."""
+
+    @classmethod
+    def validate_and_mutate(cls, user_request: Any) -> Any:
+        """Validate and label one task.
+
+        Args:
+            user_request: a ``sky.UserRequest``.
+
+        Returns:
+            A ``sky.MutatedUserRequest``.
+
+        Raises:
+            sky.exceptions.UserRequestRejectedByPolicy: the task was rejected; the message
+                says why and what to change.
+        """
+        return to_mutated_request(user_request, run(to_policy_request(user_request)))

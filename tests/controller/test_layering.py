@@ -1,0 +1,52 @@
+"""Dependencies point inward: pure logic never imports I/O, production never the sandbox."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import sky_kueue.controller as controller_package
+
+CONTROLLER = Path(controller_package.__file__).parent
+#: Modules that decide things; they must run without SQLite, Kubernetes or the network.
+PURE = (
+    "sky_kueue.controller.aging",
+    "sky_kueue.controller.actuators",
+    "sky_kueue.controller.burst",
+    "sky_kueue.controller.clock",
+    "sky_kueue.controller.detection",
+    "sky_kueue.controller.engine",
+    "sky_kueue.controller.history",
+    "sky_kueue.controller.identity",
+    "sky_kueue.controller.keys",
+    "sky_kueue.controller.kueue_api",
+)
+IO_MODULES = ("sqlite3", "kubernetes", "urllib3", "socket", "http.client", "sky")
+
+
+def test_pure_modules_import_no_io_library() -> None:
+    code = (
+        "import sys\n"
+        + "".join(f"import {name}\n" for name in PURE)
+        + f"bad = sorted(m for m in {IO_MODULES!r} if m in sys.modules)\n"
+        + "print(','.join(bad))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"pure modules pulled in: {proc.stdout.strip()}"
+
+
+def test_no_controller_module_imports_the_sandbox() -> None:
+    offenders = []
+    for path in sorted(CONTROLLER.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("sky_kueue.sandbox")]
+    assert offenders == []

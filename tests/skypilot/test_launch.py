@@ -1,0 +1,79 @@
+"""``sky-kueue launch --dry-run``: the policy's choices and Kueue's predicted admission,
+printed before anything is submitted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from sky_kueue.cli.main import cli
+from sky_kueue.skypilot.launch import with_choices
+from tests.skypilot.builders import CONTEXT, SEED_SCENARIO, SHIPPED_CONFIG, TEMPLATES, task
+from tests.skypilot.conftest import SkyEnv
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["launch", *args, "--config", str(SHIPPED_CONFIG)])
+    return result.exit_code, result.output
+
+
+@pytest.fixture()
+def busy_snapshot(tmp_path: Path) -> Path:
+    docs = [d for d in yaml.safe_load_all(SEED_SCENARIO.read_text()) if d]
+    path = tmp_path / "snapshot.yaml"
+    path.write_text(yaml.safe_dump_all([d for d in docs if d["metadata"]["name"] != "team-a-prod-job"]))
+    return path
+
+
+def test_dry_run_predicts_preemption_on_a_snapshot(sky_env: SkyEnv, busy_snapshot: Path) -> None:
+    code, output = run(str(TEMPLATES / "team-a-gpu-train.yaml"), "--dry-run", "--snapshot", str(busy_snapshot))
+    assert code == 0, output
+    assert "queue:      team-a/team-a-lq on context sky-kueue-sandbox" in output
+    assert "prediction: admit-after-preemption (preempts team-b/team-b-dev-job)" in output
+    assert "burst:      keep-kubernetes" in output
+    assert "kueue.x-k8s.io/priority-class: prod-priority" in output
+
+
+def test_json_output_for_a_burst_task(sky_env: SkyEnv) -> None:
+    code, output = run(str(TEMPLATES / "burst-finetune.yaml"), "--dry-run", "-o", "json")
+    assert code == 0, output
+    described = json.loads(output)
+    assert described["prediction"]["outcome"] == "unknown"
+    assert described["burst"]["action"] == "add-cloud-fallback"
+    assert described["admission_timeout_seconds"] == 900
+    infras = [c["infra"] for c in described["task"]["resources"]["ordered"]]
+    assert infras == [f"kubernetes/{CONTEXT}", "aws", "gcp"]
+    assert described["skypilot_config"]["kubernetes"]["context_configs"][CONTEXT]["namespace"] == "team-a"
+
+
+def test_team_and_priority_options(sky_env: SkyEnv) -> None:
+    code, output = run(str(TEMPLATES / "multinode-ray.yaml"), "--dry-run", "--team", "team-a", "-o", "json")
+    assert code == 0, output
+    described = json.loads(output)
+    assert (described["team"], described["priority_class"]) == ("team-a", "prod-priority")
+    code, output = run(str(TEMPLATES / "team-b-cpu-dev.yaml"), "--dry-run", "--priority", "prod-priority")
+    assert code == 1
+    assert output.strip() == (
+        "rejected: sky-kueue: priority class 'prod-priority' is not allowed for team 'team-b' (allowed: dev-priority)"
+    )
+
+
+def test_invalid_task_file_is_one_line(sky_env: SkyEnv, tmp_path: Path) -> None:
+    bad = tmp_path / "task.yaml"
+    bad.write_text("resources:\n  cpus: [1, 2]\n  nonsense: true\n")
+    code, output = run(str(bad), "--dry-run")
+    assert code == 2
+    assert output.startswith(f"error: {bad}: not a valid SkyPilot task:")
+    assert output.count("\n") == 1
+
+
+def test_with_choices_overrides_team_and_priority() -> None:
+    original = task(team="team-b", labels={"kueue.x-k8s.io/priority-class": "dev-priority"})
+    changed = with_choices(original, team="team-a", priority="prod-priority")
+    assert changed["resources"]["labels"] == {"sky-kueue.io/team": "team-a"}
+    assert changed["resources"]["priority_class"] == "prod-priority"
+    assert original["resources"]["labels"]["sky-kueue.io/team"] == "team-b"

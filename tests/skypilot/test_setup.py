@@ -1,0 +1,127 @@
+"""``sky-kueue setup``: the compact team spec renders the seed setup (plus the aging ladder)
+and a plugin config that the policy accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from sky_kueue.cli.main import cli
+from sky_kueue.skypilot.config import validate_config
+from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
+from sky_kueue.skypilot.setup_spec import TeamsSpec
+from tests.skypilot.builders import REPO, SEED_SETUP
+
+TEAMS = REPO / "configs" / "teams.yaml"
+
+
+def spec(**changes: Any) -> TeamsSpec:
+    data = yaml.safe_load(TEAMS.read_text())
+    data.update(changes)
+    return TeamsSpec.model_validate(data)
+
+
+def key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+
+
+def test_example_spec_renders_the_seed_setup_plus_the_ladder() -> None:
+    rendered = {key(o): o for o in render_objects(spec())}
+    seed = {key(o): o for o in yaml.safe_load_all(SEED_SETUP.read_text()) if o}
+    ladder = {k for k in rendered if k[2] in ("dev-aged-1", "dev-aged-2")}
+    assert set(rendered) - ladder == set(seed)
+    for k, obj in seed.items():
+        assert rendered[k] == obj, k
+    assert {rendered[k]["value"] for k in ladder} == {300, 600}
+
+
+def test_apply_order() -> None:
+    kinds = [o["kind"] for o in render_objects(spec())]
+    order = ["Namespace", "ResourceFlavor", "WorkloadPriorityClass", "ClusterQueue", "LocalQueue"]
+    assert kinds == sorted(kinds, key=order.index)
+
+
+def test_plugin_config_matches_the_setup_and_is_valid() -> None:
+    config = validate_config(render_plugin_config(spec()))
+    assert config.aging.ladder == ("dev-priority", "dev-aged-1", "dev-aged-2", "prod-priority")
+    assert config.priority_classes["dev-aged-1"] == 300
+    assert (config.teams["team-b"].namespace, config.teams["team-b"].local_queue) == ("team-b", "team-b-lq")
+    assert config.teams["team-b"].priority_classes.default == "dev-priority"
+    assert config.kubernetes.contexts == ("sky-kueue-sandbox",)
+
+
+def test_own_namespace_selector_and_per_flavor_quotas() -> None:
+    custom = spec(
+        defaults={"namespace_selector": "own"},
+        flavors={
+            "on-demand": {"resources": ["cpu", "memory"]},
+            "spot": {"resources": ["cpu", "memory"], "node_labels": {"spot": "true"}},
+        },
+        lenders={},
+        aging=None,
+        teams={"ml": {"quotas": {"cpu": {"on-demand": "4", "spot": "16"}, "memory": "32Gi"}}},
+    )
+    objects = {key(o): o for o in render_objects(custom)}
+    cq = objects[("ClusterQueue", "", "ml-cq")]["spec"]
+    assert cq["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "ml"}}
+    (group,) = cq["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory"]
+    assert group["flavors"] == [
+        {
+            "name": "on-demand",
+            "resources": [{"name": "cpu", "nominalQuota": "4"}, {"name": "memory", "nominalQuota": "32Gi"}],
+        },
+        {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": "16"}, {"name": "memory", "nominalQuota": "0"}]},
+    ]
+    assert objects[("ResourceFlavor", "", "spot")]["spec"] == {"nodeLabels": {"spot": "true"}}
+    assert objects[("LocalQueue", "ml", "ml-lq")]["spec"] == {"clusterQueue": "ml-cq"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "text"),
+    [
+        ({"teams": {"x": {"quotas": {"example.com/fpga": "1"}}}}, "no flavor provides 'example.com/fpga'"),
+        ({"teams": {"x": {"quotas": {"cpu": "lots"}}}}, "not a Kubernetes quantity"),
+        ({"teams": {"x": {"priority_classes": ["gold"]}}}, "unknown priority class 'gold'"),
+        ({"aging": {"ladder": ["prod-priority", "dev-priority"]}}, "values must strictly increase"),
+        ({"flavors": {"a": {"resources": ["cpu"]}, "b": {"resources": ["cpu", "memory"]}}}, "overlap"),
+    ],
+)
+def test_spec_errors(changes: dict[str, Any], text: str) -> None:
+    with pytest.raises(ValidationError, match=None) as info:
+        spec(**changes)
+    assert text in str(info.value)
+
+
+def test_cli_writes_both_files(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["setup", "--teams", str(TEAMS), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "4 WorkloadPriorityClass, 3 ClusterQueue, 2 LocalQueue" in result.output
+    objects = list(yaml.safe_load_all((tmp_path / "out" / "kueue-setup.yaml").read_text()))
+    assert len(objects) == 13
+    assert (
+        yaml.safe_load((tmp_path / "out" / "sky-kueue.yaml").read_text())["teams"]["team-a"]["local_queue"]
+        == "team-a-lq"
+    )
+
+
+def test_cli_reports_spec_and_model_errors_in_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "teams.yaml"
+    data = yaml.safe_load(TEAMS.read_text())
+    data["teams"]["team-a"]["quotas"]["cpu"] = "lots"
+    bad.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(cli, ["setup", "--teams", str(bad), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "teams.team-a.quotas.cpu" in result.output and result.output.count("\n") == 1
+    data["teams"]["team-a"]["quotas"]["cpu"] = "1"
+    data["teams"]["team-a"]["preemption"] = {"withinClusterQueue": "Sometimes"}
+    bad.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(cli, ["setup", "--teams", str(bad), "--output", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "the rendered objects are invalid" in result.output and "team-a-cq" in result.output
+    assert not (tmp_path / "out").exists()
