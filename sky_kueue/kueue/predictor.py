@@ -14,6 +14,7 @@ preempting whom, or still pending with Kueue's own message.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -98,6 +99,35 @@ def _record(engine: Engine, result: CycleResult) -> CycleRecord:
     return CycleRecord(admitted=admitted, preempted=preempted, pending=pending)
 
 
+def run_until_settled(
+    engine: Engine, cap: int, on_cycle: Callable[[CycleResult], None] | None = None
+) -> list[CycleResult]:
+    """Run cycles (settling each one's events) until the oracle's stop rule holds.
+
+    Stops when no ClusterQueue has an active head (after the first cycle), when a cycle
+    changes nothing and leaves the queues in a state already seen since the last change,
+    or after ``cap`` recorded cycles. The first cycle is always recorded.
+    """
+    results: list[CycleResult] = []
+    seen = {engine.queue_state()}
+    while len(results) < cap:
+        if results and not engine.has_active_heads():
+            break
+        result = engine.cycle()
+        engine.settle_events(result)
+        state_key = engine.queue_state()
+        if not result.changed and results and state_key in seen:
+            break
+        if result.changed:
+            seen = {state_key}
+        else:
+            seen.add(state_key)
+        results.append(result)
+        if on_cycle is not None:
+            on_cycle(result)
+    return results
+
+
 def predict(state: o.ClusterState, now: datetime | None = None, cycle_cap: int | None = None) -> Prediction:
     """Run Kueue's scheduling cycles on ``state`` until it settles.
 
@@ -110,27 +140,8 @@ def predict(state: o.ClusterState, now: datetime | None = None, cycle_cap: int |
     initially_admitted = sorted(engine.holders)
     cap = cycle_cap if cycle_cap is not None else state.config.cycle_cap
     cycles: list[CycleRecord] = []
-    results: list[CycleResult] = []
-    seen = {engine.queue_state()}
-    settled = False
-    while len(cycles) < cap:
-        if cycles and not engine.has_active_heads():
-            settled = True
-            break
-        result = engine.cycle()
-        engine.settle_events(result)
-        state_key = engine.queue_state()
-        if not result.changed and cycles and state_key in seen:
-            settled = True
-            break
-        if result.changed:
-            seen = {state_key}
-        else:
-            seen.add(state_key)
-        cycles.append(_record(engine, result))
-        results.append(result)
-    else:
-        settled = not engine.has_active_heads()
+    results = run_until_settled(engine, cap, lambda result: cycles.append(_record(engine, result)))
+    settled = len(results) < cap or not engine.has_active_heads()
     return _summarise(engine, cycles, results, initially_admitted, settled)
 
 
@@ -195,6 +206,7 @@ def _summarise(
             VerdictKind.PENDING,
             cluster_queue=info.cluster_queue,
             message=info.message or "",
+            reason=info.reason,
             victims=victims_of.get(key, []),
         )
     return Prediction(

@@ -513,6 +513,7 @@ class Engine:
         if entry.status != STATUS_NOT_NOMINATED and reason == q.REQUEUE_GENERIC:
             reason = q.REQUEUE_FAILED_AFTER_NOMINATION
         info.message = entry.message
+        info.reason = entry.reason or "Pending"
         if info.key not in self.pending:
             return
         self.queues[entry.cq].requeue(info, reason)

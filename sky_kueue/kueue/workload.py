@@ -117,6 +117,8 @@ class WorkloadInfo:
     last_assignment: ScanState | None = None
     #: message of the QuotaReserved=False condition; None until first evaluated
     message: str | None = None
+    #: reason of the QuotaReserved=False condition (WaitingForQuota, ExceedsMaxQuota, ...)
+    reason: str = ""
     #: the flavors of the nomination, kept for an overlap recompute within one cycle
     nomination_mapping: dict[str, dict[str, str]] | None = None
 

@@ -1,0 +1,130 @@
+"""When will a pending workload be admitted? An estimate from expected run times.
+
+Kueue cannot know: a parked workload is reconsidered only when quota is freed in its
+cohort tree (``kueue-model.md`` §8). So the estimate simulates exactly that: it settles the
+cluster with the exact model, then repeatedly lets the quota holder expected to finish
+first finish (its quota is freed and the tree's parked workloads return to their queues,
+as in Kueue), settles again, and records when each workload of interest is admitted. Jobs
+admitted during the simulation finish after their own expected run time.
+
+Run times come from the caller (a per-workload function): an annotation, a team default,
+or history. A workload whose run time is unknown is assumed to run past the horizon, so
+an ETA that depends on it is reported as unknown rather than guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.predictor import DEFAULT_NOW, run_until_settled
+from sky_kueue.kueue.scheduler import CycleResult, Engine
+from sky_kueue.kueue.validation import validate_state
+
+#: How far ahead the estimate looks before it gives up.
+DEFAULT_HORIZON_SECONDS = 7 * 24 * 3600
+#: Cycles allowed to settle after each simulated completion.
+SETTLE_CAP_CYCLES = 200
+#: Annotation a workload may carry with its expected run time in seconds.
+EXPECTED_RUNTIME_ANNOTATION = "sky-kueue.io/expected-runtime-seconds"
+
+RuntimeFn = Callable[[o.Workload], float | None]
+
+
+def runtime_from_annotation(default_seconds: float | None = None) -> RuntimeFn:
+    """Expected run time from :data:`EXPECTED_RUNTIME_ANNOTATION`, else ``default_seconds``."""
+
+    def runtime(wl: o.Workload) -> float | None:
+        value = wl.annotations.get(EXPECTED_RUNTIME_ANNOTATION)
+        if value is not None:
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                return default_seconds
+        return default_seconds
+
+    return runtime
+
+
+@dataclass
+class Eta:
+    """The estimated admission of one workload."""
+
+    workload: str
+    #: seconds from now until admission; 0 means in the next scheduling cycles; None: unknown
+    seconds: float | None
+    #: quota holders whose completion the admission waits for
+    waits_for: list[str] = field(default_factory=list)
+    #: workloads it preempts when admitted
+    preempts: list[str] = field(default_factory=list)
+    reason: str = ""
+
+
+def estimate(
+    state: o.ClusterState,
+    workloads: Iterable[str],
+    runtime: RuntimeFn,
+    now: datetime | None = None,
+    horizon_seconds: float = DEFAULT_HORIZON_SECONDS,
+) -> dict[str, Eta]:
+    """Estimate when each of ``workloads`` (keys ``ns/name``) is admitted.
+
+    Raises:
+        ModelError: if ``state`` fails Kueue's validation.
+    """
+    validate_state(state)
+    start = now or state.now or DEFAULT_NOW
+    engine = Engine(state, start)
+    wanted = set(workloads)
+    result: dict[str, Eta] = {}
+    finish_at: dict[str, datetime] = {}
+    for key, info in engine.holders.items():
+        total = runtime(info.obj)
+        if total is None:
+            continue
+        reserved = info.reserved_at or start
+        finish_at[key] = max(start, reserved + timedelta(seconds=total))
+    finished: list[str] = []
+    victims_of: dict[str, list[str]] = {}
+
+    def on_cycle(cycle: CycleResult) -> None:
+        for victim in cycle.preempted:
+            finish_at.pop(victim.victim.key, None)
+            victims_of.setdefault(victim.preemptor.key, []).append(victim.victim.key)
+        for entry in cycle.admitted:
+            key = entry.info.key
+            total = runtime(entry.info.obj)
+            if total is not None:
+                finish_at[key] = engine.now + timedelta(seconds=total)
+            if key in wanted and key not in result:
+                result[key] = Eta(
+                    key,
+                    (engine.now - start).total_seconds(),
+                    waits_for=list(finished),
+                    preempts=list(victims_of.get(key, [])),
+                )
+
+    horizon = start + timedelta(seconds=horizon_seconds)
+    run_until_settled(engine, SETTLE_CAP_CYCLES, on_cycle)
+    while not wanted.issubset(result) and finish_at:
+        moment = min(finish_at.values())
+        if moment > horizon:
+            break
+        engine.now = moment
+        for key in [k for k, t in finish_at.items() if t == moment]:
+            del finish_at[key]
+            finished.append(key)
+            engine.delete_workload(key)
+        run_until_settled(engine, SETTLE_CAP_CYCLES, on_cycle)
+    for key in sorted(wanted - set(result)):
+        pending = engine.pending.get(key)
+        if pending is None:
+            result[key] = Eta(key, None, reason="not a pending workload of this cluster")
+        elif finish_at:
+            result[key] = Eta(key, None, reason=f"not admitted within {horizon_seconds / 3600:.0f}h")
+        else:
+            message = pending.message or "waiting for its turn"
+            result[key] = Eta(key, None, reason=f"no quota holder with a known run time frees room: {message}")
+    return result
