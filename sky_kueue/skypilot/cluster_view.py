@@ -22,6 +22,7 @@ and its ``VerdictKind``). A live cluster feeds the same functions through
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ PROBE_POD_SET_NAME = "main"
 #: Substring of Kueue's pending message when a request exceeds a ClusterQueue's potential
 #: capacity (``flavorassigner``: "request > maximum capacity").
 NEVER_FITS_MARKER = "maximum capacity"
+#: QuotaReserved=False reasons that no amount of waiting changes (``flavorassigner``).
+NEVER_FITS_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
 
 #: Label Kubernetes puts on every namespace; used when a snapshot lacks the Namespace.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -266,7 +269,14 @@ class ModelClusterView:
         verdict = prediction.verdicts.get(probe.key)
         if verdict is None:
             return AdmissionVerdict(AdmissionOutcome.UNKNOWN, "the Kueue model returned no verdict")
-        return _translate(verdict, model_predictor.VerdictKind)
+        translated = _translate(verdict, model_predictor.VerdictKind)
+        if translated.outcome is AdmissionOutcome.WAIT:
+            from sky_kueue.kueue import eta as model_eta
+
+            estimate = model_eta.estimate(state, [probe.key], model_eta.runtime_from_annotation())[probe.key]
+            if estimate.seconds is not None:
+                translated = dataclasses.replace(translated, expected_wait_seconds=int(estimate.seconds))
+        return translated
 
 
 def _translate(verdict: Any, kinds: Any) -> AdmissionVerdict:
@@ -280,7 +290,8 @@ def _translate(verdict: Any, kinds: Any) -> AdmissionVerdict:
             preempts=victims,
         )
     message = verdict.message or verdict.reason or "waiting for quota"
-    if verdict.kind is kinds.PENDING and NEVER_FITS_MARKER in message:
+    never = verdict.reason in NEVER_FITS_REASONS or NEVER_FITS_MARKER in message
+    if verdict.kind is kinds.PENDING and never:
         return AdmissionVerdict(AdmissionOutcome.NEVER_FITS, message)
     return AdmissionVerdict(AdmissionOutcome.WAIT, message)
 
