@@ -148,3 +148,18 @@ def test_build_view_uses_manifests_when_configured(tmp_path: Path) -> None:
     invalid.write_text("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Gadget\nmetadata: {name: x}\n")
     with pytest.raises(ManifestError, match="unknown kind 'Gadget'"):
         build_view(config(cluster={"manifests": [str(invalid)]}))
+
+
+def test_a_wait_gets_an_estimate_when_run_times_are_known() -> None:
+    """team-b's dev job (5 CPU) is expected to run 2 h after its admission at 10:00:01."""
+    docs = scenario_without("team-a-prod-job")
+    for doc in docs:
+        if doc["metadata"]["name"] == "team-b-dev-job":
+            doc["metadata"]["annotations"] = {"sky-kueue.io/expected-runtime-seconds": "7200"}
+    view = view_from_documents(docs, "seed scenario with run times")
+    view.state.now = datetime(2026, 1, 1, 11, 0, 1, tzinfo=timezone.utc)
+    team_b = view.local_queue("team-b", "team-b-lq")
+    assert team_b is not None
+    waits = view.predict(team_b, WorkloadDemand(1, {"cpu": 7000}), "dev-priority")
+    assert waits.outcome is AdmissionOutcome.WAIT
+    assert waits.expected_wait_seconds == 3600  # the dev job ends at 12:00:01, an hour from "now"
