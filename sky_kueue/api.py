@@ -1,0 +1,107 @@
+"""The Python SDK: predict and launch SkyPilot tasks through sky-kueue's front door.
+
+``sky_kueue.predict(task)`` says what the admin policy will do with a task (team, queue,
+priority class, cloud fallback) and what Kueue will do with it (admit now, preempt whom,
+wait how long and why), without submitting anything. ``sky_kueue.launch(task)`` does the
+same and then submits it with ``sky.jobs.launch`` (unless ``dry_run``). Both accept a
+``sky.Task``, a task dict (``Task.to_yaml_config()``) or a path to a task YAML.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sky_kueue.skypilot import launch as launch_mod
+from sky_kueue.skypilot.cluster_view import build_view, load_manifests, view_from_documents
+from sky_kueue.skypilot.config import PluginConfig, load_config, resolve_config_path
+from sky_kueue.skypilot.decision import Rejection
+from sky_kueue.skypilot.view import ClusterView
+
+TaskLike = Any  # sky.Task | Mapping[str, Any] | str | os.PathLike[str]
+
+
+class LaunchRejected(ValueError):
+    """The sky-kueue policy rejected the task; the message says why and what to change."""
+
+
+def _task_dict(task: TaskLike) -> dict[str, Any]:
+    if isinstance(task, Mapping):
+        return dict(task)
+    if isinstance(task, (str, os.PathLike)):
+        import sky
+
+        loaded: dict[str, Any] = sky.Task.from_yaml(str(task)).to_yaml_config()
+        return loaded
+    to_config = getattr(task, "to_yaml_config", None)
+    if callable(to_config):
+        as_dict: dict[str, Any] = to_config()
+        return as_dict
+    raise TypeError(f"expected a sky.Task, a task dict or a task YAML path, got {type(task).__name__}")
+
+
+def _context(
+    config: PluginConfig | str | os.PathLike[str] | None, snapshot: Sequence[str | os.PathLike[str]] | None
+) -> tuple[PluginConfig, ClusterView]:
+    plugin_config = config if isinstance(config, PluginConfig) else load_config(resolve_config_path(config))
+    if snapshot:
+        paths = [str(Path(p)) for p in snapshot]
+        view: ClusterView = view_from_documents(load_manifests(paths), "the snapshot " + ", ".join(paths))
+    else:
+        view = build_view(plugin_config)
+    return plugin_config, view
+
+
+def predict(
+    task: TaskLike,
+    *,
+    team: str | None = None,
+    priority: str | None = None,
+    config: PluginConfig | str | os.PathLike[str] | None = None,
+    snapshot: Sequence[str | os.PathLike[str]] | None = None,
+) -> dict[str, Any]:
+    """What the policy and Kueue will do with ``task``; nothing is submitted.
+
+    Returns:
+        The decision as a dict (``decision``, ``team``, ``local_queue``, ``priority_class``,
+        ``prediction`` {outcome, reason, preempts, expected_wait_seconds}, ``burst``, ``task``).
+
+    Raises:
+        ConfigError: the plugin config is missing or invalid.
+        ManifestError: a snapshot cannot be read.
+    """
+    plugin_config, view = _context(config, snapshot)
+    result = launch_mod.plan_launch(_task_dict(task), plugin_config, view, team=team, priority=priority)
+    return launch_mod.summary(result)
+
+
+def launch(
+    task: TaskLike,
+    *,
+    team: str | None = None,
+    priority: str | None = None,
+    dry_run: bool = False,
+    name: str | None = None,
+    config: PluginConfig | str | os.PathLike[str] | None = None,
+    snapshot: Sequence[str | os.PathLike[str]] | None = None,
+) -> dict[str, Any]:
+    """Plan ``task`` like :func:`predict`, then submit it with ``sky.jobs.launch``.
+
+    Returns:
+        The plan (as :func:`predict`), with ``submitted`` set to SkyPilot's result unless ``dry_run``.
+
+    Raises:
+        LaunchRejected: the policy rejected the task.
+        ConfigError: the plugin config is missing or invalid.
+        Exception: whatever SkyPilot raises while submitting.
+    """
+    plugin_config, view = _context(config, snapshot)
+    result = launch_mod.plan_launch(_task_dict(task), plugin_config, view, team=team, priority=priority)
+    described = launch_mod.summary(result)
+    if isinstance(result.decision, Rejection):
+        raise LaunchRejected(result.decision.message)
+    if not dry_run:
+        described["submitted"] = launch_mod.submit(result, name=name)
+    return described
