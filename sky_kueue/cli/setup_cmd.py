@@ -34,12 +34,21 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
 @click.option(
     "--output",
     "output_dir",
-    required=True,
+    default=None,
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for kueue-setup.yaml and sky-kueue.yaml.",
 )
-def setup(teams_path: Path, output_dir: Path) -> None:
-    """Render Kueue objects and the sky-kueue config for a set of teams."""
+@click.option("--apply", "apply_", is_flag=True, help="Create or update the objects on the cluster (idempotent).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kubeconfig for --apply.")
+@click.option("--context", "kube_context", default=None, help="kubeconfig context for --apply.")
+def setup(
+    teams_path: Path, output_dir: Path | None, apply_: bool, kubeconfig: str | None, kube_context: str | None
+) -> None:
+    """Render Kueue objects and the sky-kueue config for a set of teams (and apply them)."""
+    if output_dir is None and not apply_:
+        errors.fail("give --output DIR, --apply --kubeconfig FILE, or both")
+    if apply_ and kubeconfig is None:
+        errors.fail("--apply needs --kubeconfig FILE")
     try:
         text = teams_path.read_text(encoding="utf-8")
         data = yaml.safe_load(text)
@@ -59,17 +68,29 @@ def setup(teams_path: Path, output_dir: Path) -> None:
         errors.fail(f"{teams_path}: the rendered objects are invalid: {problem}")
     plugin_config = render_plugin_config(spec)
     try:
-        validate_config(plugin_config, f"{output_dir / PLUGIN_CONFIG_FILE}")
+        validate_config(plugin_config, str(output_dir / PLUGIN_CONFIG_FILE) if output_dir else PLUGIN_CONFIG_FILE)
     except ConfigError as exc:
         errors.fail(f"{teams_path}: the rendered plugin config is invalid: {exc}")
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / SETUP_FILE).write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
-    (output_dir / PLUGIN_CONFIG_FILE).write_text(yaml.safe_dump(plugin_config, sort_keys=False), encoding="utf-8")
-    kinds: dict[str, int] = {}
-    for obj in objects:
-        kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
-    summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
-    click.echo(f"wrote {output_dir / SETUP_FILE} ({summary}) and {output_dir / PLUGIN_CONFIG_FILE}")
+    if output_dir is not None:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / SETUP_FILE).write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        (output_dir / PLUGIN_CONFIG_FILE).write_text(yaml.safe_dump(plugin_config, sort_keys=False), encoding="utf-8")
+        kinds: dict[str, int] = {}
+        for obj in objects:
+            kinds[obj["kind"]] = kinds.get(obj["kind"], 0) + 1
+        summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+        click.echo(f"wrote {output_dir / SETUP_FILE} ({summary}) and {output_dir / PLUGIN_CONFIG_FILE}")
+    if apply_:
+        assert kubeconfig is not None
+        from sky_kueue.skypilot import setup_apply
+
+        try:
+            applied = setup_apply.apply_objects(setup_apply.api_client_for(kubeconfig, kube_context), objects)
+        except setup_apply.ApplyError as exc:
+            errors.fail(str(exc))
+        for item in applied:
+            where = f"{item.namespace}/{item.name}" if item.namespace else item.name
+            click.echo(f"{item.kind} {where}: {item.change.value}")
 
 
 def model_problem(objects: list[dict[str, object]]) -> str | None:
