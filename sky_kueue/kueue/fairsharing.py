@@ -332,7 +332,7 @@ class FairPreemptor:
         compare = functools.partial(
             self.candidate_cmp or preemption.default_candidate_cmp, preemptor_cq=cq_name, now=now
         )
-        candidates.sort(key=functools.cmp_to_key(compare))
+        preemption.sort_candidates(candidates, _identity, cq_name, now, self.candidate_cmp)
         snapshot.add_usage(cq_name, requests)
         fits, targets, retry = self._first(snapshot, cq, candidates, compare, frs, requests, self.strategies[0])
         if not fits and len(self.strategies) > 1:
@@ -473,6 +473,10 @@ def _passes(strategy: str, preemptor_new: DRS, target_old: DRS, target_new: DRS)
     if strategy == STRATEGY_LESS_THAN_INITIAL_SHARE:
         return compare_drs(preemptor_new, target_old) < 0
     return compare_drs(preemptor_new, target_new) <= 0
+
+
+def _identity(info: WorkloadInfo) -> WorkloadInfo:
+    return info
 
 
 def _by_cq(infos: Iterable[WorkloadInfo]) -> dict[str, list[WorkloadInfo]]:

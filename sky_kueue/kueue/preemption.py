@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
+from typing import TypeVar
 
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue import tree
@@ -96,6 +97,7 @@ def satisfies_policy(preemptor: WorkloadInfo, candidate: WorkloadInfo, policy: o
 
 
 CandidateCmp = Callable[..., int]
+_T = TypeVar("_T")
 
 
 def _cmp(a: object, b: object) -> int:
@@ -132,8 +134,47 @@ def default_candidate_cmp(
     return _cmp(a.uid, b.uid)
 
 
+def candidate_sort_key(info: WorkloadInfo, preemptor_cq: str, now: datetime) -> tuple[object, ...]:
+    """:func:`default_candidate_cmp` without LocalQueue usage, as a sort key (much faster)."""
+    reserved = info.reserved_at or now
+    return (
+        0 if info.evicted else 1,
+        1 if info.cluster_queue == preemptor_cq else 0,
+        info.priority,
+        -reserved.timestamp(),
+        info.uid,
+    )
+
+
+def sort_candidates(
+    items: list[_T],
+    info_of: Callable[[_T], WorkloadInfo],
+    preemptor_cq: str,
+    now: datetime,
+    candidate_cmp: CandidateCmp | None,
+) -> None:
+    """Sort preemption candidates in Kueue's order (in place)."""
+    if candidate_cmp is None:
+
+        def key(item: _T) -> tuple[object, ...]:
+            return candidate_sort_key(info_of(item), preemptor_cq, now)
+
+        items.sort(key=key)
+        return
+    compare = functools.partial(candidate_cmp, preemptor_cq=preemptor_cq, now=now)
+
+    def by_info(x: _T, y: _T) -> int:
+        return int(compare(info_of(x), info_of(y)))
+
+    items.sort(key=functools.cmp_to_key(by_info))
+
+
 def _borrowing_forbidden(cq: o.ClusterQueue) -> bool:
     return cq.preemption.borrow_within_cohort is o.BorrowWithinCohortPolicy.NEVER
+
+
+def _info_of(candidate: _Candidate) -> WorkloadInfo:
+    return candidate.info
 
 
 class FitCheck:
@@ -178,7 +219,7 @@ class _Search(FitCheck):
     ) -> None:
         assert cq.spec is not None
         super().__init__(snapshot, cq, requests)
-        self.candidate_cmp = candidate_cmp or default_candidate_cmp
+        self.candidate_cmp = candidate_cmp
         self.preemptor = preemptor
         self.spec = cq.spec
         self.frs = frs
@@ -247,14 +288,8 @@ class _Search(FitCheck):
                 advantage = advantage or fits
                 previous = ancestor
 
-        compare = functools.partial(self.candidate_cmp, preemptor_cq=self.cq.name, now=self.now)
-
-        def by_info(x: _Candidate, y: _Candidate) -> int:
-            return compare(x.info, y.info)
-
-        key = functools.cmp_to_key(by_info)
         for lst in (same, hierarchy, priority):
-            lst.sort(key=key)
+            sort_candidates(lst, _info_of, self.cq.name, self.now, self.candidate_cmp)
         ordered = (
             [c for c in hierarchy if c.info.evicted]
             + [c for c in priority if c.info.evicted]
