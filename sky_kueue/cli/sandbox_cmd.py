@@ -98,8 +98,21 @@ DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
     help="Simulated seconds per real second (pods' run-seconds play this much faster).",
 )
 @click.option("--priority-boost", is_flag=True, help="Emulate Kueue with the PriorityBoost feature gate on.")
+@click.option(
+    "--kueue-config",
+    "kueue_config",
+    default=None,
+    metavar="MODE",
+    help="Scheduling mode, as for `predict`: 'fairSharing' or 'admissionFairSharing usageHalfLifeTime=... ...'.",
+)
 def up(
-    host: str, port: int, kubeconfig_path: str, apply_paths: tuple[str, ...], time_scale: float, priority_boost: bool
+    host: str,
+    port: int,
+    kubeconfig_path: str,
+    apply_paths: tuple[str, ...],
+    time_scale: float,
+    priority_boost: bool,
+    kueue_config: str | None,
 ) -> None:
     """Run a sandbox cluster with Kueue's behaviour in the foreground until Ctrl-C or SIGTERM."""
     import pathlib
@@ -114,8 +127,24 @@ def up(
 
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     path = pathlib.Path(kubeconfig_path).expanduser()
+    config = None
+    if kueue_config is not None:
+        from sky_kueue.kueue import parse
+        from sky_kueue.kueue.errors import ModelError
+
+        try:
+            config = parse.parse_header(f"# kueue-config: {kueue_config}")
+        except ModelError as failure:
+            raise click.ClickException(str(failure)) from failure
     try:
-        box = Sandbox(time_scale=time_scale, priority_boost=priority_boost, host=host, port=port, kubeconfig_path=path)
+        box = Sandbox(
+            time_scale=time_scale,
+            priority_boost=priority_boost,
+            host=host,
+            port=port,
+            kubeconfig_path=path,
+            config=config,
+        )
         try:
             box.start()
         except OSError as failure:
