@@ -142,9 +142,7 @@ def connect(
     namespace: str | None = None
     if path is None:
         if context is not None or not os.environ.get(_IN_CLUSTER_ENV):
-            raise KubeconfigError(
-                "no kubeconfig: pass --kubeconfig FILE, set $KUBECONFIG, or create ~/.kube/config"
-            )
+            raise KubeconfigError("no kubeconfig: pass --kubeconfig FILE, set $KUBECONFIG, or create ~/.kube/config")
         try:
             config.load_incluster_config(client_configuration=configuration)
         except ConfigException as exc:
@@ -170,8 +168,6 @@ def connect(
         except ConfigException as exc:
             raise KubeconfigError(f"kubeconfig {path}, context {chosen_context!r}: {exc}") from exc
     configuration.retries = production_retry_policy() if retries is None else retries
-    configuration.connection_pool_maxsize = max(
-        configuration.connection_pool_maxsize or 0, CONNECTION_POOL_CONNECTIONS
-    )
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, CONNECTION_POOL_CONNECTIONS)
     api_client = client.ApiClient(configuration)
     return Connection(api_client=api_client, host=str(configuration.host), context=chosen_context, namespace=namespace)

@@ -57,14 +57,30 @@ class SyncTimeoutError(MirrorError):
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether retrying the same request later may succeed.
+    """Whether retrying the same request in a moment may succeed.
 
     Server-side trouble (5xx), throttling (429), timeouts and broken connections are
-    transient; authorization failures, missing resources and malformed requests are not.
+    transient; authorization failures, missing resources and malformed requests are not,
+    and neither is a connection that cannot be opened at all (refused, unknown host: urllib3
+    has already retried that). Reflectors keep retrying those too, at their slower pace; a
+    command reports them at once instead of making the user wait for a server that is not there.
     """
     if isinstance(exc, ApiException):
         return exc.status in TRANSIENT_STATUSES
+    if _cannot_connect(exc):
+        return False
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
+
+
+def list_retryable(exc: BaseException) -> bool:
+    """For paged lists: transient failures, and a 410 in the middle of the pages (the continue
+    token expired), after which the list starts over."""
+    return is_transient(exc) or (isinstance(exc, ApiException) and exc.status == 410)
+
+
+def _cannot_connect(exc: BaseException) -> bool:
+    inner = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+    return isinstance(inner, urllib3.exceptions.NewConnectionError)
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:

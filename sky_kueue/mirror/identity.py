@@ -69,7 +69,7 @@ class SkyPilotIdentity:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def pod_group_of(pod: Mapping[str, Any]) -> str | None:
@@ -95,9 +95,7 @@ def identity_from_pods(namespace: str, pod_group: str, pods: Iterable[Mapping[st
         namespace=namespace,
         managed_job_id=_first(str(a.get(MANAGED_JOB_ID_ANNOTATION) or "") for a in annotations),
         managed_job_name=_first(str(a.get(MANAGED_JOB_NAME_ANNOTATION) or "") for a in annotations),
-        cluster=_first(
-            str(lbl.get(CLUSTER_NAME_LABEL) or lbl.get(LEGACY_CLUSTER_LABEL) or "") for lbl in labels
-        ),
+        cluster=_first(str(lbl.get(CLUSTER_NAME_LABEL) or lbl.get(LEGACY_CLUSTER_LABEL) or "") for lbl in labels),
         user=_first(str(a.get(USER_KEY) or "") for a in annotations)
         or _first(str(lbl.get(USER_KEY) or "") for lbl in labels),
     )
@@ -133,8 +131,8 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     A full pod is ~10 KB of JSON; this is a few hundred bytes.
     """
     meta = _meta(pod)
-    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
+    raw_status = pod.get("status")
+    status: Mapping[str, Any] = raw_status if isinstance(raw_status, dict) else {}
     kept_meta: dict[str, Any] = {
         key: meta[key]
         for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels")
@@ -145,7 +143,7 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     if kept_annotations:
         kept_meta["annotations"] = kept_annotations
     conditions = [
-        c for c in status.get("conditions") or [] if isinstance(c, Mapping) and c.get("type") == "TerminationTarget"
+        c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "TerminationTarget"
     ]
     kept_status: dict[str, Any] = {"phase": status.get("phase")}
     if conditions:

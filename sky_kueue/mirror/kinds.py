@@ -90,9 +90,7 @@ PRIORITY_CLASSES = Kind(
     KindName.WORKLOAD_PRIORITY_CLASS, KUEUE_GROUP, "workloadpriorityclasses", namespaced=False, required=True
 )
 NAMESPACES = Kind(KindName.NAMESPACE, "", "namespaces", namespaced=False, required=False)
-PODS = Kind(
-    KindName.POD, "", "pods", namespaced=True, required=False, label_selector=SKYPILOT_POD_GROUP_SELECTOR
-)
+PODS = Kind(KindName.POD, "", "pods", namespaced=True, required=False, label_selector=SKYPILOT_POD_GROUP_SELECTOR)
 
 #: Everything the mirror keeps, in the order a snapshot lists them.
 ALL_KINDS: tuple[Kind, ...] = (

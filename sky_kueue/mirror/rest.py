@@ -35,7 +35,9 @@ def get_json(
         urllib3.exceptions.HTTPError: transport failures.
         ValueError: the answer is not JSON.
     """
-    params = [(key, str(value).lower() if isinstance(value, bool) else str(value)) for key, value in (query or {}).items()]
+    params = [
+        (key, str(value).lower() if isinstance(value, bool) else str(value)) for key, value in (query or {}).items()
+    ]
     request = api_client.param_serialize(
         method="GET",
         resource_path=path,

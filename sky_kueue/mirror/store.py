@@ -55,12 +55,12 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     spec = obj.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+    return spec if isinstance(spec, dict) else {}
 
 
 def normalize(kind: KindName, api_version: str, obj: Mapping[str, Any]) -> Obj:
@@ -90,8 +90,8 @@ def cohort_of(cluster_queue: Mapping[str, Any]) -> str | None:
 
 def admitted_cluster_queue(workload: Mapping[str, Any]) -> str | None:
     status = workload.get("status")
-    admission = status.get("admission") if isinstance(status, Mapping) else None
-    cq = admission.get("clusterQueue") if isinstance(admission, Mapping) else None
+    admission = status.get("admission") if isinstance(status, dict) else None
+    cq = admission.get("clusterQueue") if isinstance(admission, dict) else None
     return str(cq) if cq else None
 
 
@@ -199,8 +199,8 @@ class MirrorStore:
     def _transitions(
         self, key: str, old: Obj | None, obj: Obj, changes: list[tr.Change], source: ChangeSource
     ) -> list[Transition]:
-        if not changes:
-            return []
+        if not changes or (source is not ChangeSource.REPLAY and not self.hub.has_subscribers):
+            return []  # nobody listens: a late subscriber asks for a replay of the state instead
         meta = _meta(obj)
         now = self._clock.now()
         identity = self._identity.get(key)

@@ -24,9 +24,6 @@ from sky_kueue.mirror.transitions import Transition, TransitionKind
 
 log = logging.getLogger(__name__)
 
-#: How long a callback thread waits for the next transition before re-checking for close.
-CALLBACK_POLL_SECONDS = 0.5
-
 Callback = Callable[[Transition], None]
 
 
@@ -143,6 +140,11 @@ class TransitionHub:
                 self._threads.append(thread)
             thread.start()
         return subscription
+
+    @property
+    def has_subscribers(self) -> bool:
+        with self._lock:
+            return bool(self._subscriptions)
 
     def publish(self, transitions: list[Transition]) -> None:
         if not transitions:

@@ -191,10 +191,10 @@ def condition(obj: Mapping[str, Any] | None, ctype: str) -> Mapping[str, Any] | 
     if obj is None:
         return None
     status = obj.get("status")
-    if not isinstance(status, Mapping):
+    if not isinstance(status, dict):
         return None
     for cond in status.get("conditions") or []:
-        if isinstance(cond, Mapping) and cond.get("type") == ctype:
+        if isinstance(cond, dict) and cond.get("type") == ctype:
             return cond
     return None
 
@@ -224,11 +224,11 @@ def eviction_count(obj: Mapping[str, Any] | None, reason: str | None = None) -> 
     if obj is None:
         return 0
     status = obj.get("status")
-    stats = status.get("schedulingStats") if isinstance(status, Mapping) else None
-    evictions = stats.get("evictions") if isinstance(stats, Mapping) else None
+    stats = status.get("schedulingStats") if isinstance(status, dict) else None
+    evictions = stats.get("evictions") if isinstance(stats, dict) else None
     total = 0
     for entry in evictions or []:
-        if isinstance(entry, Mapping) and (reason is None or entry.get("reason") == reason):
+        if isinstance(entry, dict) and (reason is None or entry.get("reason") == reason):
             try:
                 total += int(entry.get("count") or 0)
             except (TypeError, ValueError):
@@ -322,4 +322,4 @@ def derive(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list
 
 def _resource_version(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
-    return str(meta.get("resourceVersion", "")) if isinstance(meta, Mapping) else ""
+    return str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""

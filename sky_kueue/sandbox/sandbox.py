@@ -177,6 +177,9 @@ class Sandbox:
     ) -> list[dict[str, Any]]:
         """Create (or replace the spec of) every object in ``source``; returns what was stored.
 
+        A new object's ``status`` is kept (written through the status subresource), so a
+        snapshot with admitted Workloads loads as it was taken.
+
         Raises:
             SandboxError: for unreadable files, invalid YAML or a kind the sandbox does not serve.
         """
@@ -191,7 +194,19 @@ class Sandbox:
             existing = self.store.try_get(resource, name, namespace) if name else None
             try:
                 if existing is None:
-                    stored.append(self.store.create(resource, doc, namespace))
+                    created = self.store.create(resource, doc, namespace)
+                    if doc.get("status") and "status" in rtype.subresources:
+                        # a snapshot's status (e.g. an admitted Workload) is restored as its
+                        # controller would have written it
+                        status = doc["status"]
+
+                        def restore(obj: dict[str, Any], status: Any = status) -> None:
+                            obj["status"] = status
+
+                        created = self.store.mutate(
+                            resource, created["metadata"]["name"], restore, namespace, subresource="status"
+                        )
+                    stored.append(created)
                 else:
                     merged = dict(existing)
                     for field, value in doc.items():

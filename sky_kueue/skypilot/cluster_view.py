@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -109,12 +110,59 @@ def view_from_documents(documents: Sequence[Mapping[str, Any]], source: str) -> 
     return ModelClusterView(state=state, source=source)
 
 
+#: Seconds the policy waits for a new live mirror's first sync before falling back.
+LIVE_SYNC_TIMEOUT_SECONDS = 10.0
+_live_mirrors: dict[tuple[str, str | None], Any] = {}
+_live_lock = threading.Lock()
+
+
+def _live_view(config: PluginConfig) -> ModelClusterView | None:
+    """The model over a live mirror of the cluster, or None when it cannot be reached.
+
+    One mirror per (kubeconfig, context) is kept for the life of the process, so each policy
+    call reads the current state from memory instead of listing the API server.
+    """
+    settings = config.cluster
+    if settings.kubeconfig is None:
+        return None
+    from sky_kueue.kueue import errors as model_errors
+    from sky_kueue.kueue import parse as model_parse
+    from sky_kueue.mirror import Mirror, MirrorError
+
+    key = (settings.kubeconfig, settings.context)
+    with _live_lock:
+        mirror = _live_mirrors.get(key)
+        if mirror is None:
+            try:
+                mirror = Mirror.connect(settings.kubeconfig, settings.context).start()
+                mirror.wait_synced(timeout_seconds=LIVE_SYNC_TIMEOUT_SECONDS)
+            except MirrorError as exc:
+                logger.warning("sky-kueue: live cluster unavailable (%s); using the offline view", exc)
+                if mirror is not None:
+                    mirror.stop()
+                return None
+            _live_mirrors[key] = mirror
+    try:
+        kueue_config = (
+            model_parse.parse_header(f"# kueue-config: {settings.kueue_config}") if settings.kueue_config else None
+        )
+        state = mirror.cluster_state(kueue_config)
+    except model_errors.ModelError as exc:
+        logger.warning("sky-kueue: the live cluster state is not usable (%s); using the offline view", exc)
+        return None
+    return ModelClusterView(state=state, source=f"the live cluster ({settings.context or 'current context'})")
+
+
 def build_view(config: PluginConfig) -> ClusterView:
-    """The best view the config allows: the model over ``cluster.manifests``, else config only.
+    """The best view the config allows: the live cluster, else the model over
+    ``cluster.manifests``, else the plugin config alone.
 
     Raises:
         ManifestError: a manifest file cannot be read or holds an invalid Kueue object.
     """
+    live = _live_view(config)
+    if live is not None:
+        return live
     if not config.cluster.manifests:
         return ConfigClusterView(config)
     documents = load_manifests(config.cluster.manifests)

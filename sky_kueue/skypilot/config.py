@@ -241,13 +241,22 @@ class PolicySettings(_Section):
 
 
 class ClusterSettings(_Section):
-    """Optional offline description of the cluster's Kueue objects.
+    """Where the policy learns the cluster's Kueue state.
 
     Attributes:
+        kubeconfig: a kubeconfig of the Kueue-managed cluster; when set, the policy keeps a
+            watch-based mirror of its Kueue objects and validates and predicts against the live
+            state (falling back to ``manifests``, then to this config, when it is unreachable).
+        context: the kubeconfig context (default: the kubeconfig's current one).
+        kueue_config: the cluster's Kueue scheduling mode, as for ``sky-kueue predict
+            --kueue-config`` (``fairSharing``, ``admissionFairSharing ...``); classical when unset.
         manifests: Kueue manifest files (relative to this config file) that the policy
             validates against when no live cluster view is available.
     """
 
+    kubeconfig: str | None = None
+    context: str | None = None
+    kueue_config: str | None = None
     manifests: tuple[str, ...] = ()
 
 
@@ -342,7 +351,11 @@ def load_config(path: str | os.PathLike[str]) -> PluginConfig:
     config = parse_config(text, source)
     base = Path(source).resolve().parent
     manifests = tuple(str((base / m).resolve()) for m in config.cluster.manifests)
-    return config.model_copy(update={"cluster": ClusterSettings(manifests=manifests)})
+    kubeconfig = config.cluster.kubeconfig
+    if kubeconfig is not None:
+        kubeconfig = str((base / os.path.expanduser(kubeconfig)).resolve())
+    cluster = config.cluster.model_copy(update={"manifests": manifests, "kubeconfig": kubeconfig})
+    return config.model_copy(update={"cluster": cluster})
 
 
 def parse_config(text: str, source: str = "<memory>") -> PluginConfig:

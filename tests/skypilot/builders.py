@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = REPO / "configs" / "sky-kueue.yaml"
 SEED_SETUP = REPO / "configs" / "kueue" / "seed-setup.yaml"
 TEMPLATES = REPO / "task_templates"
-SEED_SCENARIO = Path("/work/shared/oracle/seeds/scenarios/a-gpu-borrow-preempt.yaml")
+SEED_SCENARIO = REPO / "tests" / "oracle" / "seeds" / "scenarios" / "a-gpu-borrow-preempt.yaml"
 CONTEXT = "sky-kueue-sandbox"
 
 

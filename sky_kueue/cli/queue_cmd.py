@@ -1,0 +1,254 @@
+"""``sky-kueue queue``: the live picture of a cluster's Kueue queues, and what happens next.
+
+Per ClusterQueue: quota (nominal, usage, borrowed, lent per flavor and resource), admitted
+and pending workloads with priority, age, position, predicted outcome, Kueue's reason, the
+SkyPilot job behind each pod group, and preemption counts (:mod:`sky_kueue.mirror.view`).
+
+Without ``--watch`` the cluster is listed once. With ``--watch`` the queue mirror keeps a
+copy through watch streams and the view is redrawn when that copy changes (coalescing bursts
+of changes): no request is made while nothing happens, except a visibility-API query per
+redraw when that API is served (rate-limited). ``--output json`` prints the view as one JSON
+document (with ``--watch``, one per line per redraw).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from sky_kueue.cli import errors
+
+if TYPE_CHECKING:
+    from sky_kueue.kueue.objects import KueueConfig
+    from sky_kueue.mirror.connection import Connection
+    from sky_kueue.mirror.discovery import KueueApi
+    from sky_kueue.mirror.store import MirrorStore
+    from sky_kueue.mirror.view import QueueView
+
+#: Exit code for bad input (kubeconfig, context, --kueue-config).
+EXIT_BAD_INPUT = 2
+#: Exit code when the cluster cannot be read.
+EXIT_CLUSTER_ERROR = 1
+#: How long ``--watch`` waits for the initial list of every kind (seconds).
+SYNC_TIMEOUT_SECONDS = 60.0
+#: After a change, wait this long for more before redrawing (seconds): bursts redraw once.
+REDRAW_QUIET_SECONDS = 0.2
+#: Never redraw more often than this (seconds); a redraw runs the predictor.
+REDRAW_MIN_INTERVAL_SECONDS = 1.0
+#: Local wake-up while waiting for changes, so Ctrl-C is handled promptly (no request is made).
+WAIT_SLICE_SECONDS = 1.0
+
+
+@click.command("queue")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config).",
+)
+@click.option("--context", default=None, help="Kubeconfig context (default: the current one).")
+@click.option(
+    "--cluster-queue", "cluster_queues", multiple=True, metavar="NAME", help="Show only this ClusterQueue; repeatable."
+)
+@click.option("--namespace", "-n", default=None, help="Show only workloads of this namespace.")
+@click.option("--watch", "-w", is_flag=True, help="Keep redrawing as the cluster changes (from watch streams).")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--no-predict", is_flag=True, help="Skip the predicted outcomes (faster on large clusters).")
+@click.option(
+    "--kueue-config",
+    "kueue_config",
+    default=None,
+    metavar="MODE",
+    help="Kueue's scheduling mode for predictions: 'classical', 'fairSharing' or 'admissionFairSharing ...'.",
+)
+@click.option("--max-redraws", type=click.IntRange(min=1), default=None, hidden=True)
+def queue(
+    kubeconfig: Path | None,
+    context: str | None,
+    cluster_queues: tuple[str, ...],
+    namespace: str | None,
+    watch: bool,
+    output: str,
+    no_predict: bool,
+    kueue_config: str | None,
+    max_redraws: int | None,
+) -> None:
+    """Show ClusterQueues, their quota, and admitted and pending workloads."""
+    from sky_kueue.kueue.errors import ModelError
+    from sky_kueue.mirror import connection, discovery
+    from sky_kueue.mirror.errors import KubeconfigError, MirrorError
+
+    try:
+        config = _config(kueue_config)
+    except ModelError as exc:
+        errors.fail(f"--kueue-config: {exc}", EXIT_BAD_INPUT)
+    try:
+        conn = connection.connect(kubeconfig, context)
+    except KubeconfigError as exc:
+        errors.fail(str(exc), EXIT_BAD_INPUT)
+    try:
+        api = discovery.discover(conn.api_client, conn.host)
+        options = _ViewOptions(
+            config=config,
+            cluster_queues=cluster_queues or None,
+            namespace=namespace,
+            predict=not no_predict,
+        )
+        if watch:
+            _watch(conn, api, options, output, max_redraws)
+        else:
+            from sky_kueue.mirror import export
+
+            fetched = export.fetch(conn, api)
+            for warning in fetched.warnings:
+                click.echo(f"warning: {warning}", err=True)
+            _emit(_build(conn, api, fetched.store, options), output)
+    except MirrorError as exc:
+        errors.fail(str(exc), EXIT_CLUSTER_ERROR)
+    except ModelError as exc:
+        errors.fail(f"cannot model the cluster: {exc}", EXIT_CLUSTER_ERROR)
+    finally:
+        conn.close()
+
+
+@dataclass(frozen=True)
+class _ViewOptions:
+    """What the user asked to see."""
+
+    config: KueueConfig | None
+    cluster_queues: tuple[str, ...] | None
+    namespace: str | None
+    predict: bool
+
+
+def _config(mode: str | None) -> KueueConfig | None:
+    """The KueueConfig named by ``--kueue-config`` (None: classical).
+
+    Raises:
+        ModelError: an unknown mode.
+    """
+    if mode is None or mode.strip() == "classical":
+        return None
+    from sky_kueue.kueue import parse
+
+    return parse.parse_header(f"# kueue-config: {mode}")
+
+
+def _build(conn: Connection, api: KueueApi, store: MirrorStore, options: _ViewOptions) -> QueueView:
+    """The view of the store's current state (visibility positions when served).
+
+    Raises:
+        ModelError: a queue-level object the model cannot read.
+    """
+    from sky_kueue.mirror import export, view, visibility
+    from sky_kueue.mirror.kinds import KindName
+
+    notes: list[str] = []
+    docs = export.documents(store, warnings=notes)
+    shown = options.cluster_queues or [
+        str((cq.get("metadata") or {}).get("name")) for cq in store.items(KindName.CLUSTER_QUEUE)
+    ]
+    positions = visibility.positions(conn.api_client, api.visibility_version, shown)
+    result = view.build_view(
+        docs,
+        now=datetime.now(timezone.utc),
+        identities=store.identities(),
+        positions=positions,
+        predict=options.predict,
+        config=options.config,
+        cluster_queues=options.cluster_queues,
+        namespace=options.namespace,
+    )
+    if notes:
+        result = replace(result, notes=(*result.notes, *notes))
+    return result
+
+
+def _emit(result: QueueView, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(result.to_json(), separators=(",", ":")))
+        return
+    from sky_kueue.cli import queue_view
+
+    queue_view.console().print(queue_view.render(result))
+
+
+def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, max_redraws: int | None) -> None:
+    """Redraw on every (coalesced) change of the mirror until Ctrl-C.
+
+    Raises:
+        MirrorError: the mirror cannot sync.
+    """
+    from sky_kueue.mirror.mirror import Mirror
+
+    mirror = Mirror(conn, api)
+    with mirror:
+        mirror.wait_synced(SYNC_TIMEOUT_SECONDS)
+        for warning in mirror.warnings:
+            click.echo(f"warning: {warning}", err=True)
+
+        def build() -> QueueView:
+            return _build(conn, api, mirror.store, options)
+
+        try:
+            if output == "json":
+                watch_loop(mirror.store, build, lambda v: _emit(v, "json"), max_redraws=max_redraws)
+            else:
+                from rich.live import Live
+
+                from sky_kueue.cli import queue_view
+
+                with Live(console=queue_view.console(), auto_refresh=False, screen=False) as live:
+
+                    def show(result: QueueView) -> None:
+                        live.update(queue_view.render(result), refresh=True)
+
+                    watch_loop(mirror.store, build, show, max_redraws=max_redraws)
+        except KeyboardInterrupt:
+            return
+
+
+def watch_loop(
+    store: MirrorStore,
+    build: Callable[[], QueueView],
+    show: Callable[[QueueView], None],
+    *,
+    max_redraws: int | None = None,
+    quiet_seconds: float = REDRAW_QUIET_SECONDS,
+    min_interval_seconds: float = REDRAW_MIN_INTERVAL_SECONDS,
+) -> int:
+    """Show the view now and after every change of ``store``; returns the number of redraws.
+
+    Waiting is on the store's change notification (fed by the watch streams), never on a
+    timer that would query the server.
+    """
+    redraws = 0
+    last_draw = float("-inf")
+    generation = store.generation
+    show(build())
+    redraws += 1
+    while max_redraws is None or redraws < max_redraws:
+        current = store.wait_changed(generation, WAIT_SLICE_SECONDS)
+        if current == generation:
+            continue
+        # Coalesce a burst: wait until the store has been quiet, and not too soon after the last draw.
+        while True:
+            settled = store.wait_changed(current, quiet_seconds)
+            if settled == current:
+                break
+            current = settled
+        pause = last_draw + min_interval_seconds - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        generation = store.generation
+        show(build())
+        last_draw = time.monotonic()
+        redraws += 1
+    return redraws

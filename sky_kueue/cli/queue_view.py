@@ -1,0 +1,119 @@
+"""Rich rendering of a :class:`~sky_kueue.mirror.view.QueueView`, kubectl-like.
+
+One block per ClusterQueue: a title line (cohort, preemptions), a quota table (per flavor and
+resource: nominal, usage, borrowed, lent, limits) and a workload table (admitted first, then
+pending in queue order). Upper-case headers, ages like ``kubectl get`` (``5m``, ``3h``,
+``2d``), ``-`` for unknown values.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from sky_kueue.kueue import quantity
+from sky_kueue.mirror.view import POSITIONS_VISIBILITY, ClusterQueueView, QueueView, WorkloadRow
+
+#: Longest Kueue message shown in a table cell (characters).
+MAX_MESSAGE_CHARS = 90
+#: Width used when output goes to a pipe or file (characters): like kubectl, don't squeeze
+#: columns to 80 when nobody's terminal is there to fit.
+PIPE_WIDTH_CHARS = 220
+_SECONDS_PER_UNIT: tuple[tuple[str, int], ...] = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+
+
+def age(seconds: float) -> str:
+    """``kubectl``-style age: the largest whole unit (``45s``, ``12m``, ``3h``, ``2d``)."""
+    for unit, size in _SECONDS_PER_UNIT:
+        if seconds >= size or unit == "s":
+            return f"{int(seconds // size)}{unit}"
+    return "0s"
+
+
+def console() -> Console:
+    """A console for standard output: the terminal's width, or a wide one for pipes."""
+    return Console(width=None if sys.stdout.isatty() else PIPE_WIDTH_CHARS)
+
+
+def _limit(resource: str, value: int | None) -> str:
+    return "-" if value is None else quantity.format_amount(resource, value)
+
+
+def _quota_table(cq: ClusterQueueView) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for header in ("FLAVOR", "RESOURCE", "NOMINAL", "USAGE", "BORROWED", "LENT", "BORROW-LIMIT", "LEND-LIMIT"):
+        table.add_column(header, no_wrap=True, justify="left" if header in ("FLAVOR", "RESOURCE") else "right")
+    for row in cq.resources:
+        fmt = quantity.format_amount
+        table.add_row(
+            row.flavor,
+            row.resource,
+            fmt(row.resource, row.nominal),
+            fmt(row.resource, row.usage),
+            fmt(row.resource, row.borrowed) if row.borrowed else "-",
+            fmt(row.resource, row.lent) if row.lent else "-",
+            _limit(row.resource, row.borrowing_limit),
+            _limit(row.resource, row.lending_limit),
+        )
+    return table
+
+
+def _reason(row: WorkloadRow) -> str:
+    text = f"{row.reason}: {row.message}" if row.reason and row.message else row.reason or row.message
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
+def _workload_table(cq: ClusterQueueView, predicted: bool) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    headers = ["WORKLOAD", "STATE", "PRIORITY", "AGE", "POS", "SKYPILOT", "PREEMPTED"]
+    if predicted:
+        headers.append("PREDICTED")
+    headers.append("REASON")
+    for header in headers:
+        table.add_column(
+            header,
+            no_wrap=header not in ("REASON", "PREDICTED"),
+            justify="right" if header in ("PRIORITY", "AGE", "POS", "PREEMPTED") else "left",
+        )
+    for row in (*cq.admitted, *cq.pending):
+        cells = [
+            row.key,
+            row.state,
+            str(row.priority),
+            age(row.age_seconds),
+            "-" if row.position is None else str(row.position),
+            row.skypilot.display() if row.skypilot and row.skypilot.display() else "-",
+            str(row.preemptions) if row.preemptions else "-",
+        ]
+        if predicted:
+            cells.append(row.predicted or "-")
+        cells.append(_reason(row) or "-")
+        table.add_row(*cells)
+    return table
+
+
+def render(view: QueueView) -> RenderableType:
+    """The whole view as one renderable."""
+    parts: list[RenderableType] = []
+    if not view.cluster_queues:
+        parts.append(Text("No ClusterQueues match."))
+    for cq in view.cluster_queues:
+        title = Text.assemble(
+            ("ClusterQueue ", "bold"),
+            (cq.name, "bold cyan"),
+            f"  cohort: {cq.cohort or '-'}",
+            f"  admitted: {len(cq.admitted)}  pending: {len(cq.pending)}  preemptions: {cq.preemptions}",
+        )
+        parts.extend([title, _quota_table(cq)])
+        if cq.admitted or cq.pending:
+            parts.append(Text(""))
+            parts.append(_workload_table(cq, view.predicted))
+        parts.append(Text(""))
+    source = "Kueue's visibility API" if view.positions_from == POSITIONS_VISIBILITY else "the model's queue order"
+    parts.append(Text(f"positions: {source}; as of {view.taken_at.strftime('%Y-%m-%d %H:%M:%S %Z')}", style="dim"))
+    for note in view.notes:
+        parts.append(Text(f"note: {note}", style="yellow"))
+    return Group(*parts)

@@ -1,0 +1,299 @@
+"""A reflector: keeps one kind of the :class:`~sky_kueue.mirror.store.MirrorStore` equal to the
+server, by listing once and then watching. No polling.
+
+Informer semantics, and why each rule (client-go ``tools/cache/reflector.go`` is the
+reference; ``fake-apiserver.md`` lists how the Python client surfaces each failure):
+
+1. **List, then watch from the list's resourceVersion** with ``allowWatchBookmarks``. The list
+   is paged (:data:`~sky_kueue.mirror.source.LIST_PAGE_SIZE_OBJECTS` per page) through a
+   continue token, which pins one consistent snapshot; the store is replaced with it in one
+   step, so readers never see half a list.
+2. **Resume, don't relist**: after a clean end of the watch (server ``timeoutSeconds``) or a
+   cut stream (``urllib3`` ``ProtocolError``, a read timeout), watch again from the last
+   resourceVersion seen (an event's or a bookmark's). The server replays every change since
+   then, so nothing is missed, even an object that was modified and deleted meanwhile.
+3. **Relist on 410 Gone** (an ERROR event or a 410 answer: the resourceVersion was
+   compacted away). The relist diff turns objects that vanished into ``deleted`` transitions.
+4. **Back off on trouble**: 5xx, 429 (at least ``Retry-After``), dropped connections and
+   timeouts are retried with bounded, jittered delays (:mod:`sky_kueue.mirror.backoff`); a
+   watch that ends at once without any event also counts as trouble, so a server that closes
+   every watch cannot make the reflector spin. A healthy session resets the delay.
+5. **Permanent refusals** (403, 404) are reported to the mirror (which tells a waiting caller).
+   A required kind is retried at the slowest pace (RBAC can be fixed while the mirror runs);
+   an optional kind (pods, namespaces) is given up, so a forbidden optional kind costs no
+   requests while idle.
+
+The reflector runs on its own daemon thread; :meth:`Reflector.stop` ends it promptly by
+shutting down the watch's socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from sky_kueue.mirror import connection
+from sky_kueue.mirror.backoff import BACKGROUND_POLICY, FailureBackoff, RetryPolicy, retrying
+from sky_kueue.mirror.errors import is_transient, list_retryable
+from sky_kueue.mirror.source import LIST_PAGE_SIZE_OBJECTS, KindSource, RawWatch
+from sky_kueue.mirror.store import MirrorStore, normalize
+
+log = logging.getLogger(__name__)
+
+#: Server-side watch duration (seconds), randomized in [min, 2*min) like client-go.
+WATCH_TIMEOUT_MIN_SECONDS = 300
+#: Socket read timeout of a watch (seconds): longer than the apiserver's bookmark interval
+#: (about a minute), so only a dead connection trips it; the reflector then resumes.
+WATCH_READ_TIMEOUT_SECONDS = 120
+#: A watch that ends sooner than this without delivering anything counts as a failure.
+MIN_HEALTHY_WATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ReflectorSettings:
+    """Tunables of one reflector (defaults for production)."""
+
+    policy: RetryPolicy = BACKGROUND_POLICY
+    page_size: int = LIST_PAGE_SIZE_OBJECTS
+    request_timeout: tuple[int, int] = connection.REQUEST_TIMEOUT
+    watch_timeout_min_seconds: int = WATCH_TIMEOUT_MIN_SECONDS
+    watch_read_timeout_seconds: int = WATCH_READ_TIMEOUT_SECONDS
+    min_healthy_watch_seconds: float = MIN_HEALTHY_WATCH_SECONDS
+
+
+class _Stopped(Exception):
+    """The reflector was asked to stop."""
+
+
+class _Relist(Exception):
+    """The watch's resourceVersion is gone (410): list again."""
+
+
+#: Reports a failure: (exception, permanent?). Called from the reflector thread.
+ErrorReporter = Callable[[BaseException, bool], None]
+
+
+class Reflector:
+    """Mirrors one kind into a store on a background thread."""
+
+    def __init__(
+        self,
+        source: KindSource,
+        store: MirrorStore,
+        *,
+        settings: ReflectorSettings | None = None,
+        sleep: Callable[[float], None] | None = None,
+        on_error: ErrorReporter | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.source = source
+        self.kind = source.kind
+        self._store = store
+        self._settings = settings or ReflectorSettings()
+        self._stop = threading.Event()
+        self._sleep_fn = sleep
+        self._on_error = on_error or (lambda exc, permanent: None)
+        self._rng = rng or random.Random()
+        self._watch: RawWatch | None = None
+        self._watch_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        #: Counters for tests and benchmarks.
+        self.lists = 0
+        self.watches = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name=f"sky-kueue-reflector-{self.kind.plural}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the reflector to stop; an open watch is shut down at once."""
+        self._stop.set()
+        with self._watch_lock:
+            watcher = self._watch
+        if watcher is not None:
+            watcher.stop()
+
+    def join(self, timeout_seconds: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout_seconds)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _sleep(self, seconds: float) -> None:
+        if self._sleep_fn is not None:
+            self._sleep_fn(seconds)
+        else:
+            self._stop.wait(seconds)
+        if self._stop.is_set():
+            raise _Stopped()
+
+    # ---- the loop --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = FailureBackoff(self._settings.policy, self._rng)
+        while not self._stop.is_set():
+            try:
+                resource_version = self._list()
+                backoff.success()
+                self._watch_until_relist(resource_version)
+            except _Stopped:
+                return
+            except _Relist:
+                continue
+            except ApiException as exc:
+                if self._stop.is_set():
+                    return
+                permanent = not is_transient(exc)
+                self._on_error(exc, permanent)
+                if permanent and not self.kind.required:
+                    log.warning("%s: list refused (HTTP %s); not mirrored", self.kind.plural, exc.status)
+                    return
+                delay = self._settings.policy.max_delay_seconds if permanent else backoff.failure(exc)
+                log.warning("%s: list failed (HTTP %s); retrying in %.1fs", self.kind.plural, exc.status, delay)
+                try:
+                    self._sleep(delay)
+                except _Stopped:
+                    return
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self._stop.is_set():
+                    return
+                self._on_error(exc, False)
+                delay = backoff.failure(exc)
+                log.warning("%s: list failed (%s); retrying in %.1fs", self.kind.plural, type(exc).__name__, delay)
+                try:
+                    self._sleep(delay)
+                except _Stopped:
+                    return
+
+    def _list(self) -> str:
+        """List every page (retrying transient failures) and replace the store's copy.
+
+        Raises:
+            ApiException: a permanent refusal, or retries exhausted.
+        """
+        for attempt in retrying(
+            self._settings.policy, sleep=self._sleep, should_stop=self._stop.is_set, retry_on=list_retryable
+        ):
+            with attempt:
+                if self._stop.is_set():
+                    raise _Stopped()
+                items, resource_version = self._list_pages()
+        self.lists += 1
+        version = self.source.api_version
+        self._store.replace(
+            self.kind.name, [normalize(self.kind.name, version, item) for item in items], resource_version
+        )
+        log.debug("%s: listed %d at resourceVersion %s", self.kind.plural, len(items), resource_version)
+        return resource_version
+
+    def _list_pages(self) -> tuple[list[dict[str, object]], str]:
+        items: list[dict[str, object]] = []
+        token: str | None = None
+        first_version = ""
+        while True:
+            page = self.source.list_page(
+                limit=self._settings.page_size, continue_token=token, timeout=self._settings.request_timeout
+            )
+            items.extend(page.items)
+            if not first_version:
+                first_version = page.resource_version
+            token = page.continue_token
+            if not token:
+                return items, first_version
+
+    def _watch_until_relist(self, resource_version: str) -> None:
+        """Watch and resume until a 410 (raises :class:`_Relist`) or a stop.
+
+        Raises:
+            _Relist: the resourceVersion expired.
+            _Stopped: stop requested.
+            ApiException: a permanent refusal of the watch.
+        """
+        backoff = FailureBackoff(self._settings.policy, self._rng)
+        kind = self.kind.name
+        api_version = self.source.api_version
+        while True:
+            if self._stop.is_set():
+                raise _Stopped()
+            started = time.monotonic()
+            delivered = 0
+            watcher = RawWatch(return_type=dict)
+            with self._watch_lock:
+                # Checked under the lock :meth:`stop` reads the watcher with: either stop sees
+                # this watcher and shuts it down, or this sees the stop.
+                if self._stop.is_set():
+                    raise _Stopped()
+                self._watch = watcher
+            failure: BaseException | None = None
+            try:
+                self.watches += 1
+                timeout = self._settings.watch_timeout_min_seconds
+                events = self.source.watch(
+                    watcher,
+                    resource_version=resource_version,
+                    timeout_seconds=timeout + self._rng.randrange(max(1, timeout)),
+                    request_timeout=(self._settings.request_timeout[0], self._settings.watch_read_timeout_seconds),
+                )
+                for event in events:
+                    if self._stop.is_set():
+                        raise _Stopped()
+                    # ``Watch.stream`` yields None for a blank or undecodable line.
+                    obj = event.get("raw_object") if isinstance(event, dict) else None
+                    if not isinstance(obj, dict):
+                        continue
+                    event_type = str(event.get("type", ""))
+                    version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+                    if event_type == "BOOKMARK":
+                        if version:
+                            resource_version = version
+                            self._store.bookmark(kind, version)
+                        continue
+                    self._store.apply(kind, event_type, normalize(kind, api_version, obj))
+                    if version:
+                        resource_version = version
+                    delivered += 1
+                    backoff.success()
+            except ApiException as exc:
+                if self._stop.is_set():
+                    raise _Stopped() from exc
+                if exc.status == 410:
+                    log.info("%s: resourceVersion %s expired; relisting", self.kind.plural, resource_version)
+                    raise _Relist() from exc
+                if not is_transient(exc):
+                    raise
+                failure = exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if self._stop.is_set():
+                    raise _Stopped() from exc
+                failure = exc
+            finally:
+                with self._watch_lock:
+                    self._watch = None
+            if failure is None:
+                healthy = delivered > 0 or time.monotonic() - started >= self._settings.min_healthy_watch_seconds
+                if healthy:
+                    continue  # clean end: resume from the last resourceVersion at once
+            if failure is not None:
+                self._on_error(failure, False)
+            delay = backoff.failure(failure)
+            log.info(
+                "%s: watch ended (%s); resuming from %s in %.2fs",
+                self.kind.plural,
+                type(failure).__name__ if failure else "closed early",
+                resource_version,
+                delay,
+            )
+            self._sleep(delay)

@@ -1,0 +1,54 @@
+"""The policy validates and predicts against the live cluster through the queue mirror."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from sky_kueue.sandbox.apiserver.clock import ManualClock
+from sky_kueue.sandbox.sandbox import Sandbox
+from sky_kueue.skypilot import cluster_view
+from sky_kueue.skypilot.demand import WorkloadDemand
+from sky_kueue.skypilot.verdict import AdmissionOutcome
+from tests.skypilot.builders import SEED_SCENARIO, config
+
+
+@pytest.fixture
+def cluster() -> Iterator[Sandbox]:
+    clock = ManualClock(datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.timezone.utc))
+    with Sandbox(clock=clock, run_emulator=False) as box:
+        docs = [d for d in yaml.safe_load_all(SEED_SCENARIO.read_text()) if d]
+        box.apply([d for d in docs if d["metadata"]["name"] != "team-a-prod-job"])
+        yield box
+
+
+def test_live_cluster_view_sees_the_borrowing_dev_job(cluster: Sandbox) -> None:
+    live = config(cluster={"kubeconfig": str(cluster.kubeconfig_path)})
+    try:
+        view = cluster_view.build_view(live)
+        assert isinstance(view, cluster_view.ModelClusterView)
+        assert "live cluster" in view.source
+        team_a = view.local_queue("team-a", "team-a-lq")
+        assert team_a is not None
+        verdict = view.predict(team_a, WorkloadDemand(1, {"cpu": 7000, "nvidia.com/gpu": 2}), "prod-priority")
+        assert verdict.outcome is AdmissionOutcome.ADMIT_AFTER_PREEMPTION
+        assert verdict.preempts == ("team-b/team-b-dev-job",)
+    finally:
+        for mirror in cluster_view._live_mirrors.values():  # noqa: SLF001 - stop the process-wide mirror
+            mirror.stop()
+        cluster_view._live_mirrors.clear()  # noqa: SLF001
+
+
+def test_an_unreachable_cluster_falls_back_to_the_offline_view(tmp_path: object) -> None:
+    from pathlib import Path
+
+    kubeconfig = Path(str(tmp_path)) / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n"
+    )
+    view = cluster_view.build_view(config(cluster={"kubeconfig": str(kubeconfig)}))
+    assert not isinstance(view, cluster_view.ModelClusterView) or "live cluster" not in view.source
