@@ -153,6 +153,15 @@ def _live_view(config: PluginConfig) -> ModelClusterView | None:
     return ModelClusterView(state=state, source=f"the live cluster ({settings.context or 'current context'})")
 
 
+def close_live_mirrors() -> None:
+    """Stop every live mirror this process opened (tests, shutdown)."""
+    with _live_lock:
+        mirrors = list(_live_mirrors.values())
+        _live_mirrors.clear()
+    for mirror in mirrors:
+        mirror.stop()
+
+
 def build_view(config: PluginConfig) -> ClusterView:
     """The best view the config allows: the live cluster, else the model over
     ``cluster.manifests``, else the plugin config alone.

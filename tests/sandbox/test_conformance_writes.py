@@ -69,6 +69,31 @@ def test_patch_carrying_a_stale_resource_version_is_409(custom: client.CustomObj
     assert failure.value.status == 409
 
 
+def test_patch_carrying_another_objects_uid_is_409_and_changes_nothing(custom: client.CustomObjectsApi) -> None:
+    """A uid in a patch is a precondition (the apiserver's update path): a patch decided for a
+    deleted Workload must never land on its same-named successor."""
+    created = custom.create_namespaced_custom_object(KUEUE, "v1beta2", "default", "workloads", builders.workload("wl"))
+    uid = created["metadata"]["uid"]
+    custom.patch_namespaced_custom_object(
+        KUEUE, "v1beta2", "default", "workloads", "wl", {"metadata": {"uid": uid}, "spec": {"priority": 1}}
+    )
+
+    with pytest.raises(ApiException) as failure:
+        custom.patch_namespaced_custom_object(
+            KUEUE,
+            "v1beta2",
+            "default",
+            "workloads",
+            "wl",
+            {"metadata": {"uid": "someone-else"}, "spec": {"priority": 2}},
+        )
+
+    assert failure.value.status == 409
+    assert "Precondition failed: UID in precondition: someone-else" in str(failure.value.body)
+    stored = custom.get_namespaced_custom_object(KUEUE, "v1beta2", "default", "workloads", "wl")
+    assert stored["spec"]["priority"] == 1
+
+
 def test_merge_patch_sets_and_deletes_fields(core: client.CoreV1Api) -> None:
     core.create_namespaced_config_map("default", builders.config_map("cm", a="1", b="2"))
 

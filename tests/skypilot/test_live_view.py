@@ -37,9 +37,7 @@ def test_live_cluster_view_sees_the_borrowing_dev_job(cluster: Sandbox) -> None:
         assert verdict.outcome is AdmissionOutcome.ADMIT_AFTER_PREEMPTION
         assert verdict.preempts == ("team-b/team-b-dev-job",)
     finally:
-        for mirror in cluster_view._live_mirrors.values():  # noqa: SLF001 - stop the process-wide mirror
-            mirror.stop()
-        cluster_view._live_mirrors.clear()  # noqa: SLF001
+        cluster_view.close_live_mirrors()
 
 
 def test_an_unreachable_cluster_falls_back_to_the_offline_view(tmp_path: object) -> None:
