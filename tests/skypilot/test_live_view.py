@@ -50,3 +50,36 @@ def test_an_unreachable_cluster_falls_back_to_the_offline_view(tmp_path: object)
     )
     view = cluster_view.build_view(config(cluster={"kubeconfig": str(kubeconfig)}))
     assert not isinstance(view, cluster_view.ModelClusterView) or "live cluster" not in view.source
+
+
+def test_burst_decisions_on_the_live_sandbox_state(cluster: Sandbox) -> None:
+    """Admit-after-preemption keeps Kubernetes; a long wait gets the ordered cloud fallback;
+    a request beyond the queue's capacity skips Kubernetes."""
+    from sky_kueue.skypilot.burst import BurstAction
+    from sky_kueue.skypilot.decision import Placement
+    from sky_kueue.skypilot.engine import evaluate
+    from sky_kueue.skypilot.task_yaml import candidates
+    from tests.skypilot.builders import CONTEXT, request, task
+
+    bursty = config(
+        cluster={"kubeconfig": str(cluster.kubeconfig_path)},
+        teams={
+            "team-a": {"burst": {"opt_in": False}},
+            "team-b": {"limits": {"max_cpus": 32}, "burst": {"max_queue_wait_seconds": 600, "clouds": ["aws"]}},
+        },
+    )
+    try:
+        view = cluster_view.build_view(bursty)
+        keep = evaluate(request(task(team="team-a", cpus="7", accelerators={"A100": 2})), bursty, view)
+        assert isinstance(keep.decision, Placement)
+        assert keep.decision.burst.action is BurstAction.KEEP_KUBERNETES
+        wait = evaluate(request(task(team="team-b", cpus="7")), bursty, view)
+        assert isinstance(wait.decision, Placement)
+        assert wait.decision.burst.action is BurstAction.ADD_CLOUD_FALLBACK
+        assert [c["infra"] for c in candidates(wait.task)] == [f"kubernetes/{CONTEXT}", "aws"]
+        never = evaluate(request(task(team="team-b", cpus="17")), bursty, view)
+        assert isinstance(never.decision, Placement)
+        assert never.decision.burst.action is BurstAction.SKIP_KUBERNETES
+        assert [c["infra"] for c in candidates(never.task)] == ["aws"]
+    finally:
+        cluster_view.close_live_mirrors()
