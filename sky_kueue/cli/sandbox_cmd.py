@@ -8,8 +8,10 @@ point kubectl or the kubernetes client at an empty cluster that speaks Kueue's A
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 import click
@@ -18,14 +20,36 @@ import click
 DEFAULT_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
 
 
+@contextlib.contextmanager
+def _stop_on_signal() -> Iterator[threading.Event]:
+    """An event set by Ctrl-C or SIGTERM for the duration of the block."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_HOST_OPTION = click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+_PORT_OPTION = click.option(
+    "--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port."
+)
+
+
 @click.group()
 def sandbox() -> None:
     """A local Kubernetes API server with Kueue's APIs, for tests and demos."""
 
 
 @sandbox.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
+@_HOST_OPTION
+@_PORT_OPTION
 @click.option(
     "--kubeconfig",
     "kubeconfig_path",
@@ -38,13 +62,7 @@ def serve(host: str, port: int, kubeconfig_path: str) -> None:
     """Run the bare API server in the foreground until Ctrl-C or SIGTERM."""
     from sky_kueue.sandbox.apiserver import ApiServer
 
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _stop_on_signal() as stop:
         try:
             server = ApiServer(host, port).start()
         except OSError as failure:
@@ -63,9 +81,6 @@ def serve(host: str, port: int, kubeconfig_path: str) -> None:
             click.echo("stopping")
         finally:
             server.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 #: Where ``up`` writes its kubeconfig unless told otherwise.
@@ -73,8 +88,8 @@ DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
 
 
 @sandbox.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
+@_HOST_OPTION
+@_PORT_OPTION
 @click.option(
     "--kubeconfig",
     "kubeconfig_path",
@@ -120,12 +135,6 @@ def up(
     from sky_kueue.sandbox import seed
     from sky_kueue.sandbox.sandbox import Sandbox, SandboxError
 
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     path = pathlib.Path(kubeconfig_path).expanduser()
     config = None
     if kueue_config is not None:
@@ -136,7 +145,7 @@ def up(
             config = parse.parse_header(f"# kueue-config: {kueue_config}")
         except ModelError as failure:
             raise click.ClickException(str(failure)) from failure
-    try:
+    with _stop_on_signal() as stop:
         box = Sandbox(
             time_scale=time_scale,
             priority_boost=priority_boost,
@@ -165,6 +174,3 @@ def up(
             click.echo("stopping")
         finally:
             box.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
