@@ -1,7 +1,14 @@
-"""``sky-kueue demo``: what sky-kueue does, on the seed setup, with no cluster needed.
+"""``sky-kueue demo``: the resubmission controller at work on a sandbox cluster, no cluster needed.
 
-The seed setup is two teams sharing a cohort: team-b's dev job borrows cohort CPU, then
-team-a's prod job (7 CPU, 2 GPUs) arrives. The demo predicts, with the exact Kueue model,
+By default the demo is live (:mod:`sky_kueue.cli.demo_live`): it starts the sandbox API
+server with its Kueue emulation, applies the seed setup (team-a and team-b sharing a
+cohort), submits team-b's dev job and then team-a's prod job as SkyPilot-like pod groups,
+runs the real controller against it, relaunches preempted jobs as SkyPilot does, and prints
+the timeline: team-b admitted, preempted by team-a, resubmitted with an aged priority, and
+admitted when capacity frees. A second scenario shows repeated preemption starving team-b
+without aging, and not with it. ``--output json`` prints ``{"events": [...], "final": {...}}``.
+
+``--predict-only`` keeps the original, model-only demo: the exact Kueue model predicts
 that team-a preempts team-b (reclaim while borrowing) and is admitted one cycle later.
 """
 
@@ -19,10 +26,7 @@ from sky_kueue.kueue.errors import ModelError
 SEED_SCENARIO = "seed-scenario.yaml"
 
 
-@click.command("demo")
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def demo(output: str) -> None:
-    """Predict the seed scenario: team-a's prod job preempts team-b's borrowing dev job."""
+def _predict(output: str) -> None:
     from sky_kueue.kueue import loader, predictor
 
     text = resources.files("sky_kueue.data").joinpath(SEED_SCENARIO).read_text(encoding="utf-8")
@@ -36,6 +40,36 @@ def demo(output: str) -> None:
         return
     from sky_kueue.cli import verdict_view
 
-    click.echo(__doc__.split("\n\n", 1)[1].strip() if __doc__ else "")
+    click.echo(
+        "The seed setup: team-b's dev job borrows cohort CPU, then team-a's prod job (7 CPU, 2 GPUs) "
+        "arrives. The exact Kueue model predicts that team-a preempts team-b (reclaim while borrowing) "
+        "and is admitted one cycle later."
+    )
     click.echo()
     verdict_view.print_verdicts(result)
+
+
+@click.command("demo")
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--predict-only", is_flag=True, help="Only predict the seed scenario with the Kueue model.")
+@click.option(
+    "--priority-boost",
+    is_flag=True,
+    help="Run the sandbox with Kueue's PriorityBoost gate on (the controller sets the annotation).",
+)
+def demo(output: str, predict_only: bool, priority_boost: bool) -> None:
+    """Live demo: Kueue preempts a SkyPilot job; the controller ages its relaunch."""
+    if predict_only:
+        _predict(output)
+        return
+    from sky_kueue.cli import demo_live  # the sandbox is imported only here
+
+    try:
+        document = demo_live.run_demo(priority_boost=priority_boost)
+    except RuntimeError as exc:
+        errors.fail(f"the demo failed: {exc}", code=1)
+    if output == "json":
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    demo_live.print_text(document)

@@ -15,8 +15,11 @@ import click
 #: subcommand name -> "module:attribute" of the click command implementing it.
 SUBCOMMANDS: dict[str, str] = {
     "predict": "sky_kueue.cli.predict_cmd:predict",
+    "queue": "sky_kueue.cli.queue_cmd:queue",
+    "snapshot": "sky_kueue.cli.snapshot_cmd:snapshot",
     "demo": "sky_kueue.cli.demo_cmd:demo",
     "aging": "sky_kueue.cli.aging_cmd:aging",
+    "controller": "sky_kueue.cli.controller_cmd:controller",
     "sandbox": "sky_kueue.cli.sandbox_cmd:sandbox",
     "policy-server": "sky_kueue.cli.policy_server_cmd:policy_server",
     "check-config": "sky_kueue.cli.config_cmd:check_config",

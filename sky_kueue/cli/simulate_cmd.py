@@ -71,30 +71,76 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the trace generator and relaunch jitter.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Simulate this many jobs of the trace.")
-@click.option("--hours", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Simulate the jobs submitted in the first H hours.")
+@click.option(
+    "--hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Simulate the jobs submitted in the first H hours.",
+)
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write wait-time CDFs and a ClusterQueue timeline as PNG (needs matplotlib).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="sky-kueue.yaml whose aging settings the aging policies use.")
-@click.option("--aging-set", "aging_overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override one aging setting (e.g. max_age_seconds=3600); repeatable.")
-@click.option("--cluster", "cluster_yaml", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Kueue objects (YAML) to run a CSV trace on; teams name LocalQueues.")
-@click.option("--cycle-interval", type=click.FloatRange(min=0), default=None,
-              help="Seconds between Kueue cycles (default 1).")
-@click.option("--burst-after", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Burst a launch attempt to the cloud after this many seconds in Kueue (all teams).")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write wait-time CDFs and a ClusterQueue timeline as PNG (needs matplotlib).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="sky-kueue.yaml whose aging settings the aging policies use.",
+)
+@click.option(
+    "--aging-set",
+    "aging_overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one aging setting (e.g. max_age_seconds=3600); repeatable.",
+)
+@click.option(
+    "--cluster",
+    "cluster_yaml",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Kueue objects (YAML) to run a CSV trace on; teams name LocalQueues.",
+)
+@click.option(
+    "--cycle-interval", type=click.FloatRange(min=0), default=None, help="Seconds between Kueue cycles (default 1)."
+)
+@click.option(
+    "--burst-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Burst a launch attempt to the cloud after this many seconds in Kueue (all teams).",
+)
 @click.option("--burst-cost", type=click.FloatRange(min=0), default=None, help="Cloud price per GPU-hour (USD).")
-@click.option("--starve-factor", type=click.FloatRange(min=0), default=None,
-              help="Starved: wait > K x run time (and > --starve-after). Default 10.")
-@click.option("--starve-after", type=click.FloatRange(min=0), default=None,
-              help="Starved: wait > T seconds (and > K x run time). Default 3600.")
-@click.option("--eta-sample", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Grade admission ETAs at submission for about N jobs per policy.")
-@click.option("--eta-within", type=click.FloatRange(min=0), default=None,
-              help="Threshold T of the 'admitted within T' check, seconds (default 600).")
+@click.option(
+    "--starve-factor",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Starved: wait > K x run time (and > --starve-after). Default 10.",
+)
+@click.option(
+    "--starve-after",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Starved: wait > T seconds (and > K x run time). Default 3600.",
+)
+@click.option(
+    "--eta-sample",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Grade admission ETAs at submission for about N jobs per policy.",
+)
+@click.option(
+    "--eta-within",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Threshold T of the 'admitted within T' check, seconds (default 600).",
+)
 @click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(

@@ -126,8 +126,19 @@ class AgingEngine:
         *,
         predicted_wait_seconds: float | None = None,
         wait_limit_seconds: float | None = None,
+        actuate: bool = True,
     ) -> ReconcileOutcome:
         """Records what ``detection`` implies and ages the Workload if it is waiting.
+
+        Args:
+            detection: the classified Workload snapshot.
+            predicted_wait_seconds: the admission predictor's estimate, for the burst rule.
+            wait_limit_seconds: the team's wait limit, for the burst rule.
+            actuate: False records the facts only (no aging decision, no patch). The live
+                controller passes False for a snapshot it knows is stale (a watch replayed
+                after a restart): a patch planned on a stale "pending" snapshot could land on
+                a Workload that has been admitted since, and the current snapshot is
+                reconciled right after anyway.
 
         Raises:
             StoreError: the history store failed; nothing after the failure was done.
@@ -195,21 +206,20 @@ class AgingEngine:
         actuation: ActuationResult | None = None
         burst: BurstRecord | None = None
         if detection.is_pending:
-            first_episode = episode.evictions == 0  # never evicted: waiting since creation
-            queued_at = facts.created_at if first_episode and facts.created_at is not None else None
-            if queued_at is None:
-                queued_at = eviction.at if eviction is not None and eviction.at is not None else now
-            if self._record(identity, episode, TransitionCause.QUEUED, queued_at, facts.uid):
+            if self._record_queued(identity, detection, now):
                 recorded.append(f"queued {episode.token}")
-            self._waiting.pop(job_key, None)
-            self._waiting[job_key] = detection
-            while len(self._waiting) > MAX_WAITING_SNAPSHOTS:
-                self._waiting.pop(next(iter(self._waiting)))
-            step, decision, plan_patch, actuation, burst, age_notes = self._age(
-                detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
-            )
-            notes.extend(age_notes)
-        elif late_preemption:
+            if actuate:
+                self._waiting.pop(job_key, None)
+                self._waiting[job_key] = detection
+                while len(self._waiting) > MAX_WAITING_SNAPSHOTS:
+                    self._waiting.pop(next(iter(self._waiting)))
+                step, decision, plan_patch, actuation, burst, age_notes = self._age(
+                    detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                )
+                notes.extend(age_notes)
+        if not actuate or not detection.is_pending:
+            self._confirm_landed(detection)
+        if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
@@ -228,6 +238,40 @@ class AgingEngine:
             burst=burst,
             notes=tuple(notes),
         )
+
+    def _settle_stale_step(self, step: AgingStep, current: Detection, *, skip: bool = True) -> None:
+        """A decided step whose Workload stopped waiting: did the patch land before it did?
+
+        A crash between the patch and marking the step leaves it decided although the
+        Workload carries the boost; it is then confirmed. Otherwise (with ``skip``) it was
+        admitted or finished first and the step is skipped: aging raises waiting Workloads only.
+        """
+        facts = current.workload
+        history = self._store.load(step.job_key)
+        base = history.base_priority if history is not None and history.base_priority is not None else facts.priority
+        effective = facts.priority + (facts.boost_annotation if self._mechanism is ActuatorKind.BOOST_ANNOTATION else 0)
+        if step.boost > 0 and effective >= base + step.boost:
+            self._store.mark_actuated(
+                step.key, step.boost, step.revision, self._clock(), f"{self._actuator.name}:confirmed"
+            )
+        elif skip:
+            self._store.mark_skipped(step.key, self._clock(), f"Workload is {facts.phase.value}")
+
+    def _confirm_landed(self, detection: Detection) -> None:
+        """Confirms a decided step this snapshot shows applied (a replay after a crash between
+        the patch and its mark: the Workload may be gone by the time the step is retried)."""
+        for step in self._store.pending_steps():
+            if step.key == detection.episode_key:
+                self._settle_stale_step(step, detection, skip=False)
+
+    def _record_queued(self, identity: JobIdentity, detection: Detection, now: float) -> bool:
+        """Records that the Workload waits for quota (since creation, or since its eviction)."""
+        facts, eviction, episode = detection.workload, detection.eviction, detection.episode_key
+        first_episode = episode.evictions == 0  # never evicted: waiting since creation
+        queued_at = facts.created_at if first_episode and facts.created_at is not None else None
+        if queued_at is None:
+            queued_at = eviction.at if eviction is not None and eviction.at is not None else now
+        return self._record(identity, episode, TransitionCause.QUEUED, queued_at, facts.uid)
 
     def _record(self, identity: JobIdentity, episode: EpisodeKey, cause: TransitionCause, at: float, uid: str) -> bool:
         return self._store.record_transition(identity, Transition(transition_key(episode, cause), cause, at, uid))
@@ -336,7 +380,10 @@ class AgingEngine:
         return f"burst annotation: {result.outcome.value}"
 
     def replay_pending(self, lookup: Callable[[str, str], Detection | None]) -> list[ReconcileOutcome]:
-        """Re-actuates steps left ``decided`` by a crash (call once at startup).
+        """Re-actuates steps left ``decided`` by a crash or a transient failure.
+
+        Call at startup and whenever actuations may have failed; a step whose Workload is
+        gone, replaced or no longer waiting is marked skipped.
 
         Args:
             lookup: returns the current snapshot of the Workload ``(namespace, name)``.
@@ -349,4 +396,6 @@ class AgingEngine:
                 self._store.mark_skipped(step.key, self._clock(), reason)
                 continue
             outcomes.append(self.reconcile(current))
+            if not current.is_pending:
+                self._settle_stale_step(step, current)
         return outcomes

@@ -233,7 +233,8 @@ class JobHistory:
         actuated = [s for s in self.steps if s.actuated_boost is not None and s.actuated_at is not None]
         if not actuated:
             return 0
-        latest = max(actuated, key=lambda s: (s.actuated_at or 0.0, s.revision))
+        # Ties (several steps actuated at one instant) go to the step recorded last.
+        _, latest = max(enumerate(actuated), key=lambda item: (item[1].actuated_at or 0.0, item[1].revision, item[0]))
         return latest.actuated_boost or 0
 
     def step(self, key: EpisodeKey) -> AgingStep | None:

@@ -350,8 +350,44 @@ class SqliteHistoryStore:
     # --- writes -----------------------------------------------------------------------
 
     def ensure_job(self, identity: JobIdentity, base_priority: int | None, seen_at: float) -> str:
+        # Called on every reconcile: when the job is already registered with everything this
+        # identity knows, answer from a read and spare a write transaction (and its fsync).
+        with self._read() as conn:
+            known = self._registered_key(conn, identity, seen_at, base_priority)
+        if known is not None:
+            return known
         with self._write() as conn:
             return self._job_key(conn, identity, seen_at, base_priority)
+
+    def _registered_key(
+        self, conn: sqlite3.Connection, identity: JobIdentity, seen_at: float, base_priority: int | None
+    ) -> str | None:
+        """The job key if :meth:`_job_key` would change nothing, else None."""
+        group_key = identity.pod_group_key
+        if identity.managed_job_id:
+            key = managed_job_key(identity.managed_job_id)
+            if group_key is not None and (
+                self._alias_target(conn, group_key) != key
+                or conn.execute("SELECT 1 FROM jobs WHERE job_key = ?", (group_key,)).fetchone() is not None
+            ):
+                return None
+        else:
+            assert group_key is not None
+            key = self._alias_target(conn, group_key) or group_key
+        row = conn.execute("SELECT * FROM jobs WHERE job_key = ?", (key,)).fetchone()
+        if row is None or seen_at < row["first_seen"]:
+            return None
+        wanted = {
+            "pod_group": identity.pod_group,
+            "managed_job_id": identity.managed_job_id,
+            "managed_job_name": identity.managed_job_name,
+            "user_name": identity.user,
+            "cluster_name": identity.cluster_name,
+            "base_priority": base_priority,
+        }
+        if any(value is not None and row[column] is None for column, value in wanted.items()):
+            return None
+        return key
 
     @staticmethod
     def _insert_transition(conn: sqlite3.Connection, job_key: str, transition: Transition) -> bool:
@@ -646,7 +682,7 @@ class SqliteHistoryStore:
                        (SELECT s.actuated_boost FROM steps s
                             WHERE s.job_key = j.job_key AND s.actuated_at IS NOT NULL
                                 AND s.actuated_boost IS NOT NULL
-                            ORDER BY s.actuated_at DESC, s.revision DESC LIMIT 1)
+                            ORDER BY s.actuated_at DESC, s.revision DESC, s.seq DESC LIMIT 1)
                             AS boost,
                        (SELECT t.cause FROM transitions t WHERE t.job_key = j.job_key
                             ORDER BY t.at DESC, t.seq DESC LIMIT 1) AS last_cause,

@@ -92,7 +92,50 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, content: str | No
 
 
 def test_demo_runs_with_no_cluster() -> None:
+    """The README's first command: the sandbox, the seed setup, SkyPilot-like jobs, the controller."""
     proc = run("demo", "--output", "json")
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert set(document) == {"events", "final"}
+    events, final = document["events"], document["final"]
+    assert all(
+        set(e) == {"t", "type", "workload", "job", "priority", "detail"}
+        and e["type"] in ("submitted", "admitted", "preempted", "resubmitted", "aged", "burst", "finished")
+        for e in events
+    )
+    dev = "team-b/dev-1-fcd1e5cf"
+    # team-b admitted, preempted by team-a, resubmitted with an aged priority, admitted when capacity frees.
+    dev_story = [(e["type"], e["priority"]) for e in events if e["workload"] == dev]
+    assert dev_story == [
+        ("submitted", 100),
+        ("admitted", 100),
+        ("preempted", 100),
+        ("resubmitted", 100),
+        ("aged", 200),
+        ("admitted", 200),
+        ("finished", 200),
+    ]
+    preempted = next(e for e in events if e["type"] == "preempted")
+    assert "team-a/train-2-fcd1e5cf" in preempted["detail"] and "InCohortReclaimWhileBorrowing" in preempted["detail"]
+    times = [e["t"] for e in events]
+    assert times == sorted(times)
+    assert final["preempted"] == [dev]
+    assert final["admitted"] == [dev, "team-a/train-2-fcd1e5cf"]
+    # The starvation variant: repeated preemption starves team-b without aging, not with it.
+    starvation = final["starvation"]
+    without, with_aging = starvation["without_aging"]["team_b"], starvation["with_aging"]["team_b"]
+    assert without["starved"] and without["preemptions"] >= 3 and without["burst"]
+    assert not with_aging["starved"] and with_aging["preemptions"] == 1
+    assert starvation["with_aging"]["team_a_finished"] == starvation["with_aging"]["team_a_jobs"]
+    assert final["elapsed_seconds"] < 30
+
+
+def test_demo_text_is_a_timeline_and_predict_only_keeps_the_model_demo() -> None:
+    text = run("demo")
+    assert text.returncode == 0, text.stderr
+    for word in ("preempted", "resubmitted", "aged", "Starvation", "never (starved)"):
+        assert word in text.stdout
+    proc = run("demo", "--predict-only", "--output", "json")
     assert proc.returncode == 0, proc.stderr
     final = json.loads(proc.stdout)["final"]
     assert final["preempted"] == ["team-b/team-b-dev-job"]

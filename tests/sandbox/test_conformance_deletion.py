@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from sky_kueue.sandbox.apiserver import ObjectStore
+from sky_kueue.sandbox.apiserver import ApiServer, ObjectStore
 from tests.sandbox import builders
 
 KUEUE = builders.KUEUE_GROUP
@@ -155,3 +157,19 @@ def test_delete_of_a_custom_resource_returns_the_object(custom: client.CustomObj
     deleted = custom.delete_namespaced_custom_object(KUEUE, "v1beta2", "default", "workloads", "wl")
 
     assert deleted["metadata"]["name"] == "wl"
+
+
+def test_a_request_whose_body_never_arrives_changes_nothing(server: ApiServer, core: client.CoreV1Api) -> None:
+    """A client killed between the headers and the body: the apiserver fails the read and acts
+    on nothing (it must not run the DELETE without the preconditions the body carried)."""
+    core.create_namespaced_pod("default", builders.pod("p"))
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as connection:
+        connection.sendall(
+            b"DELETE /api/v1/namespaces/default/pods/p HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 64\r\n\r\n"
+        )
+        connection.shutdown(socket.SHUT_WR)  # the body never comes
+        assert connection.recv(1024) == b""  # no answer: the connection is closed
+    assert server.requests.wait_for(lambda records: any(r.method == "DELETE" for r in records), 5)
+    assert core.read_namespaced_pod("p", "default").metadata.name == "p"

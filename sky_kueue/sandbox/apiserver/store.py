@@ -697,6 +697,17 @@ class ObjectStore:
                 f"the name of the object ({objects.metadata(candidate).get('name')}) does not match the name "
                 f"on the URL ({key.name})"
             )
+        given_uid = objects.metadata(candidate).get("uid")
+        if given_uid and given_uid != objects.metadata(current).get("uid"):
+            # The apiserver treats a uid in an update (or patch) as a precondition: a write
+            # meant for one object never lands on a same-named successor.
+            raise errors.conflict(
+                resource.plural,
+                resource.group,
+                key.name,
+                f"Precondition failed: UID in precondition: {given_uid}, "
+                f"UID in object meta: {objects.metadata(current).get('uid')}",
+            )
         if subresource == STATUS_SUBRESOURCE:
             if not resource.status_subresource:
                 raise errors.not_found(f"{resource.plural}/status", resource.group, key.name)

@@ -1,0 +1,315 @@
+"""``sky-kueue controller``: run the resubmission controller, or show what it recorded.
+
+``controller run`` connects with a kubeconfig (or the pod's service account), takes part in
+leader election, and while leading watches Workloads and pod-group pods, records each
+SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.live`).
+Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watches close, the
+watch cursor is saved, the Lease is released so a follower takes over at once, and the
+process exits 0.
+
+``controller status`` reads the state file only (safe while the controller runs: WAL mode)
+and lists the jobs with their preemptions, current boost and burst decisions, plus the last
+heartbeat.
+
+Bad input (missing file, invalid config, unreachable cluster at startup) prints one line and
+exits with code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from sky_kueue.cli.aging_cmd import InputError, _OneLineGroup
+from sky_kueue.controller.history import StoreError
+from sky_kueue.controller.runtime_state import resolve_state_path
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+#: Console width when the output is not a terminal (rich would assume 80 columns).
+WIDE_OUTPUT_COLUMNS = 120
+#: Identifies the controller's requests in audit logs.
+USER_AGENT = "sky-kueue-controller"
+#: Exit code of ``controller status --max-heartbeat-age`` when the heartbeat is missing or stale.
+EXIT_STALE_HEARTBEAT = 1
+#: In-cluster: the pod's namespace, for the Lease (the service account's namespace).
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: Lease namespace when neither ``--lease-namespace`` nor the pod's namespace is known.
+FALLBACK_LEASE_NAMESPACE = "default"
+
+
+def _lease_namespace(explicit: str | None) -> str:
+    if explicit:
+        return explicit
+    try:
+        return Path(SERVICE_ACCOUNT_NAMESPACE_FILE).read_text(encoding="utf-8").strip() or FALLBACK_LEASE_NAMESPACE
+    except OSError:
+        return FALLBACK_LEASE_NAMESPACE
+
+
+def _api_client(kubeconfig: Path | None, context: str | None, in_cluster: bool) -> ApiClient:
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    try:
+        if in_cluster:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            path = os.fspath(kubeconfig) if kubeconfig is not None else None
+            if path is not None and not Path(path).is_file():
+                raise InputError(f"--kubeconfig: {path} does not exist")
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+    except ConfigException as err:
+        raise InputError(f"cannot load the cluster credentials: {' '.join(str(err).split())}") from None
+    # The controller's own loops back off and resume; urllib3 must not retry behind them.
+    configuration.retries = False
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    return api_client
+
+
+@click.group(name="controller", cls=_OneLineGroup)
+def controller() -> None:
+    """Run the resubmission controller (priority aging of preempted SkyPilot jobs)."""
+
+
+@controller.command("run")
+@click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), help="kubeconfig file.")
+@click.option("--context", help="kubeconfig context (default: the current one).")
+@click.option("--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig.")
+@click.option("--state", "state_path", type=click.Path(path_type=Path, dir_okay=False), help="State file.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
+@click.option("--namespace", help="Watch one namespace only (default: all).")
+@click.option("--lease-namespace", help="Namespace of the leader-election Lease (default: the pod's).")
+@click.option("--lease-name", default=None, help="Name of the Lease (default: sky-kueue-controller).")
+@click.option("--identity", help="This replica's name in the Lease (default: host_pid_random).")
+@click.option("--lease-duration", type=float, default=None, help="Lease duration, seconds.")
+@click.option("--renew-deadline", type=float, default=None, help="Stop acting if not renewed for this long, s.")
+@click.option("--retry-period", type=float, default=None, help="Acquire/renew period, seconds.")
+@click.option(
+    "--priority-boost-gate",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Kueue's PriorityBoost gate: detect it, or say whether it is on.",
+)
+@click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
+def run(
+    kubeconfig: Path | None,
+    context: str | None,
+    in_cluster: bool,
+    state_path: Path | None,
+    config_path: Path | None,
+    namespace: str | None,
+    lease_namespace: str | None,
+    lease_name: str | None,
+    identity: str | None,
+    lease_duration: float | None,
+    renew_deadline: float | None,
+    retry_period: float | None,
+    priority_boost_gate: str,
+    log_format: str,
+    log_level: str,
+) -> None:
+    """Run the controller until SIGTERM/SIGINT."""
+    from sky_kueue.controller import leader, logs
+    from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
+    from sky_kueue.controller.live import Controller, ControllerSettings
+    from sky_kueue.controller.runtime_state import RuntimeState
+    from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+    from sky_kueue.skypilot.config import resolve_config_path
+
+    try:
+        loaded = load_controller_config(resolve_config_path(config_path))
+    except ConfigFileError as err:
+        raise InputError(str(err)) from None
+    try:
+        lease_settings = leader.LeaseSettings(
+            namespace=_lease_namespace(lease_namespace),
+            identity=identity or leader.default_identity(),
+            name=lease_name or leader.DEFAULT_LEASE_NAME,
+            lease_duration_seconds=lease_duration or leader.DEFAULT_LEASE_DURATION_SECONDS,
+            renew_deadline_seconds=renew_deadline or leader.DEFAULT_RENEW_DEADLINE_SECONDS,
+            retry_period_seconds=retry_period or leader.DEFAULT_RETRY_PERIOD_SECONDS,
+        )
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    api_client = _api_client(kubeconfig, context, in_cluster)
+    state = resolve_state_path(state_path)
+    try:
+        state.parent.mkdir(parents=True, exist_ok=True)
+        store = SqliteHistoryStore(state)
+        runtime = RuntimeState(state)
+    except (OSError, StoreError) as err:
+        raise InputError(f"--state: {err}") from None
+    logs.configure(log_format, log_level)
+    gate = {"auto": None, "on": True, "off": False}[priority_boost_gate]
+    settings = ControllerSettings(lease=lease_settings, namespace=namespace, priority_boost_gate=gate)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    import logging
+
+    log = logging.getLogger("sky_kueue.controller")
+    log.info(
+        "controller starting",
+        extra={
+            "fields": {
+                "identity": lease_settings.identity,
+                "lease": f"{lease_settings.namespace}/{lease_settings.name}",
+                "state": str(state),
+                "config": str(loaded.path),
+                "aging_enabled": loaded.enabled,
+                "policy": loaded.aging.policy,
+                "actuator": loaded.aging.actuator.value,
+                "pid": os.getpid(),
+            }
+        },
+    )
+    ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime)
+    try:
+        ctl.run(stop)
+    finally:
+        store.close()
+        runtime.close()
+    log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
+
+
+def _status_document(state: Path) -> dict[str, Any]:
+    from sky_kueue.controller.runtime_state import RuntimeState
+    from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+
+    if not state.exists():
+        raise InputError(f"state file {state} does not exist (start the controller with --state {state})")
+    if state.is_dir():
+        raise InputError(f"state path {state} is a directory, expected the controller's state file")
+    try:
+        with SqliteHistoryStore(state, read_only=True) as store:
+            runtime = RuntimeState(state, read_only=True)
+            try:
+                beat = runtime.heartbeat()
+                cursors = runtime.cursors()
+            finally:
+                runtime.close()
+            jobs = []
+            for summary in store.jobs():
+                history = store.load(summary.key)
+                if history is None:
+                    continue
+                last = max(history.preemptions, key=lambda p: p.at, default=None)
+                jobs.append(
+                    {
+                        "job": summary.key,
+                        "namespace": summary.namespace,
+                        "pod_group": summary.pod_group,
+                        "managed_job_id": summary.managed_job_id,
+                        "phase": summary.phase.value if summary.phase else None,
+                        "base_priority": history.base_priority,
+                        "preemptions": summary.preemptions,
+                        "other_evictions": summary.evictions,
+                        "boost": summary.current_boost,
+                        "last_preemption": None
+                        if last is None
+                        else {
+                            "at": last.at,
+                            "workload": last.workload_name,
+                            "reason": last.reason,
+                            "preemptor_uid": last.preemptor_uid,
+                            "preemptor_priority": last.preemptor_priority,
+                        },
+                        "burst": None
+                        if history.burst is None
+                        else {
+                            "reason": history.burst.reason,
+                            "detail": history.burst.detail,
+                            "decided_at": history.burst.decided_at,
+                        },
+                    }
+                )
+    except StoreError as err:
+        raise InputError(str(err)) from None
+    controller_info: dict[str, Any] | None = None
+    if beat is not None:
+        controller_info = {
+            "identity": beat.identity,
+            "leader": beat.leader,
+            "heartbeat_at": beat.at,
+            "heartbeat_age_seconds": round(time.time() - beat.at, 3),
+            **beat.details,
+        }
+    return {"state": str(state), "controller": controller_info, "cursors": cursors, "jobs": jobs}
+
+
+def _print_status(document: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=WIDE_OUTPUT_COLUMNS)
+    info = document["controller"]
+    if info is None:
+        console.print(f"{document['state']}: no controller heartbeat recorded yet")
+    else:
+        role = "leader" if info["leader"] else "follower"
+        console.print(
+            f"controller [bold]{info['identity']}[/bold] ({role}), last heartbeat "
+            f"{info['heartbeat_age_seconds']:.0f}s ago; lease {info.get('lease', '?')}"
+        )
+    table = Table(title=f"Jobs in {document['state']}")
+    for column in ("job", "workload group", "phase", "preemptions", "other evictions", "boost", "burst"):
+        table.add_column(column, overflow="fold")
+    for job in document["jobs"]:
+        burst = "-" if job["burst"] is None else f"{job['burst']['reason']}: {job['burst']['detail']}"
+        group = f"{job['namespace']}/{job['pod_group']}" if job["pod_group"] else job["namespace"]
+        table.add_row(
+            job["job"],
+            group,
+            job["phase"] or "-",
+            str(job["preemptions"]),
+            str(job["other_evictions"]),
+            f"+{job['boost']}",
+            burst,
+        )
+    console.print(table)
+
+
+@controller.command("status")
+@click.option("--state", "state_path", type=click.Path(path_type=Path), help="State file.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--max-heartbeat-age",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Exit 1 if the last heartbeat is older than this (a liveness probe).",
+)
+def status(state_path: Path | None, output: str, max_heartbeat_age: float | None) -> None:
+    """Jobs, preemptions, boosts and burst decisions recorded by the controller."""
+    document = _status_document(resolve_state_path(state_path))
+    if output == "json":
+        json.dump(document, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        _print_status(document)
+    if max_heartbeat_age is not None:
+        info = document["controller"]
+        if info is None or info["heartbeat_age_seconds"] > max_heartbeat_age:
+            click.echo(f"error: no controller heartbeat within {max_heartbeat_age:g} s", err=True)
+            sys.exit(EXIT_STALE_HEARTBEAT)

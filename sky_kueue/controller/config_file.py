@@ -1,0 +1,71 @@
+"""The controller's view of ``sky-kueue.yaml``: the aging settings, validated once.
+
+Why one loader: ``sky-kueue controller run``, ``sky-kueue aging explain`` and the SkyPilot
+recovery-strategy plugin must agree on what the ``aging:`` section means. The whole file is
+validated by :func:`sky_kueue.skypilot.config.load_config` (the same loader the admin
+policy uses); the tunables come from ``aging.parameters``
+(:meth:`AgingSettings.from_plugin_section`) and the ladder from ``aging.ladder`` with the
+values in ``priority_classes``.
+
+``aging.enabled: false`` keeps the controller useful as a recorder: history is kept and
+decisions are computed (``aging explain`` shows them), but nothing is patched.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sky_kueue.controller.aging import ActuatorKind, AgingSettings, SettingsError
+
+
+class ConfigFileError(ValueError):
+    """The config file cannot be used; the message is one line naming file and key."""
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """What the controller and the recovery strategy need from ``sky-kueue.yaml``."""
+
+    path: Path
+    aging: AgingSettings
+    enabled: bool
+    strategy: str | None
+    priority_classes: dict[str, int]
+
+
+def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
+    """Reads and validates ``sky-kueue.yaml`` for the controller.
+
+    Raises:
+        ConfigFileError: missing or unreadable file, invalid config, or a bad aging setting.
+    """
+    config_path = Path(os.path.expanduser(os.fspath(path)))
+    if not config_path.is_file():
+        raise ConfigFileError(f"config file {config_path} does not exist")
+    from sky_kueue.skypilot.config import ConfigError, load_config  # pydantic: only when a file is read
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as err:
+        raise ConfigFileError(str(err)) from None
+    try:
+        ladder = config.aging_ladder()
+    except KeyError as err:
+        raise ConfigFileError(f"{config_path}: aging.ladder: unknown priority class {err}") from None
+    try:
+        settings = AgingSettings.from_plugin_section(
+            config.aging.parameters, ladder, where=f"{config_path}: aging.parameters"
+        )
+    except SettingsError as err:
+        raise ConfigFileError(str(err)) from None
+    if not config.aging.enabled:
+        settings = replace(settings, actuator=ActuatorKind.RECORD_ONLY)
+    return ControllerConfig(
+        path=config_path,
+        aging=settings,
+        enabled=config.aging.enabled,
+        strategy=config.aging.strategy,
+        priority_classes=dict(config.priority_classes),
+    )

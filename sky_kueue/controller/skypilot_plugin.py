@@ -1,0 +1,317 @@
+"""The SkyPilot-level actuator: a SkyPilot 0.14.1 server plugin with the ``KUEUE_AGING``
+recovery strategy and a ``KUEUE_PREEMPTED`` failure source.
+
+Why in SkyPilot as well as in Kueue: the Kueue-level actuators raise a relaunched Workload
+after Kueue created it, so a relaunch that finds free capacity may be admitted (and later
+preempted again) at its old priority before the controller's patch lands. A recovery
+strategy acts *before* the relaunch: it relabels the task so that every pod of the new group
+carries the aged ``kueue.x-k8s.io/priority-class``, and Kueue creates the Workload with that
+class's priority (``docs/skypilot.md`` §3.5 item 2). Kueue reads the label from the first
+pod of a group, so it goes into ``kubernetes.pod_config`` for all of them; the jobs
+controller's priority refresh (``_refresh_priority_from_persisted_dag``) copies only
+``priority``/``priority_class`` and leaves the label alone.
+
+The mechanism, as SkyPilot 0.14.1 provides it (``docs/skypilot.md`` §7):
+
+* ``~/.sky/plugins.yaml`` (or ``$SKYPILOT_SERVER_PLUGINS_CONFIG``) names
+  :class:`KueueAgingPlugin` (``configs/plugins.yaml``); SkyPilot's loader instantiates it
+  with the ``parameters`` (``config``: the sky-kueue.yaml; ``state``: the controller's state
+  file, optional) and calls :meth:`KueueAgingPlugin.install` in every process context: the
+  API server validates strategy names against the registry after plugins load, and the jobs
+  controller runs the strategy.
+* ``install`` registers :class:`KueueAgingStrategyExecutor` in
+  ``registry.JOBS_RECOVERY_STRATEGY_REGISTRY`` under ``KUEUE_AGING`` (the admin policy writes
+  ``job_recovery: {strategy: KUEUE_AGING}``; ``aging.strategy`` in sky-kueue.yaml). It
+  subclasses ``EAGER_NEXT_REGION`` (SkyPilot's default), so recovery itself is unchanged.
+* In the jobs-controller context it registers ``ExternalFailureSource`` callbacks that
+  report ``KUEUE_PREEMPTED`` with the preemptor for a cluster whose Workload was preempted;
+  SkyPilot attaches them to the job's RECOVERING event (``jobs/controller.py``). Queries by
+  cluster hash (SkyPilot's status refresh) get nothing, so the plugin never changes how
+  SkyPilot judges a cluster's health.
+
+What the aged class is: the aging policy (``aging.parameters`` of sky-kueue.yaml) applied to
+the job's history in the controller's state file, read-only (WAL: safe while the controller
+writes). Without a readable state file (the plugin runs where the state is not shared) the
+strategy counts its own recoveries as preemptions of unknown origin, which is all 0.14.1
+tells it. The highest class on the ladder not above base + boost wins; no class above the
+job's own and nothing lowers it. Any failure here is logged and the recovery proceeds
+unchanged: aging must never stand in the way of a relaunch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from sky.jobs import recovery_strategy
+from sky.server import plugins as sky_plugins
+from sky.utils import registry as sky_registry
+from sky.utils.plugin_extensions import ExternalFailureSource
+
+from sky_kueue import __version__
+from sky_kueue.controller import aging, kueue_api
+from sky_kueue.controller.actuators import choose_priority_class, skypilot_config_overrides
+from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
+from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
+from sky_kueue.controller.detection import parse_preemptor
+from sky_kueue.controller.history import JobHistory, PreemptionRecord, StoreError, TransitionCause
+from sky_kueue.controller.identity import managed_job_key
+from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.controller.runtime_state import resolve_state_path
+
+log = logging.getLogger(__name__)
+
+#: The recovery strategy's name in ``job_recovery.strategy``.
+STRATEGY_NAME = "KUEUE_AGING"
+#: The failure code reported through ``ExternalFailureSource``.
+FAILURE_MODE = "KUEUE_PREEMPTED"
+
+
+def _labels_of(resources: Any) -> dict[str, Any]:
+    overrides = getattr(resources, "cluster_config_overrides", None) or {}
+    pod_config = (overrides.get("kubernetes") or {}).get("pod_config") or {}
+    labels = (pod_config.get("metadata") or {}).get("labels") or {}
+    return dict(labels) if isinstance(labels, dict) else {}
+
+
+def current_class(task: Any) -> str | None:
+    """The ``kueue.x-k8s.io/priority-class`` the task's pods would carry, if any."""
+    for resources in task.resources:
+        value = _labels_of(resources).get(kueue_api.PRIORITY_CLASS_LABEL)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def relabel(task: Any, rung: PriorityClassRung) -> None:
+    """Puts ``rung``'s class on every pod of the task's next launch (all resource candidates)."""
+    relabelled = [r.copy(_cluster_config_overrides=skypilot_config_overrides(rung)) for r in task.resources]
+    task.set_resources(type(task.resources)(relabelled))
+
+
+class AgingSource:
+    """The settings and job histories the strategy and the failure source read."""
+
+    def __init__(self, config_path: str | None, state_path: str | None, clock: Any = time.time) -> None:
+        self._config_path = config_path
+        self._state_path = resolve_state_path(state_path)
+        self._clock = clock
+        self._config: ControllerConfig | None = None
+        self._lock = threading.Lock()
+        self._cleared: set[str] = set()
+
+    def config(self) -> ControllerConfig:
+        """The validated sky-kueue.yaml (loaded once).
+
+        Raises:
+            ConfigFileError: the file is missing or invalid.
+        """
+        with self._lock:
+            if self._config is None:
+                from sky_kueue.skypilot.config import resolve_config_path
+
+                self._config = load_controller_config(resolve_config_path(self._config_path))
+            return self._config
+
+    def history(self, job_id: int | str) -> JobHistory | None:
+        """The controller's history of managed job ``job_id``; None without a readable state."""
+        if not self._state_path.is_file():
+            return None
+        from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+
+        try:
+            with SqliteHistoryStore(self._state_path, read_only=True) as store:
+                return store.load(managed_job_key(str(job_id)))
+        except StoreError as err:
+            log.warning("sky-kueue: cannot read %s: %s", self._state_path, err)
+            return None
+
+    def aged_class(self, job_id: int | str, task: Any, recoveries: int) -> tuple[PriorityClassRung | None, str]:
+        """The class the relaunch should carry, and why (None: leave the task as it is).
+
+        Raises:
+            ConfigFileError: the config is missing or invalid.
+        """
+        config = self.config()
+        settings: AgingSettings = config.aging
+        ladder = settings.priority_class_ladder
+        if not config.enabled or not ladder:
+            return None, "aging is disabled or has no ladder"
+        by_name = {r.name: r for r in ladder}
+        label = current_class(task)
+        now = self._clock()
+        history = self.history(job_id)
+        source = "controller history"
+        if history is None:
+            source = f"{recoveries} recoveries counted by the strategy (no controller history)"
+            history = JobHistory(managed_job_key(str(job_id)))
+            for index in range(recoveries):
+                history = history.with_preemption(
+                    PreemptionRecord(EpisodeKey(f"recovery-{job_id}", index + 1), now, f"recovery {index + 1}")
+                )
+        base = history.base_priority
+        if base is None:
+            known = config.priority_classes.get(label or "", ladder[0].value)
+            base = by_name[label].value if label in by_name else known
+            history = replace(history, base_priority=base)
+        decision = aging.get_policy(settings.policy).decide(history, settings, now)
+        rung = choose_priority_class(ladder, base, decision.boost)
+        current = by_name.get(label or "")
+        if rung is None or rung.value <= base or (current is not None and current.value >= rung.value):
+            return None, f"boost {decision.boost} from {source} reaches no higher class than {label or base}"
+        return rung, f"boost {decision.boost} from {source}: {label or base} -> {rung.name} ({rung.value})"
+
+    def _active_preemptions(self, cluster_name: str) -> list[tuple[str, PreemptionRecord]]:
+        """Preemptions of the cluster's job not followed by a readmission, not yet cleared."""
+        if not self._state_path.is_file():
+            return []
+        from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+
+        on_cloud = _name_on_cloud(cluster_name)
+        try:
+            with SqliteHistoryStore(self._state_path, read_only=True) as store:
+                for job in store.jobs():
+                    group = job.pod_group or ""
+                    if group not in (cluster_name, on_cloud) and not group.startswith(f"{cluster_name}-"):
+                        continue
+                    history = store.load(job.key)
+                    if history is None or not history.preemptions:
+                        continue
+                    last = max(history.preemptions, key=lambda p: p.at)
+                    readmitted = any(
+                        t.cause is TransitionCause.ADMITTED and t.at > last.at for t in history.transitions
+                    )
+                    if readmitted or last.key.token in self._cleared:
+                        return []
+                    return [(job.key, last)]
+        except StoreError as err:
+            log.warning("sky-kueue: cannot read %s: %s", self._state_path, err)
+        return []
+
+    def get_failures(self, cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        """``ExternalFailureSource`` getter: the cluster's pending Kueue preemption, if any."""
+        if not cluster_name:
+            return []  # hash queries come from SkyPilot's status refresh: never influence it
+        failures = []
+        for _, record in self._active_preemptions(cluster_name):
+            preemptor = parse_preemptor(record.message)
+            who = record.preemptor_uid or "an unknown workload"
+            where = f" in {preemptor.path}" if preemptor is not None and preemptor.path else ""
+            cls = "" if record.preemptor_priority is None else f", class priority {record.preemptor_priority}"
+            failures.append(
+                {
+                    "cluster_hash": cluster_hash,
+                    "failure_mode": FAILURE_MODE,
+                    "failure_reason": (
+                        f"Preempted by Kueue ({record.reason}): Workload {record.workload_name} made room for "
+                        f"Workload UID {who}{where}{cls}"
+                    ),
+                    "cleared_at": None,
+                }
+            )
+        return failures
+
+    def clear_failures(self, cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        """``ExternalFailureSource`` clearer: forget the reported preemption (in this process)."""
+        if not cluster_name:
+            return []
+        active = self._active_preemptions(cluster_name)
+        failures = self.get_failures(cluster_hash, cluster_name)
+        with self._lock:
+            self._cleared.update(record.key.token for _, record in active)
+        return failures
+
+
+def _name_on_cloud(cluster_name: str) -> str | None:
+    """SkyPilot's ``cluster_name_on_cloud`` for a cluster it knows (the Kueue pod-group name)."""
+    try:
+        from sky import global_user_state
+
+        handle = global_user_state.get_handle_from_cluster_name(cluster_name)
+    except (ImportError, RuntimeError, ValueError, OSError) as err:
+        log.debug("sky-kueue: no SkyPilot record of cluster %s: %s", cluster_name, err)
+        return None
+    name = getattr(handle, "cluster_name_on_cloud", None)
+    return name if isinstance(name, str) else None
+
+
+class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor):
+    """``EAGER_NEXT_REGION`` that relabels the relaunch with the aged priority class."""
+
+    #: Set by :meth:`KueueAgingPlugin.install`; the executor is built by SkyPilot, not by us.
+    source: ClassVar[AgingSource | None] = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recoveries = 0
+
+    def relabel_for_recovery(self) -> PriorityClassRung | None:
+        """Relabels ``self.dag.tasks[0]`` for the coming relaunch; never raises."""
+        source = type(self).source
+        if source is None:
+            log.warning("sky-kueue: %s used without the plugin installed; relaunching unchanged", STRATEGY_NAME)
+            return None
+        task = self.dag.tasks[0]
+        try:
+            rung, why = source.aged_class(self.job_id, task, self.recoveries)
+        except ConfigFileError as err:
+            log.warning("sky-kueue: not aging job %s: %s", self.job_id, err)
+            return None
+        if rung is None:
+            log.info("sky-kueue: job %s relaunches unchanged: %s", self.job_id, why)
+            return None
+        relabel(task, rung)
+        log.info("sky-kueue: job %s relaunches as %s: %s", self.job_id, rung.name, why)
+        return rung
+
+    async def recover(self) -> float:
+        self.recoveries += 1
+        await asyncio.to_thread(self.relabel_for_recovery)
+        result: float = await super().recover()
+        return result
+
+
+def register_strategy() -> None:
+    """Registers ``KUEUE_AGING`` once per process (SkyPilot may load plugins twice)."""
+    registry = sky_registry.JOBS_RECOVERY_STRATEGY_REGISTRY
+    if STRATEGY_NAME.lower() not in registry:
+        registry.type_register(name=STRATEGY_NAME)(KueueAgingStrategyExecutor)
+
+
+class KueueAgingPlugin(sky_plugins.BasePlugin):
+    """sky-kueue's SkyPilot server plugin (``configs/plugins.yaml``)."""
+
+    load_contexts = sky_plugins.ALL_PLUGIN_CONTEXTS
+
+    def __init__(self, config: str | None = None, state: str | None = None) -> None:
+        self.source = AgingSource(os.path.expanduser(config) if config else None, state)
+
+    @property
+    def name(self) -> str:
+        return "sky-kueue-aging"
+
+    @property
+    def version(self) -> str:
+        return __version__
+
+    def install(self, extension_context: sky_plugins.ExtensionContext) -> None:
+        register_strategy()
+        KueueAgingStrategyExecutor.source = self.source
+        if extension_context.context is sky_plugins.PluginContext.CONTROLLER:
+            ExternalFailureSource.register(self.source.get_failures, self.source.clear_failures)
+
+
+__all__: Sequence[str] = (
+    "FAILURE_MODE",
+    "STRATEGY_NAME",
+    "AgingSource",
+    "KueueAgingPlugin",
+    "KueueAgingStrategyExecutor",
+    "register_strategy",
+)

@@ -1,0 +1,102 @@
+"""``sky-kueue controller status`` and ``run`` as a user meets them; structured, redacted logs.
+
+``run`` itself is exercised end to end by the crash test (a real process, SIGKILL and a
+graceful SIGTERM); here: its one-line input errors, and ``status`` over a state file written
+by a live controller.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sky_kueue.cli.main import cli
+from sky_kueue.controller import logs
+
+from .live_support import demo_aging, group_pod, live_sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _state_with_a_preempted_job(tmp_path: Path) -> Path:
+    with live_sandbox(tmp_path) as live:
+        live.new_controller(demo_aging(burst_after_preemptions=1))
+        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+        live.step()
+        live.apply(group_pod("train", "2", "team-a", "prod-priority", "7", gpus="2"))
+        live.step(60)
+        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+        live.step(20)
+        return live.state_path
+
+
+def test_status_lists_jobs_preemptions_boosts_and_bursts(tmp_path: Path) -> None:
+    state = _state_with_a_preempted_job(tmp_path)
+    result = CliRunner().invoke(cli, ["controller", "status", "--state", str(state), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    jobs = {j["job"]: j for j in document["jobs"]}
+    dev = jobs["managed-job/1"]
+    assert (dev["preemptions"], dev["boost"], dev["pod_group"]) == (1, 100, "dev-1-fcd1e5cf")
+    assert dev["last_preemption"]["reason"] == "InCohortReclaimWhileBorrowing"
+    assert dev["last_preemption"]["preemptor_priority"] == 1000
+    assert dev["burst"]["reason"] == "preemptions"
+    assert jobs["managed-job/2"]["preemptions"] == 0
+    assert document["controller"]["identity"] == "replica-a" and document["controller"]["leader"] is False
+    assert int(document["cursors"]["workloads"]) > 0
+
+    text = CliRunner().invoke(cli, ["controller", "status", "--state", str(state)])
+    assert text.exit_code == 0 and "managed-job/1" in text.output and "+100" in text.output
+
+    stale = CliRunner().invoke(cli, ["controller", "status", "--state", str(state), "--max-heartbeat-age", "0"])
+    assert stale.exit_code == 1
+
+
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["controller", "status", "--state", str(tmp_path / "nope.db")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    config = runner.invoke(cli, ["controller", "run", "--config", str(tmp_path / "nope.yaml")])
+    assert config.exit_code == 2 and "nope.yaml does not exist" in config.output
+    kubeconfig = runner.invoke(
+        cli,
+        [
+            "controller",
+            "run",
+            "--config",
+            str(REPO / "configs" / "sky-kueue.yaml"),
+            "--kubeconfig",
+            str(tmp_path / "k"),
+        ],
+    )
+    assert kubeconfig.exit_code == 2 and "--kubeconfig" in kubeconfig.output
+    for result in (missing, config, kubeconfig):
+        assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_json_logs_carry_fields_and_never_a_credential() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger("sky_kueue")
+    saved = (root.level, root.propagate)
+    handler = logs.configure("json", "info", stream)
+    try:
+        log = logging.getLogger("sky_kueue.controller.test")
+        log.info(
+            "reconciled %s",
+            "team-b/dev",
+            extra={"fields": {"job": "managed-job/1", "boost": 100, "token": "s3cr3t", "url": "https://u:pw@host/x"}},
+        )
+        log.warning("request failed: Authorization: Bearer abc.def.ghi")
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        root.propagate = saved[1]
+    first, second = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert first["msg"] == "reconciled team-b/dev" and first["level"] == "info"
+    assert (first["job"], first["boost"], first["token"]) == ("managed-job/1", 100, logs.REDACTED)
+    assert "pw" not in first["url"]
+    assert "abc.def.ghi" not in second["msg"]

@@ -1,0 +1,245 @@
+"""The SkyPilot-level actuator, loaded by SkyPilot 0.14.1's own plugin loader.
+
+SkyPilot is imported with ``HOME`` and its config variables pointing into a temporary
+directory (``docs/skypilot.md`` §5.1), and the plugin is named in a ``plugins.yaml`` found
+through ``SKYPILOT_SERVER_PLUGINS_CONFIG``, exactly as an operator would install it
+(``configs/plugins.yaml``). The controller's state file holds a job preempted twice by prod;
+the strategy must relabel the relaunch with the ladder class the aging policy allows, and
+the failure source must report ``KUEUE_PREEMPTED`` with the preemptor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sky_kueue.controller.history import PreemptionRecord, Transition, TransitionCause, transition_key
+from sky_kueue.controller.identity import JobIdentity
+from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+
+#: SkyPilot's server imports passlib, which imports the deprecated ``crypt``; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_CONFIG = REPO / "configs" / "sky-kueue.yaml"
+GROUP = "train-7-fcd1e5cf"
+T0 = 1_767_268_800.0
+PREEMPTOR_UID = "0f0e0d0c-prod"
+LADDER = {"dev-priority": 100, "dev-aged-1": 200, "dev-aged-2": 300, "prod-priority": 1000}
+
+
+def _config(tmp: Path) -> Path:
+    data = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    data["priority_classes"] = dict(LADDER)
+    data["aging"] = {
+        "enabled": True,
+        "strategy": "KUEUE_AGING",
+        "ladder": list(LADDER),
+        "parameters": {"preemptions_per_step": 1, "boost_per_step": 100},
+    }
+    path = tmp / "sky-kueue.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _state(tmp: Path) -> Path:
+    """The controller's record of managed job 7: admitted, preempted by prod, twice."""
+    path = tmp / "controller.db"
+    identity = JobIdentity("team-b", GROUP, "7", skypilot_owned=True)
+    message = (
+        f"Preempted to accommodate a workload (UID: {PREEMPTOR_UID}, JobUID: UNKNOWN) due to reclamation within the "
+        "cohort while borrowing; preemptor path: /team-ab/team-a-cq; preemptee path: /team-ab/team-b-cq"
+    )
+    with SqliteHistoryStore(path) as store:
+        store.ensure_job(identity, 100, T0)
+        for round_ in range(2):
+            uid, at = f"w{round_}", T0 + 1_000 * round_
+            episode = EpisodeKey(uid, 0)
+            store.record_transition(
+                identity, Transition(transition_key(episode, TransitionCause.QUEUED), TransitionCause.QUEUED, at, uid)
+            )
+            store.record_transition(
+                identity,
+                Transition(transition_key(episode, TransitionCause.ADMITTED), TransitionCause.ADMITTED, at + 10, uid),
+            )
+            store.record_preemption(
+                identity,
+                PreemptionRecord(
+                    EpisodeKey(uid, 1),
+                    at + 700,
+                    GROUP,
+                    "InCohortReclaimWhileBorrowing",
+                    PREEMPTOR_UID,
+                    None,
+                    1000,
+                    message,
+                ),
+            )
+    return path
+
+
+@pytest.fixture(scope="module")
+def sky_with_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """SkyPilot, isolated, with ``KueueAgingPlugin`` loaded in the jobs-controller context."""
+    tmp = tmp_path_factory.mktemp("sky-plugin")
+    (tmp / "global.yaml").write_text("{}\n")
+    (tmp / "project.yaml").write_text("")
+    config, state = _config(tmp), _state(tmp)
+    plugins_yaml = tmp / "plugins.yaml"
+    plugins_yaml.write_text(
+        yaml.safe_dump(
+            {
+                "plugins": [
+                    {
+                        "class": "sky_kueue.controller.skypilot_plugin.KueueAgingPlugin",
+                        "parameters": {"config": str(config), "state": str(state)},
+                    }
+                ]
+            }
+        )
+    )
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HOME", str(tmp))
+    patch.setenv("SKYPILOT_GLOBAL_CONFIG", str(tmp / "global.yaml"))
+    patch.setenv("SKYPILOT_PROJECT_CONFIG", str(tmp / "project.yaml"))
+    patch.setenv("SKYPILOT_SERVER_PLUGINS_CONFIG", str(plugins_yaml))
+    for name in ("SKYPILOT_CONFIG", "SKYPILOT_API_SERVER_ENDPOINT", "SKY_KUEUE_STATE", "SKY_KUEUE_CONFIG"):
+        patch.delenv(name, raising=False)
+    from sky import skypilot_config
+    from sky.server import plugins
+    from sky.utils import registry
+    from sky.utils.plugin_extensions import ExternalFailureSource
+
+    skypilot_config.reload_config()
+    strategies = dict(registry.JOBS_RECOVERY_STRATEGY_REGISTRY)
+    saved = (plugins._plugins_loaded, dict(plugins._PLUGINS), ExternalFailureSource._get_func)
+    saved_clear = ExternalFailureSource._clear_func
+    try:
+        plugins.load_plugins(plugins.ExtensionContext(context=plugins.PluginContext.CONTROLLER))
+        yield {"plugins": plugins, "registry": registry, "failures": ExternalFailureSource}
+    finally:
+        registry.JOBS_RECOVERY_STRATEGY_REGISTRY.clear()
+        registry.JOBS_RECOVERY_STRATEGY_REGISTRY.update(strategies)
+        plugins._plugins_loaded, plugins._PLUGINS = saved[0], saved[1]
+        ExternalFailureSource._get_func, ExternalFailureSource._clear_func = saved[2], saved_clear
+        patch.undo()
+        skypilot_config.reload_config()
+
+
+def _task(label: str = "dev-priority") -> Any:
+    import sky
+
+    return sky.Task.from_yaml_config(
+        {
+            "name": "train",
+            "resources": {"infra": "kubernetes", "cpus": 2, "job_recovery": {"strategy": "KUEUE_AGING"}},
+            "config": {
+                "kubernetes": {"pod_config": {"metadata": {"labels": {"kueue.x-k8s.io/priority-class": label}}}}
+            },
+            "run": "python train.py",
+        }
+    )
+
+
+def _executor(task: Any, job_id: int = 7) -> Any:
+    from sky import backends
+    from sky.jobs import recovery_strategy
+
+    return recovery_strategy.StrategyExecutor.make(
+        "train-7",
+        backends.CloudVmRayBackend(),
+        task,
+        job_id,
+        0,
+        None,
+        set(),
+        asyncio.Lock(),
+        asyncio.Condition(),
+    )
+
+
+def _labels(task: Any) -> list[str | None]:
+    """The priority-class label each resource candidate would put on the pods."""
+    labels = []
+    for resources in task.resources:
+        pod_config = ((resources.cluster_config_overrides or {}).get("kubernetes") or {}).get("pod_config") or {}
+        labels.append(((pod_config.get("metadata") or {}).get("labels") or {}).get("kueue.x-k8s.io/priority-class"))
+    return labels
+
+
+def test_skypilots_loader_installs_the_plugin_and_registers_the_strategy(sky_with_plugin: dict[str, Any]) -> None:
+    from sky_kueue.controller.skypilot_plugin import KueueAgingPlugin, KueueAgingStrategyExecutor
+
+    plugins, registry = sky_with_plugin["plugins"], sky_with_plugin["registry"]
+    assert any(isinstance(p, KueueAgingPlugin) for p in plugins.get_plugins())
+    assert registry.JOBS_RECOVERY_STRATEGY_REGISTRY.from_str("KUEUE_AGING") is KueueAgingStrategyExecutor
+    # Loading again (SkyPilot loads MAIN, then UVICORN, in one process) must not fail.
+    plugins.load_plugins(plugins.ExtensionContext(context=plugins.PluginContext.UVICORN))
+    executor = _executor(_task())
+    assert isinstance(executor, KueueAgingStrategyExecutor)
+
+
+def test_recover_relabels_the_relaunch_with_the_aged_class(
+    sky_with_plugin: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sky.jobs import recovery_strategy
+
+    seen: list[list[str | None]] = []
+
+    async def relaunch(self: Any) -> float:  # SkyPilot's EAGER_NEXT_REGION recovery, minus the cloud
+        seen.append(_labels(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    executor = _executor(_task())
+    assert asyncio.run(executor.recover()) == 1.0
+    # 2 preemptions x 100 points = +200 on base 100 -> the highest class <= 300, below prod's 1000.
+    assert seen == [["dev-aged-2"]]
+
+
+def test_a_job_without_controller_history_is_aged_by_its_own_recoveries(
+    sky_with_plugin: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sky.jobs import recovery_strategy
+
+    seen: list[list[str | None]] = []
+
+    async def relaunch(self: Any) -> float:
+        seen.append(_labels(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    executor = _executor(_task(), job_id=99)
+    asyncio.run(executor.recover())
+    asyncio.run(executor.recover())
+    assert seen == [["dev-aged-1"], ["dev-aged-2"]]
+
+
+def test_the_failure_source_reports_kueue_preempted_with_the_preemptor(sky_with_plugin: dict[str, Any]) -> None:
+    failures = sky_with_plugin["failures"]
+    assert failures.is_registered()
+    assert failures.get(cluster_hash="abc") == []  # status refreshes by hash are never influenced
+    (failure,) = failures.get(cluster_name="train-7")
+    assert failure["failure_mode"] == "KUEUE_PREEMPTED"
+    assert PREEMPTOR_UID in failure["failure_reason"]
+    assert "/team-ab/team-a-cq" in failure["failure_reason"]
+    assert "InCohortReclaimWhileBorrowing" in failure["failure_reason"]
+    assert failures.clear(cluster_name="train-7") == [failure]
+    assert failures.get(cluster_name="train-7") == []
+
+
+def test_the_shipped_plugins_yaml_names_this_plugin_with_parameters_it_takes() -> None:
+    shipped = yaml.safe_load((REPO / "configs" / "plugins.yaml").read_text())
+    (entry,) = shipped["plugins"]
+    module, _, name = entry["class"].rpartition(".")
+    import importlib
+
+    plugin_class = getattr(importlib.import_module(module), name)
+    plugin = plugin_class(**entry["parameters"])
+    assert plugin.name == "sky-kueue-aging"
