@@ -55,7 +55,7 @@ def on_preempted(callback: Callback) -> Callback:
 
 
 def on_resubmitted(callback: Callback) -> Callback:
-    """Decorator: runs when a preempted job is resubmitted with an aged priority (``priority``, ``boost``)."""
+    """Decorator: runs when a preempted job is resubmitted with an aged priority (``boost``, ``step``)."""
     register(HookEvent.RESUBMITTED, callback)
     return callback
 

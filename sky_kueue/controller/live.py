@@ -47,6 +47,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from sky_kueue import hooks
 from sky_kueue.controller import kueue_api
 from sky_kueue.controller.actuators import (
     ActuationError,
@@ -135,6 +136,27 @@ class _Fenced:
         if not self._leading():
             raise ActuationError("not the leader any more; the next leader will actuate this step")
         return self._inner.apply(patch)
+
+
+def _notify_user_hooks(obj: Mapping[str, Any], detection: Detection, outcome: ReconcileOutcome) -> None:
+    """Tell the users' ``sky_kueue.on_preempted``/``on_resubmitted``/``on_burst`` callbacks."""
+    base = {"job": outcome.job_key, "workload": _key(obj), "uid": _uid(obj)}
+    eviction = detection.eviction
+    if eviction is not None and any(item.startswith("preemption ") for item in outcome.recorded):
+        preemptor = eviction.preemptor
+        hooks.emit(
+            hooks.HookEvent.PREEMPTED,
+            {
+                **base,
+                "reason": eviction.preemption_reason.value if eviction.preemption_reason else eviction.reason,
+                "preemptor": preemptor.workload_uid if preemptor is not None else None,
+                "time": eviction.at,
+            },
+        )
+    if outcome.actuation is not None and outcome.actuation.outcome is ActuationOutcome.APPLIED and outcome.step:
+        hooks.emit(hooks.HookEvent.RESUBMITTED, {**base, "boost": outcome.step.boost, "step": outcome.step.key.token})
+    if outcome.burst is not None:
+        hooks.emit(hooks.HookEvent.BURST, {**base, "detail": outcome.burst.detail})
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -678,6 +700,8 @@ class Controller:
             if outcome.notes:
                 fields["notes"] = list(outcome.notes)
             log.info("reconciled %s", _key(obj), extra={"fields": fields})
+            if not replay:
+                _notify_user_hooks(obj, detection, outcome)
         self.emit(ControllerEvent(ControllerEventKind.RECONCILED, self.clock(), obj, detection, outcome, replay))
 
     # --- leadership and sessions -------------------------------------------------------

@@ -116,3 +116,31 @@ def test_without_the_gate_a_boost_annotation_would_change_nothing(tmp_path: Path
         live.new_controller(demo_aging(actuator=ActuatorKind.BOOST_ANNOTATION))
         admitted = _run(live)
         assert admitted[0] == "team-b/old-3-fcd1e5cf", admitted
+
+
+def test_user_hooks_hear_of_the_preemption_and_the_resubmission(tmp_path: Path) -> None:
+    from sky_kueue import hooks
+
+    heard: list[tuple[str, dict[str, object]]] = []
+
+    def listen(kind: str) -> hooks.Callback:
+        return lambda event: heard.append((kind, dict(event)))
+
+    removers = [
+        hooks.register(hooks.HookEvent.PREEMPTED, listen("preempted")),
+        hooks.register(hooks.HookEvent.RESUBMITTED, listen("resubmitted")),
+    ]
+    try:
+        with live_sandbox(tmp_path) as live:
+            live.new_controller(demo_aging())
+            _run(live)
+    finally:
+        for remove in removers:
+            remove()
+    kinds = [kind for kind, _ in heard]
+    assert "preempted" in kinds and "resubmitted" in kinds
+    preempted = next(event for kind, event in heard if kind == "preempted")
+    assert preempted["workload"] == "team-b/x-1-fcd1e5cf"
+    assert preempted["reason"] == "InCohortReclaimWhileBorrowing"
+    resubmitted = next(event for kind, event in heard if kind == "resubmitted")
+    assert resubmitted["boost"] == 100
