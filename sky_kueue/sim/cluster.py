@@ -166,9 +166,7 @@ def build_cluster(spec: ClusterSpec) -> SimCluster:
                 cpu = max(team.gpus * DEFAULT_CPU_PER_GPU_MILLI * CPU_MEMORY_QUOTA_SLACK, MIN_TEAM_CPU_MILLI)
             memory = team.memory_bytes
             if memory is None:
-                memory = max(
-                    team.gpus * DEFAULT_MEMORY_PER_GPU_BYTES * CPU_MEMORY_QUOTA_SLACK, MIN_TEAM_MEMORY_BYTES
-                )
+                memory = max(team.gpus * DEFAULT_MEMORY_PER_GPU_BYTES * CPU_MEMORY_QUOTA_SLACK, MIN_TEAM_MEMORY_BYTES)
             covered = (CPU_RESOURCE, MEMORY_RESOURCE, GPU_RESOURCE)
             resources = {
                 CPU_RESOURCE: _quota(cpu, None if team.borrowing_limit_gpus is None else 0),
@@ -229,9 +227,7 @@ def cluster_from_state(state: o.ClusterState, teams: list[str]) -> SimCluster:
             matches = [q for q in state.local_queues.values() if q.namespace == team]
             if len(matches) != 1:
                 found = "no LocalQueue" if not matches else f"{len(matches)} LocalQueues"
-                raise ModelError(
-                    f"team {team!r}: {found} in namespace {team!r}; name a LocalQueue as 'namespace/name'"
-                )
+                raise ModelError(f"team {team!r}: {found} in namespace {team!r}; name a LocalQueue as 'namespace/name'")
             lq = matches[0]
         if lq.cluster_queue not in state.cluster_queues:
             raise ModelError(f"LocalQueue {lq.key}: ClusterQueue {lq.cluster_queue!r} is not defined")

@@ -8,12 +8,13 @@ includes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.sim import eta as eta_mod
-from sky_kueue.sim import metrics, policies
+from sky_kueue.sim import policies
+from sky_kueue.sim.metrics import PolicyMetrics, StarvationRule, TargetCheck, check_targets, summarize
 from sky_kueue.sim.results import RunResult
 from sky_kueue.sim.simulator import ProgressFn, SimConfig, Simulator
 from sky_kueue.sim.traces import Trace
@@ -28,39 +29,44 @@ class Comparison:
     config: SimConfig
     class_order: list[str]
     runs: dict[str, RunResult]
-    metrics: dict[str, metrics.PolicyMetrics]
+    metrics: dict[str, PolicyMetrics]
     #: Against the baseline run, for every other policy (empty without a baseline).
-    targets: dict[str, metrics.TargetCheck]
+    targets: dict[str, TargetCheck]
     reference: str | None
 
 
 def compare(
     trace: Trace,
-    policy_names: list[str],
+    policy_names: Sequence[str | policies.ResubmissionPolicy],
     config: SimConfig | None = None,
     *,
     settings: AgingSettings | None = None,
-    starvation: metrics.StarvationRule | None = None,
+    starvation: StarvationRule | None = None,
     eta_sample: int = 0,
     eta_within_s: float = eta_mod.DEFAULT_ETA_WITHIN_SECONDS,
     progress_for: ProgressFactory | None = None,
 ) -> Comparison:
     """Runs every policy over ``trace`` and summarises them.
 
+    Args:
+        policy_names: names (see :func:`sky_kueue.sim.policies.resolve`) or policy objects,
+            e.g. a :class:`~sky_kueue.sim.policies.RegistryPolicy` with tuned settings.
+
     Raises:
         UnknownSimPolicyError: a policy name is unknown.
         ValueError: the list is empty or names a policy twice.
     """
-    if not policy_names:
+    resolved = [policies.resolve(p, settings) if isinstance(p, str) else p for p in policy_names]
+    names = [p.name for p in resolved]
+    if not names:
         raise ValueError("give at least one policy")
-    if len(set(policy_names)) != len(policy_names):
-        raise ValueError(f"a policy is listed twice: {', '.join(policy_names)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"a policy is listed twice: {', '.join(names)}")
     config = config if config is not None else SimConfig()
-    resolved = [policies.resolve(name, settings) for name in policy_names]
     order = trace.class_order()
     sample = eta_mod.sample_indices(len(trace.jobs), eta_sample)
     runs: dict[str, RunResult] = {}
-    summaries: dict[str, metrics.PolicyMetrics] = {}
+    summaries: dict[str, PolicyMetrics] = {}
     for policy in resolved:
         probe = eta_mod.EtaProbe(sample) if sample else None
         simulator = Simulator(
@@ -80,13 +86,13 @@ def compare(
             )
             eta_summary = eta_mod.summarize(probe.estimates, actual, eta_within_s)
         runs[policy.name] = run
-        summaries[policy.name] = metrics.summarize(run, order, starvation, eta_summary)
+        summaries[policy.name] = summarize(run, order, starvation, eta_summary)
     reference = policies.BASELINE if policies.BASELINE in summaries else None
-    targets: dict[str, metrics.TargetCheck] = {}
+    targets: dict[str, TargetCheck] = {}
     if reference is not None:
         for name, summary in summaries.items():
             if name != reference:
-                targets[name] = metrics.check_targets(summary, summaries[reference], order)
+                targets[name] = check_targets(summary, summaries[reference], order)
     return Comparison(
         trace=trace,
         config=config,

@@ -62,9 +62,7 @@ class _OrderedActive(dict[str, WorkloadInfo]):
     def compact(self) -> None:
         """Rebuilds the heap when stale entries outnumber live ones."""
         if len(self.heap) > 2 * len(self) + 64:
-            live: Iterable[_Entry] = (
-                ((-info.priority, info.qts, info.uid), key, info) for key, info in self.items()
-            )
+            live: Iterable[_Entry] = (((-info.priority, info.qts, info.uid), key, info) for key, info in self.items())
             self.heap = list(live)
             heapq.heapify(self.heap)
 

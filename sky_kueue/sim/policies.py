@@ -21,6 +21,16 @@ a Workload is created (the controller reconciles it at once; we take its latency
 and again every :data:`AGING_RESYNC_SECONDS` while it waits, since the age factor grows
 with time. Within one pending Workload the boost never goes down (the store only raises
 a step's boost).
+
+Re-deciding every waiting Workload every five minutes is most of the cost of a long
+simulation, and almost always returns the same boost. For the registry's
+:class:`~sky_kueue.controller.aging.policies.FoldPolicy` policies the boost of a waiting
+job changes over time only through the age factor, whose points step at known aged
+waits (``max_age_seconds / age_weight`` apart, see that module's formula), and not at
+all once the boost is at its cap. :meth:`RegistryPolicy.decide` therefore also returns
+the earliest time the boost can change; the simulator re-decides at the first resync
+tick at or after it, which gives the same boosts at the same ticks as re-deciding at
+every tick. Other registered policies are re-decided at every tick.
 """
 
 from __future__ import annotations
@@ -29,7 +39,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sky_kueue.controller import aging
-from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.controller.aging import AgingDecision, AgingSettings
+from sky_kueue.controller.aging.policies import FoldPolicy
 from sky_kueue.controller.history import JobHistory
 
 BASELINE = "baseline"
@@ -40,6 +51,15 @@ AGING_RESYNC_SECONDS = 300.0
 
 class UnknownSimPolicyError(ValueError):
     """A policy name that is neither built in nor registered."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A boost, and the earliest time it can change while the job keeps waiting."""
+
+    boost: int
+    #: None: not before something else happens to the job (preemption, admission).
+    next_change_s: float | None
 
 
 class ResubmissionPolicy(Protocol):
@@ -61,7 +81,7 @@ class ResubmissionPolicy(Protocol):
         """Re-decide waiting Workloads this often (None: only when they are created)."""
         ...
 
-    def boost(self, history: JobHistory | None, now: float) -> int:
+    def decide(self, history: JobHistory | None, now: float) -> Decision:
         """Priority points to add to the job's base priority at ``now``."""
         ...
 
@@ -75,8 +95,8 @@ class BaselinePolicy:
     keeps_history: bool = False
     resync_seconds: float | None = None
 
-    def boost(self, history: JobHistory | None, now: float) -> int:
-        return 0
+    def decide(self, history: JobHistory | None, now: float) -> Decision:
+        return Decision(0, None)
 
 
 @dataclass(frozen=True)
@@ -93,10 +113,27 @@ class RegistryPolicy:
     def summary(self) -> str:
         return f"controller policy {self.policy.name!r}: {self.policy.summary}"
 
-    def boost(self, history: JobHistory | None, now: float) -> int:
+    def decide(self, history: JobHistory | None, now: float) -> Decision:
         if history is None:
-            return 0
-        return self.policy.decide(history, self.settings, now).boost
+            return Decision(0, None)
+        decision = self.policy.decide(history, self.settings, now)
+        return Decision(decision.boost, self._next_change(decision, now))
+
+    def _next_change(self, decision: AgingDecision, now: float) -> float | None:
+        if self.resync_seconds is None:
+            return None
+        policy = self.policy
+        if not isinstance(policy, FoldPolicy):
+            return now  # unknown formula: re-decide at every resync tick
+        settings = self.settings
+        if not policy.use_age or settings.age_weight == 0 or decision.uncapped_boost >= decision.boost_limit:
+            return None
+        # Age points step when the aged wait reaches max_age * k / age_weight.
+        next_points = decision.age_points + 1
+        if next_points > settings.age_weight:
+            return None
+        aged_wait_at_step = settings.max_age_seconds * next_points / settings.age_weight
+        return now + max(aged_wait_at_step - decision.aged_wait_seconds, 0.0)
 
 
 def names() -> tuple[str, ...]:
@@ -117,7 +154,5 @@ def resolve(name: str, settings: AgingSettings | None = None) -> ResubmissionPol
     try:
         policy = aging.get_policy(registry_name)
     except aging.UnknownPolicyError:
-        raise UnknownSimPolicyError(
-            f"unknown policy {name!r}; choose from {', '.join(names())}"
-        ) from None
+        raise UnknownSimPolicyError(f"unknown policy {name!r}; choose from {', '.join(names())}") from None
     return RegistryPolicy(name=name, policy=policy, settings=settings)

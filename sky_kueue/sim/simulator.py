@@ -62,6 +62,9 @@ MAX_CYCLES_PER_INSTANT = 100_000
 #: Call the progress callback after this many event-loop steps.
 PROGRESS_EVERY_STEPS = 500
 
+#: Tolerance when placing resync ticks (float rounding of created_at + k * interval).
+_TICK_EPSILON_S = 1e-6
+
 #: progress(jobs ended, jobs in the trace, simulated seconds)
 ProgressFn = Callable[[int, int, float], None]
 
@@ -104,6 +107,8 @@ class _Job:
     state: _State = _State.UNSUBMITTED
     launches: int = 0
     workload: o.Workload | None = None
+    #: When the current Workload was created (resync ticks count from here).
+    created_at: float = 0.0
     priority: int = 0
     max_boost: int = 0
     waiting_since: float = 0.0
@@ -312,7 +317,8 @@ class Simulator:
                 job.history = JobHistory(key=job.spec.job_id, base_priority=job.base_priority)
         if job.history is not None:
             job.history = job.history.queued(name, now)
-        boost = max(self.policy.boost(job.history, now), 0)
+        decision = self.policy.decide(job.history, now)
+        boost = max(decision.boost, 0)
         job.priority = job.base_priority + boost
         job.max_boost = max(job.max_boost, boost)
         job.workload = make_workload(
@@ -332,22 +338,29 @@ class Simulator:
         limit = self.wait_limit(job)
         if limit is not None:
             self.events.push(now + limit, EventKind.BURST_CHECK, job.index, job.launches)
+        job.created_at = now
+        self._schedule_resync(job, decision.next_change_s)
+
+    def _schedule_resync(self, job: _Job, next_change_s: float | None) -> None:
+        """The first of the controller's resync ticks at which the boost can change."""
         resync = self.policy.resync_seconds
-        if resync is not None:
-            self.events.push(now + resync, EventKind.RESYNC, job.index, job.launches)
+        if resync is None or next_change_s is None:
+            return
+        ticks = max(math.ceil((next_change_s - job.created_at) / resync - _TICK_EPSILON_S), 1)
+        while job.created_at + ticks * resync <= self.now + _TICK_EPSILON_S:
+            ticks += 1  # strictly after now, whatever the float rounding
+        self.events.push(job.created_at + ticks * resync, EventKind.RESYNC, job.index, job.launches)
 
     def _reage(self, job: _Job) -> None:
         """The controller re-ages a waiting Workload; the boost only goes up."""
         assert job.workload is not None
-        boost = self.policy.boost(job.history, self.now)
-        if job.base_priority + boost > job.priority:
-            job.priority = job.base_priority + boost
-            job.max_boost = max(job.max_boost, boost)
+        decision = self.policy.decide(job.history, self.now)
+        if job.base_priority + decision.boost > job.priority:
+            job.priority = job.base_priority + decision.boost
+            job.max_boost = max(job.max_boost, decision.boost)
             job.workload = _with_priority(job.workload, job.priority)
             self.engine.update_pending_workload(job.workload)
-        resync = self.policy.resync_seconds
-        if resync is not None:
-            self.events.push(self.now + resync, EventKind.RESYNC, job.index, job.launches)
+        self._schedule_resync(job, decision.next_change_s)
 
     def _admitted(self, job: _Job, cq: str, instant: float) -> None:
         assert job.workload is not None
@@ -467,9 +480,7 @@ class Simulator:
             duration_s=job.spec.duration_s,
             outcome=outcome,
             wait_s=job.wait_s,
-            first_admission_wait_s=(
-                None if job.first_admission is None else job.first_admission - job.spec.submit_s
-            ),
+            first_admission_wait_s=(None if job.first_admission is None else job.first_admission - job.spec.submit_s),
             preemptions=job.preemptions,
             lost_gpu_s=job.lost_gpu_s,
             max_boost=job.max_boost,

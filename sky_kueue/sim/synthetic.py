@@ -35,6 +35,7 @@ import random
 from dataclasses import dataclass
 
 from sky_kueue.sim.cluster import (
+    DEFAULT_COHORT,
     DEFAULT_CPU_PER_GPU_MILLI,
     DEFAULT_MEMORY_PER_GPU_BYTES,
     ClusterSpec,
@@ -45,6 +46,8 @@ from sky_kueue.sim.traces import SYNTHETIC, JobSpec, Trace, TraceError
 
 DEFAULT_JOBS = 2_000
 DEFAULT_TEAMS = 6
+#: Teams are split into this many cohorts of consecutive teams (borrowing stays within one).
+DEFAULT_COHORTS = 1
 DEFAULT_GPUS_PER_TEAM = 32
 #: Offered GPU demand over capacity, averaged over a day (>1: queues build at peak).
 DEFAULT_LOAD = 1.1
@@ -81,6 +84,7 @@ class SyntheticParams:
     jobs: int | None = DEFAULT_JOBS
     hours: float | None = None
     teams: int = DEFAULT_TEAMS
+    cohorts: int = DEFAULT_COHORTS
     gpus_per_team: int = DEFAULT_GPUS_PER_TEAM
     load: float = DEFAULT_LOAD
     duration_mu: float = DEFAULT_DURATION_MU
@@ -106,14 +110,14 @@ class SyntheticParams:
             raise TraceError(f"synthetic trace: hours must be positive, got {self.hours}")
         if self.teams < 1 or self.gpus_per_team < 1:
             raise TraceError("synthetic trace: teams and gpus_per_team must be at least 1")
+        if not 1 <= self.cohorts <= self.teams:
+            raise TraceError(f"synthetic trace: cohorts must be in [1, teams], got {self.cohorts}")
         if self.load <= 0:
             raise TraceError(f"synthetic trace: load must be positive, got {self.load}")
         if not 0 <= self.failure_fraction <= 1:
             raise TraceError(f"synthetic trace: failure_fraction must be in [0, 1], got {self.failure_fraction}")
         if not 0 <= self.diurnal_amplitude <= 1:
-            raise TraceError(
-                f"synthetic trace: diurnal_amplitude must be in [0, 1], got {self.diurnal_amplitude}"
-            )
+            raise TraceError(f"synthetic trace: diurnal_amplitude must be in [0, 1], got {self.diurnal_amplitude}")
         if not 0 < self.min_duration_s <= self.max_duration_s:
             raise TraceError("synthetic trace: need 0 < min_duration_s <= max_duration_s")
         if not any(g <= self.gpus_per_team for g, _ in self.gpu_weights):
@@ -146,10 +150,16 @@ def generate(params: SyntheticParams, rng: random.Random) -> Trace:
     """
     params.validate()
     teams = [f"team-{chr(ord('a') + i)}" if i < 26 else f"team-{i}" for i in range(params.teams)]
+    per_cohort = math.ceil(params.teams / params.cohorts)
     spec = ClusterSpec(
         teams=tuple(
-            TeamSpec(name=t, gpus=params.gpus_per_team, wait_limit_seconds=params.wait_limit_seconds)
-            for t in teams
+            TeamSpec(
+                name=t,
+                gpus=params.gpus_per_team,
+                cohort=DEFAULT_COHORT if params.cohorts == 1 else f"{DEFAULT_COHORT}-{i // per_cohort}",
+                wait_limit_seconds=params.wait_limit_seconds,
+            )
+            for i, t in enumerate(teams)
         )
     )
     cluster = build_cluster(spec)
@@ -162,7 +172,8 @@ def generate(params: SyntheticParams, rng: random.Random) -> Trace:
     mean_rate = params.load * capacity / (mean_gpus * mean_duration)  # jobs per second
     peak_rate = mean_rate * (1 + params.diurnal_amplitude)
     peak_s = params.peak_hour * 3600.0
-    team_weights = [1.0 / (i + 1) ** params.team_skew for i in range(params.teams)]
+    # The skew repeats within each cohort, so every cohort has busy and quiet teams.
+    team_weights = [1.0 / (i % per_cohort + 1) ** params.team_skew for i in range(params.teams)]
     class_names = [c for c, _ in params.class_mix]
     class_weights = [w for _, w in params.class_mix]
     for name in class_names:
@@ -195,7 +206,8 @@ def generate(params: SyntheticParams, rng: random.Random) -> Trace:
             )
         )
     description = (
-        f"synthetic: {len(jobs)} jobs, {params.teams} teams x {params.gpus_per_team} GPUs, load {params.load}, "
+        f"synthetic: {len(jobs)} jobs, {params.teams} teams x {params.gpus_per_team} GPUs "
+        f"in {params.cohorts} cohort(s), load {params.load}, "
         f"lognormal(mu={params.duration_mu}, sigma={params.duration_sigma}) s, "
         f"failures {params.failure_fraction:.0%}, diurnal amplitude {params.diurnal_amplitude}"
     )

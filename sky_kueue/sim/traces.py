@@ -120,9 +120,7 @@ def load_trace(
     else:
         path = Path(source)
         if path.suffix.lower() != ".csv" and not path.exists():
-            raise TraceError(
-                f"--trace {source!r}: expected {', '.join(BUILTIN_TRACES)} or a CSV file path"
-            )
+            raise TraceError(f"--trace {source!r}: expected {', '.join(BUILTIN_TRACES)} or a CSV file path")
         trace = csv_trace.load(path, cluster_yaml=cluster_yaml)
         if jobs is not None:
             trace = trace.head(jobs)

@@ -1,0 +1,51 @@
+"""Small traces for simulator tests, built like Kueue's ``MakeWorkload(...)`` fixtures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sky_kueue.sim.cluster import ClusterSpec, TeamSpec, build_cluster
+from sky_kueue.sim.traces import JobSpec, Trace
+
+
+@dataclass
+class TraceBuilder:
+    """``TraceBuilder().team("a", gpus=4).job("j1", at=0, gpus=4, run=100, klass="low").trace()``."""
+
+    teams: list[TeamSpec] = field(default_factory=list)
+    jobs: list[JobSpec] = field(default_factory=list)
+
+    def team(self, name: str, gpus: int, cohort: str | None = None, wait_limit: float | None = None) -> TraceBuilder:
+        self.teams.append(TeamSpec(name=name, gpus=gpus, cohort=cohort, wait_limit_seconds=wait_limit))
+        return self
+
+    def job(
+        self,
+        job_id: str,
+        *,
+        at: float,
+        gpus: int,
+        run: float,
+        klass: str = "low",
+        team: str | None = None,
+        fails: bool = False,
+    ) -> TraceBuilder:
+        self.jobs.append(
+            JobSpec(
+                job_id=job_id,
+                submit_s=at,
+                duration_s=run,
+                gpus=gpus,
+                cpu_milli=gpus * 1000,
+                memory_bytes=gpus * 2**30,
+                priority_class=klass,
+                team=team if team is not None else self.teams[0].name,
+                fails=fails,
+            )
+        )
+        return self
+
+    def trace(self) -> Trace:
+        cluster = build_cluster(ClusterSpec(teams=tuple(self.teams)))
+        jobs = tuple(sorted(self.jobs, key=lambda j: (j.submit_s, j.job_id)))
+        return Trace(name="test", jobs=jobs, cluster=cluster, description="test trace")

@@ -1,0 +1,68 @@
+"""``sky-kueue simulate``: JSON contract, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from click.testing import CliRunner
+
+from sky_kueue.cli.main import cli
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["simulate", *args])
+
+
+def test_json_output_has_the_issue_layout():
+    result = invoke("--trace", "kueue-perf", "--jobs", "90", "--output", "json", "--quiet", "--eta-sample", "5")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data["policies"]) == {"baseline", "aging"}
+    for policy in data["policies"].values():
+        assert set(policy["classes"]) == {"low", "medium", "high"}
+        for cls in policy["classes"].values():
+            assert {"p50_wait_s", "p95_wait_s", "p99_wait_s", "max_wait_s", "starved"} <= set(cls)
+        assert {
+            "preemptions_per_job_mean",
+            "preemptions_per_job_max",
+            "lost_gpu_hours",
+            "gpu_utilization",
+            "bursts",
+            "eta",
+        } <= set(policy)
+    assert data["targets"]["aging"]["reference"] == "baseline"
+    assert data["trace"]["jobs"] == 90
+
+
+def test_text_output_shows_the_comparison():
+    result = invoke("--trace", "kueue-perf", "--jobs", "90", "--policies", "baseline,ladder", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "Targets against baseline" in result.output
+    assert "ladder" in result.output
+
+
+def one_line_error(result, fragment):
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") or lines[0].startswith("Error: ")
+    assert fragment in lines[0]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    one_line_error(invoke("--policies", "baseline,fifo"), "unknown policy 'fifo'")
+    one_line_error(invoke("--trace", "nope"), "expected synthetic, kueue-perf or a CSV file path")
+    one_line_error(invoke("--jobs", "5", "--hours", "1"), "give --jobs or --hours, not both")
+    one_line_error(invoke("--aging-set", "max_age_seconds=-1"), "max_age_seconds")
+    bad = tmp_path / "t.csv"
+    bad.write_text("submit_time,duration,gpus,priority_class,team\n0,60,x,low,a\n", encoding="utf-8")
+    one_line_error(invoke("--trace", str(bad)), "t.csv:2: column 'gpus'")
+
+
+def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    one_line_error(
+        invoke("--trace", "kueue-perf", "--jobs", "30", "--plot", str(tmp_path / "p.png")),
+        "--plot needs matplotlib",
+    )
