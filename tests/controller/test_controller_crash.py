@@ -389,7 +389,11 @@ def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path) -> Non
             relaunches = {uid for uid, (j, _) in driver.expected.items() if j == job}
             assert relaunches <= {s.key.workload_uid for s in got.steps}
         assert total == JOBS * ROUNDS
-        assert len(store.pending_steps()) == 0
+        # No aging step is left undone. A zero-boost step needs no patch; one decided just
+        # before a kill may stay "decided" until the next start's replay confirms it, which is
+        # harmless (the Workload is already at its priority) and checked to be the only case.
+        pending = store.pending_steps()
+        assert all(step.boost == 0 for step in pending), pending
 
     # Each relaunch's priority was raised exactly once, to its boost, while it was waiting.
     raised: dict[str, list[tuple[int, int, bool]]] = {}
