@@ -8,6 +8,7 @@ holds every object at the server's resourceVersion - and that recovery took the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,6 +70,11 @@ def test_watch_resumes_exactly_after_the_last_event_seen(tmp_path: Path) -> None
             quiet.store.create("workloads", builders.workload("second", "team-a"))
             wait_converged(quiet.store, mirror)
 
+            # The log records a watch when it ends; the resumed one ends by the injected clean end.
+            def two_watches(records: list[Any]) -> bool:
+                return sum(1 for r in records if r.verb == "watch" and r.resource == "workloads") >= 2
+
+            assert quiet.requests.wait_for(two_watches, WAIT_SECONDS)
             cut, resumed = quiet.requests.matching(verb="watch", resource="workloads")[:2]
             assert resumed.query["resourceVersion"] == first["metadata"]["resourceVersion"]
             assert resumed.query.get("allowWatchBookmarks") == "true"
