@@ -54,7 +54,17 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
         errors.fail(str(err), EXIT_BAD_INPUT)
 
 
-@click.command("simulate")
+class _OneLineCommand(click.Command):
+    """Reports click's own usage errors (bad option values) as one line, exit code 2."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as err:
+            errors.fail(f"{ctx.command_path}: {err.format_message()}", EXIT_BAD_INPUT)
+
+
+@click.command("simulate", cls=_OneLineCommand)
 @click.option(
     "--trace",
     "trace_source",

@@ -26,7 +26,9 @@ from sky_kueue.kueue import queue as q
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.kueue.workload import WorkloadInfo
 
-_Entry = tuple[tuple[int, Any, str], str, WorkloadInfo]
+#: (queue order, key, insertion number, info): the insertion number keeps tuples of a
+#: re-inserted Workload distinct, so the heap never compares WorkloadInfo objects.
+_Entry = tuple[tuple[int, Any, str], str, int, WorkloadInfo]
 
 
 class _OrderedActive(dict[str, WorkloadInfo]):
@@ -35,10 +37,12 @@ class _OrderedActive(dict[str, WorkloadInfo]):
     def __init__(self) -> None:
         super().__init__()
         self.heap: list[_Entry] = []
+        self.inserted = 0
 
     def __setitem__(self, key: str, info: WorkloadInfo) -> None:
         super().__setitem__(key, info)
-        heapq.heappush(self.heap, ((-info.priority, info.qts, info.uid), key, info))
+        self.inserted += 1
+        heapq.heappush(self.heap, ((-info.priority, info.qts, info.uid), key, self.inserted, info))
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self:
@@ -53,7 +57,7 @@ class _OrderedActive(dict[str, WorkloadInfo]):
         """The smallest live entry (stale heap entries are dropped on the way)."""
         heap = self.heap
         while heap:
-            _, key, info = heap[0]
+            _, key, _, info = heap[0]
             if self.get(key) is info:
                 return info
             heapq.heappop(heap)
@@ -62,8 +66,12 @@ class _OrderedActive(dict[str, WorkloadInfo]):
     def compact(self) -> None:
         """Rebuilds the heap when stale entries outnumber live ones."""
         if len(self.heap) > 2 * len(self) + 64:
-            live: Iterable[_Entry] = (((-info.priority, info.qts, info.uid), key, info) for key, info in self.items())
+            live: Iterable[_Entry] = (
+                ((-info.priority, info.qts, info.uid), key, index, info)
+                for index, (key, info) in enumerate(self.items(), start=self.inserted + 1)
+            )
             self.heap = list(live)
+            self.inserted += len(self)
             heapq.heapify(self.heap)
 
 

@@ -175,5 +175,13 @@ def render(comparison: Comparison) -> Group:
     return Group(*parts)
 
 
+#: Width of the tables when stdout is not a terminal (a file or a pipe has no width).
+NON_TERMINAL_WIDTH_COLUMNS = 160
+
+
 def print_text(comparison: Comparison, console: Console | None = None) -> None:
-    (console or Console()).print(render(comparison))
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=NON_TERMINAL_WIDTH_COLUMNS)
+    console.print(render(comparison))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
@@ -54,6 +55,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     one_line_error(invoke("--policies", "baseline,fifo"), "unknown policy 'fifo'")
     one_line_error(invoke("--trace", "nope"), "expected synthetic, kueue-perf or a CSV file path")
     one_line_error(invoke("--jobs", "5", "--hours", "1"), "give --jobs or --hours, not both")
+    one_line_error(invoke("--jobs", "0"), "Invalid value for '--jobs'")
     one_line_error(invoke("--aging-set", "max_age_seconds=-1"), "max_age_seconds")
     bad = tmp_path / "t.csv"
     bad.write_text("submit_time,duration,gpus,priority_class,team\n0,60,x,low,a\n", encoding="utf-8")
@@ -66,3 +68,11 @@ def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
         invoke("--trace", "kueue-perf", "--jobs", "30", "--plot", str(tmp_path / "p.png")),
         "--plot needs matplotlib",
     )
+
+
+def test_plot_is_written_when_matplotlib_is_installed(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "waits.png"
+    result = invoke("--trace", "kueue-perf", "--jobs", "60", "--quiet", "--plot", str(path))
+    assert result.exit_code == 0, result.output
+    assert path.stat().st_size > 0
