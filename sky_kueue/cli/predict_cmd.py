@@ -149,24 +149,14 @@ def _live_state(kubeconfig: Path | None, context: str | None, add: tuple[Path, .
 
     Exits with a one-line error when the cluster cannot be read.
     """
+    from sky_kueue.cli import cluster_fetch
     from sky_kueue.kueue import loader, parse
-    from sky_kueue.mirror import connection, discovery, export, kinds
-    from sky_kueue.mirror.errors import KubeconfigError, MirrorError
+    from sky_kueue.mirror import export
 
     extra: list[Any] = []
     for add_path in add:
         extra.extend(parse.flatten_documents(loader.load_documents(loader.read_text(add_path), str(add_path))))
-    try:
-        conn = connection.connect(kubeconfig, context)
-    except KubeconfigError as exc:
-        errors.fail(str(exc), EXIT_BAD_INPUT)
-    try:
-        api = discovery.discover(conn.api_client, conn.host)
-        fetched = export.fetch(conn, api, kind_list=kinds.MODEL_KINDS)
-    except MirrorError as exc:
-        errors.fail(str(exc), EXIT_CLUSTER_ERROR)
-    finally:
-        conn.close()
+    conn, fetched = cluster_fetch.fetch_or_fail(kubeconfig, context)
     warnings: list[str] = []
     docs = export.documents(fetched.store, warnings=warnings)
     for warning in [*fetched.warnings, *warnings]:

@@ -19,8 +19,6 @@ from sky_kueue.cli import errors
 
 #: Exit code for bad input (kubeconfig, context, --kueue-config, unwritable file).
 EXIT_BAD_INPUT = 2
-#: Exit code when the cluster cannot be read.
-EXIT_CLUSTER_ERROR = 1
 
 
 @click.command("snapshot")
@@ -48,33 +46,23 @@ EXIT_CLUSTER_ERROR = 1
 )
 def snapshot(kubeconfig: Path | None, context: str | None, output: Path, kueue_config: str | None) -> None:
     """Write the cluster's Kueue objects as a snapshot for `predict --snapshot`."""
+    from sky_kueue.cli import cluster_fetch
     from sky_kueue.kueue import parse
     from sky_kueue.kueue.errors import ModelError
-    from sky_kueue.mirror import connection, discovery, export, kinds
-    from sky_kueue.mirror.errors import KubeconfigError, MirrorError
+    from sky_kueue.mirror import export, kinds
 
     if kueue_config is not None and kueue_config.strip() != "classical":
         try:
             parse.parse_header(f"# kueue-config: {kueue_config}")
         except ModelError as exc:
             errors.fail(f"--kueue-config: {exc}", EXIT_BAD_INPUT)
-    try:
-        conn = connection.connect(kubeconfig, context)
-    except KubeconfigError as exc:
-        errors.fail(str(exc), EXIT_BAD_INPUT)
-    try:
-        api = discovery.discover(conn.api_client, conn.host)
-        fetched = export.fetch(conn, api, kind_list=kinds.MODEL_KINDS)
-    except MirrorError as exc:
-        errors.fail(str(exc), EXIT_CLUSTER_ERROR)
-    finally:
-        conn.close()
+    conn, fetched = cluster_fetch.fetch_or_fail(kubeconfig, context)
     warnings: list[str] = list(fetched.warnings)
     docs = export.documents(fetched.store, warnings=warnings)
     header = export.snapshot_header(
         host=conn.host,
         context=conn.context,
-        api_version=api.version,
+        api_version=fetched.api.version,
         taken_at=datetime.now(timezone.utc),
         kueue_config=None if kueue_config is None or kueue_config.strip() == "classical" else kueue_config.strip(),
     )
@@ -89,5 +77,6 @@ def snapshot(kubeconfig: Path | None, context: str | None, output: Path, kueue_c
         errors.fail(f"cannot write {output}: {exc.strerror or exc}", EXIT_BAD_INPUT)
     workloads = fetched.store.count(kinds.KindName.WORKLOAD)
     click.echo(
-        f"wrote {len(docs)} objects ({workloads} workloads, {kinds.KUEUE_GROUP}/{api.version}) to {output}", err=True
+        f"wrote {len(docs)} objects ({workloads} workloads, {kinds.KUEUE_GROUP}/{fetched.api.version}) to {output}",
+        err=True,
     )
