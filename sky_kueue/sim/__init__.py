@@ -11,7 +11,6 @@ today, side by side, on realistic traces (issue 7). One concept per module:
 * :mod:`~sky_kueue.sim.relaunch`: SkyPilot's relaunch delay after a preemption;
 * :mod:`~sky_kueue.sim.policies`: ``baseline`` and adapters to the controller's aging registry;
 * :mod:`~sky_kueue.sim.events` and :mod:`~sky_kueue.sim.simulator`: the discrete-event loop;
-* :mod:`~sky_kueue.sim.fastqueue`: a heap-backed pending queue with the model's exact order;
 * :mod:`~sky_kueue.sim.results`, :mod:`~sky_kueue.sim.metrics`, :mod:`~sky_kueue.sim.eta`:
   per-job records, per-class metrics and targets, ETA accuracy;
 * :mod:`~sky_kueue.sim.compare`, :mod:`~sky_kueue.sim.report`, :mod:`~sky_kueue.sim.plots`:

@@ -4,21 +4,19 @@ Why measure it here: the admission predictor promises "your job starts in about 
 minutes"; a simulation knows the truth, so it can grade the promise. For a sample of jobs,
 at the moment each is submitted, two estimates of its wait until first admission are made:
 
-* **model**: Kueue's exact scheduler run forward on a copy of the cluster as it is at that
-  moment: the running jobs end at their (known) end times, nothing new arrives and no
-  preempted job comes back; the estimate is when the job is first admitted. This is the
-  predictor's approach (:mod:`sky_kueue.kueue.predictor`) extended over time with
-  runtimes, so it is an optimistic bound on what a runtime-aware predictor can do: its
-  only errors come from the future (arrivals of higher priority, relaunches, aging).
+* **model**: the predictor's own estimate (:func:`sky_kueue.kueue.eta.estimate`, the one
+  the admin policy reports) on a copy of the cluster as it is at that moment, with every
+  job's run time known: running jobs end at their end times, nothing new arrives and no
+  preempted job comes back. It is therefore an optimistic bound on what a runtime-aware
+  predictor can do: its only errors come from the future (arrivals of higher priority,
+  relaunches, aging).
 * **naive**: the job's position in its ClusterQueue (Workloads ahead of it by priority,
   then creation time) divided by the ClusterQueue's admission rate over the last
   :data:`ETA_RATE_WINDOW_SECONDS`.
 
 :func:`summarize` reports each estimate's mean absolute error and how often it answered
-"admitted within T?" correctly. The projection applies completions in windows of
-:data:`ETA_PROJECTION_STEP_SECONDS` (so estimates are that coarse) and gives no estimate
-if the job is not admitted within :data:`ETA_MAX_PROJECTION_STEPS` windows (counted as
-"not within T").
+"admitted within T?" correctly. A job the projection does not admit within
+:data:`ETA_HORIZON_SECONDS` has no estimate (counted as "not within T").
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue.scheduler import Engine
+from sky_kueue.kueue.eta import estimate
 from sky_kueue.kueue.workload import WorkloadInfo
 from sky_kueue.sim.cluster import at
 
@@ -36,14 +34,10 @@ if TYPE_CHECKING:
 
 #: Trailing window over which the naive estimate measures a queue's admission rate.
 ETA_RATE_WINDOW_SECONDS = 3_600.0
-#: A model projection gives up after this many steps without admitting the job.
-ETA_MAX_PROJECTION_STEPS = 300
-#: Completions within this window are applied together (one scheduling step per window).
-ETA_PROJECTION_STEP_SECONDS = 60.0
+#: A model projection gives up when the job is not admitted within this long.
+ETA_HORIZON_SECONDS = 2 * 86_400.0
 #: Threshold of the "admitted within T" question.
 DEFAULT_ETA_WITHIN_SECONDS = 600.0
-#: Safety stop for cycles at one projected instant.
-_MAX_CYCLES_PER_INSTANT = 10_000
 
 
 @dataclass(frozen=True)
@@ -144,14 +138,9 @@ def _admitted_workload(info: WorkloadInfo) -> o.Workload:
 
 
 def model_estimate(sim: Simulator, key: str) -> float | None:
-    """Runs Kueue forward from now with known end times and no arrivals (None: not admitted)."""
+    """The predictor's ETA with every run time known (None: not admitted within the horizon)."""
     base = sim.trace.cluster.state
-    workloads: dict[str, o.Workload] = {}
-    ends: dict[str, float] = {}
-    for holder_key, info in sim.engine.holders.items():
-        workloads[holder_key] = _admitted_workload(info)
-        job = sim.by_workload[holder_key]
-        ends[holder_key] = job.run_start + job.spec.duration_s
+    workloads: dict[str, o.Workload] = {holder: _admitted_workload(info) for holder, info in sim.engine.holders.items()}
     for pending_key, info in sim.engine.pending.items():
         workloads[pending_key] = info.obj
     state = o.ClusterState(
@@ -164,43 +153,12 @@ def model_estimate(sim: Simulator, key: str) -> float | None:
         workloads=workloads,
         config=base.config,
     )
-    start = sim.now
-    engine = Engine(state, at(start))
-    now = start
-    for _ in range(ETA_MAX_PROJECTION_STEPS):
-        _settle(engine, now)
-        if key in engine.holders:
-            return now - start
-        if key not in engine.pending:
-            return None
-        for k in engine.holders:
-            if k not in ends:  # admitted during the projection: runs its full time
-                ends[k] = now + sim.by_workload[k].spec.duration_s
-        running = list(engine.holders)
-        if not running:
-            return None
-        now = max(min(ends[k] for k in running), now) + ETA_PROJECTION_STEP_SECONDS
-        for k in running:
-            if ends[k] <= now:
-                engine.delete_workload(k)
-    return None
 
+    def runtime(wl: o.Workload) -> float | None:
+        job = sim.by_workload.get(wl.key)
+        return None if job is None else job.spec.duration_s
 
-def _settle(engine: Engine, instant: float) -> None:
-    engine.now = at(instant)
-    tried: set[str] = set()
-    for _ in range(_MAX_CYCLES_PER_INSTANT):
-        if not engine.has_active_heads():
-            return
-        result = engine.cycle()
-        engine.settle_events(result)
-        if result.changed:
-            tried.clear()
-            continue
-        heads = {entry.info.key for entry in result.entries}
-        if heads <= tried:
-            return
-        tried |= heads
+    return estimate(state, [key], runtime, now=at(sim.now), horizon_seconds=ETA_HORIZON_SECONDS)[key].seconds
 
 
 def summarize(

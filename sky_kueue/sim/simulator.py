@@ -43,7 +43,6 @@ from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import CycleResult, Engine
-from sky_kueue.sim import fastqueue
 from sky_kueue.sim.cluster import QueueRef, at, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
 from sky_kueue.sim.policies import ResubmissionPolicy
@@ -83,8 +82,6 @@ class SimConfig:
     wait_limit_s: float | None = None
     #: ClusterQueue whose usage is recorded as a timeline ("" = the busiest team's).
     timeline_cq: str = ""
-    #: Use the heap-backed pending queues (same order as the model's, much faster).
-    fast_queues: bool = True
 
 
 class _State(enum.Enum):
@@ -157,8 +154,6 @@ class Simulator:
         )
         self.now = 0.0
         self.engine = Engine(state, at(0.0))
-        if self.config.fast_queues:
-            fastqueue.install(self.engine)
         self.events = EventQueue()
         self.jobs: list[_Job] = []
         for index, spec in enumerate(trace.jobs):

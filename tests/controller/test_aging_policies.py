@@ -96,10 +96,11 @@ def test_the_boost_never_exceeds_max_boost(max_boost: int, expected: int) -> Non
 @pytest.mark.parametrize(
     ("preemptor", "cap_at_preemptor", "ceiling", "expected"),
     [
-        (300, True, None, 200),  # base 100 may rise to the preemptor's class 300, not above
+        (300, True, None, 199),  # base 100 may rise to just below the preemptor's class 300
         (300, False, None, 700),  # unless configured otherwise
         (None, True, None, 700),  # preemptor priority unknown: only max_boost applies
         (50, True, None, 0),  # a preemptor below the job's class leaves no room
+        (101, True, None, 0),  # nor does one a single point above it
         (300, True, 250, 150),  # an absolute ceiling_priority applies on top
         (1000, True, 2_000, 700),
         (None, True, 99, 0),  # a ceiling below the base never makes the boost negative
@@ -116,7 +117,7 @@ def test_the_preemptor_cap_uses_the_highest_class_that_ever_preempted_the_job() 
     history = cycle(job(), "w0", queued=0, admitted=10, preempted=2_000, preemptor=150)
     history = cycle(history, "w1", queued=2_000, admitted=2_010, preempted=4_000, preemptor=400)
     history = cycle(history, "w2", queued=4_000, admitted=4_010, preempted=6_000, preemptor=200)
-    assert boost(history.queued("w3", 6_000), STEPS_ONLY) == 300  # 400 - 100
+    assert boost(history.queued("w3", 6_000), STEPS_ONLY) == 299  # 400 - 1 - 100
 
 
 def flapping_history(second_run_seconds: float, second_preemptor: int | None) -> JobHistory:

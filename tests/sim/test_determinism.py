@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 from sky_kueue.sim import policies, synthetic
 from sky_kueue.sim.simulator import SimConfig, simulate
@@ -36,12 +35,3 @@ def test_relaunch_jitter_depends_on_the_seed():
     a = simulate(trace, policies.resolve("baseline"), SimConfig(seed=1))
     b = simulate(trace, policies.resolve("baseline"), SimConfig(seed=2))
     assert [j.wait_s for j in a.jobs] != [j.wait_s for j in b.jobs]
-
-
-def test_heap_queue_gives_exactly_the_models_results():
-    trace = contended_trace(6)
-    for name in ("baseline", "aging"):
-        fast = simulate(trace, policies.resolve(name), SimConfig(seed=3))
-        exact = simulate(trace, policies.resolve(name), replace(SimConfig(seed=3), fast_queues=False))
-        assert fast.jobs == exact.jobs
-        assert fast.cycles == exact.cycles

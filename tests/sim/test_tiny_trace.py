@@ -125,3 +125,24 @@ def test_aging_raises_the_relaunched_workload_of_a_repeatedly_preempted_job():
     assert jobs["low-1"].max_boost == 100
     baseline = by_id(simulate(trace, policies.resolve("baseline"), NO_DELAY))
     assert baseline["low-1"].max_boost == 0
+
+
+def test_model_eta_at_submission_matches_the_wait_when_nothing_else_arrives():
+    # Two jobs hold the 4 GPUs until t=100 and t=130; "late" (4 GPUs) arrives at t=20 and
+    # waits for both: the predictor's estimate at submission is 110 s, as happens.
+    from sky_kueue.sim.eta import EtaProbe
+    from sky_kueue.sim.simulator import Simulator
+
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=4)
+        .job("first", at=0, gpus=2, run=100)
+        .job("second", at=0, gpus=2, run=130)
+        .job("late", at=20, gpus=4, run=10)
+        .trace()
+    )
+    index = next(i for i, job in enumerate(trace.jobs) if job.job_id == "late")
+    probe = EtaProbe({index})
+    run = Simulator(trace, policies.resolve("baseline"), NO_DELAY, on_arrival=probe).run()
+    assert [(e.job_id, e.model_s) for e in probe.estimates] == [("late", 110.0)]
+    assert by_id(run)["late"].wait_s == 110

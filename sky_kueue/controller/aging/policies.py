@@ -28,12 +28,15 @@ Then::
     age_factor = min(aged_wait / max_age_seconds, 1)            # Slurm's age factor
     raw        = steps * boost_per_step + floor(age_weight * age_factor)
     limit      = min(max_boost,
-                     preemptor_class - base   if cap_at_preemptor_priority and known,
+                     preemptor_class - 1 - base   if cap_at_preemptor_priority and known,
                      ceiling_priority - base  if ceiling_priority is set)
     boost      = min(max(raw, 0), max(limit, 0))
 
 ``preemptor_class`` is the highest class priority among the job's recorded preemptors: a
-dev job preempted by prod may rise up to prod, never above it, unless configured. The
+dev job preempted by prod may rise to just below prod, unless configured otherwise. Just
+below, not equal: Kueue's ``LowerPriority`` policies preempt only *strictly* lower
+priorities, so a job boosted to prod's own value could no longer be preempted by prod,
+and prod would queue behind it, inverting the order the cluster's classes declare. The
 boost is never negative; the base priority comes from the job's first Workload.
 
 The alternatives exist for comparison (the simulator runs them side by side): ``ladder``
@@ -134,10 +137,9 @@ class _Fold:
         limit = s.max_boost
         reasons = [f"max_boost {s.max_boost}"]
         if s.cap_at_preemptor_priority and self.preemptor_class is not None:
-            limit = min(limit, self.preemptor_class - self.base)
-            reasons.append(
-                f"preemptor class {self.preemptor_class} - base {self.base} = {self.preemptor_class - self.base}"
-            )
+            room = self.preemptor_class - 1 - self.base
+            limit = min(limit, room)
+            reasons.append(f"preemptor class {self.preemptor_class} - 1 - base {self.base} = {room}")
         if s.ceiling_priority is not None:
             limit = min(limit, s.ceiling_priority - self.base)
             reasons.append(
