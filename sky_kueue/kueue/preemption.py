@@ -227,30 +227,53 @@ class _Search(FitCheck):
 
     # --- classification -------------------------------------------------------------
 
-    def _classify(self, candidate: WorkloadInfo, advantage: bool) -> Variant:
-        if not candidate.uses_any(self.frs):
-            return Variant.NEVER
-        same_cq = candidate.cluster_queue == self.cq.name
-        policy = self.spec.preemption.within_cluster_queue if same_cq else self.spec.preemption.reclaim_within_cohort
-        if not satisfies_policy(self.preemptor, candidate, policy):
-            return Variant.NEVER
-        if same_cq:
-            return Variant.WITHIN_CQ
-        if advantage:
-            return Variant.HIERARCHICAL_RECLAIM
-        if _borrowing_forbidden(self.spec):
-            return Variant.RECLAIM_WITHOUT_BORROWING
-        threshold = self.spec.preemption.max_priority_threshold
-        if candidate.priority >= self.preemptor.priority or (threshold is not None and candidate.priority > threshold):
-            return Variant.RECLAIM_WITHOUT_BORROWING
-        return Variant.RECLAIM_WHILE_BORROWING
-
     def _from_cq(self, cq: tree.ClusterQueueNode, lca: tree.CohortNode | None, advantage: bool) -> list[_Candidate]:
+        """The admitted workloads of ``cq`` the preemptor may evict, with their variant.
+
+        One tight loop over the queue's workloads: the policy decides eligibility, and the
+        variant (which pass and reason a candidate belongs to) is the same for the whole
+        queue except for the priority threshold of reclaim-while-borrowing.
+        """
+        workloads = self.snapshot.workloads.get(cq.name)
+        if not workloads:
+            return []
+        preemption = self.spec.preemption
+        same_cq = cq is self.cq
+        policy = preemption.within_cluster_queue if same_cq else preemption.reclaim_within_cohort
+        if policy is o.PreemptionPolicy.NEVER:
+            return []
+        frs = self.frs
+        preemptor = self.preemptor
+        mine = preemptor.priority
+        lower_only = policy is o.PreemptionPolicy.LOWER_PRIORITY
+        newer_equal = policy is o.PreemptionPolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        if same_cq:
+            fixed: Variant | None = Variant.WITHIN_CQ
+        elif advantage:
+            fixed = Variant.HIERARCHICAL_RECLAIM
+        elif _borrowing_forbidden(self.spec):
+            fixed = Variant.RECLAIM_WITHOUT_BORROWING
+        else:
+            fixed = None
+        threshold = preemption.max_priority_threshold
         result = []
-        for info in self.snapshot.workloads.get(cq.name, {}).values():
-            variant = self._classify(info, advantage)
-            if variant is not Variant.NEVER:
-                result.append(_Candidate(info, lca, variant))
+        for info in workloads.values():
+            priority = info.priority
+            if lower_only:
+                if priority >= mine:
+                    continue
+            elif newer_equal:
+                if not (priority < mine or (priority == mine and preemptor.qts < info.qts)):
+                    continue
+            if info.assigned_frs().isdisjoint(frs):
+                continue
+            if fixed is not None:
+                variant = fixed
+            elif priority >= mine or (threshold is not None and priority > threshold):
+                variant = Variant.RECLAIM_WITHOUT_BORROWING
+            else:
+                variant = Variant.RECLAIM_WHILE_BORROWING
+            result.append(_Candidate(info, lca, variant))
         return result
 
     def _in_subtree(
@@ -271,8 +294,8 @@ class _Search(FitCheck):
             if not child_cq.within_quota(self.frs):
                 out.extend(self._from_cq(child_cq, subtree_root, advantage))
 
-    def collect(self) -> tuple[list[_Candidate], bool, bool]:
-        """Ordered candidates, and whether there are none from other queues / for hierarchy."""
+    def collect(self) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
+        """Unordered candidates: this queue's, hierarchical reclaims, priority-based reclaims."""
         same: list[_Candidate] = []
         if self.spec.preemption.within_cluster_queue is not o.PreemptionPolicy.NEVER:
             same = self._from_cq(self.cq, None, False)
@@ -287,10 +310,15 @@ class _Search(FitCheck):
                 fits, remaining = tree.quantities_fit_in_quota(ancestor, remaining)
                 advantage = advantage or fits
                 previous = ancestor
+        return same, hierarchy, priority
 
+    def order(
+        self, same: list[_Candidate], hierarchy: list[_Candidate], priority: list[_Candidate]
+    ) -> list[_Candidate]:
+        """Kueue's candidate order: evicted first, then hierarchy, priority, own queue."""
         for lst in (same, hierarchy, priority):
             sort_candidates(lst, _info_of, self.cq.name, self.now, self.candidate_cmp)
-        ordered = (
+        return (
             [c for c in hierarchy if c.info.evicted]
             + [c for c in priority if c.info.evicted]
             + [c for c in same if c.info.evicted]
@@ -298,7 +326,6 @@ class _Search(FitCheck):
             + [c for c in priority if not c.info.evicted]
             + [c for c in same if not c.info.evicted]
         )
-        return ordered, not hierarchy and not priority, not hierarchy
 
     # --- search ---------------------------------------------------------------------
 
@@ -317,18 +344,55 @@ class _Search(FitCheck):
                 return False
         return True
 
+    def _cannot_fit(self, candidates: list[_Candidate], allow_borrowing: bool) -> bool:
+        """Whether a pass must fail even if it removed every candidate valid now.
+
+        An exact shortcut, not a heuristic: a pass removes only candidates that are valid
+        when reached, and validity only ever turns off as usage falls, so it removes a
+        subset of those valid now. Removing one unit of usage anywhere in the tree raises
+        the ClusterQueue's available quota by at most one unit, and only removals from the
+        ClusterQueue itself lower its own usage. So if the preemptor does not fit with
+        ``available + (usage of every valid candidate)``, or would still borrow after its
+        own queue's valid candidates left (when borrowing is not allowed), no pass order
+        can make it fit, and the search that removes and restores each candidate in turn
+        (most of the cost of a failed preemption) is skipped.
+        """
+        freed: dict[FR, int] = {}
+        own: dict[FR, int] = {}
+        for cand in candidates:
+            if not self._valid(cand, allow_borrowing):
+                continue
+            same = cand.info.cluster_queue == self.cq.name
+            for fr, value in cand.info.usage.items():
+                freed[fr] = freed.get(fr, 0) + value
+                if same:
+                    own[fr] = own.get(fr, 0) + value
+        for fr, value in self.requests.items():
+            if value > tree.cq_available(self.cq, fr) + freed.get(fr, 0):
+                return True
+            if not allow_borrowing and self.cq.borrowing_with(fr, value - own.get(fr, 0)):
+                return True
+        return False
+
     def _under_nominal(self) -> bool:
         return all(self.cq.nominal(fr) > self.cq.usage.get(fr, 0) for fr in self.frs)
 
     def run(self) -> list[Target]:
-        candidates, none_from_others, none_for_hierarchy = self.collect()
+        same, hierarchy, priority = self.collect()
+        if not same and not hierarchy and not priority:
+            return []
         forbidden = _borrowing_forbidden(self.spec)
-        if none_from_others or (forbidden and not self._under_nominal()):
+        if (not hierarchy and not priority) or (forbidden and not self._under_nominal()):
             passes = [True]
-        elif forbidden and none_for_hierarchy:
+        elif forbidden and not hierarchy:
             passes = [False, True]
         else:
             passes = [True, False]
+        unordered = same + hierarchy + priority
+        passes = [allow for allow in passes if not self._cannot_fit(unordered, allow)]
+        if not passes:
+            return []
+        candidates = self.order(same, hierarchy, priority)
         for allow_borrowing in passes:
             targets: list[Target] = []
             for cand in candidates:

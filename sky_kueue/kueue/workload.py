@@ -121,6 +121,7 @@ class WorkloadInfo:
     reason: str = ""
     #: the flavors of the nomination, kept for an overlap recompute within one cycle
     nomination_mapping: dict[str, dict[str, str]] | None = None
+    _assigned_frs: tuple[list[PodSetRequests], frozenset[FR]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -130,13 +131,23 @@ class WorkloadInfo:
     def uid(self) -> str:
         return self.obj.uid
 
+    def assigned_frs(self) -> frozenset[FR]:
+        """The flavor/resource pairs the admission assigned (cached per ``total_requests``).
+
+        Preemption asks this of every admitted workload for every preemptor, so it is
+        computed once per admission; the cache is keyed by the identity of the
+        ``total_requests`` list, which an admission replaces rather than mutates.
+        """
+        cached = self._assigned_frs
+        if cached is not None and cached[0] is self.total_requests:
+            return cached[1]
+        frs = frozenset((flavor, res) for ps in self.total_requests for res, flavor in ps.flavors.items())
+        self._assigned_frs = (self.total_requests, frs)
+        return frs
+
     def uses_any(self, frs: set[FR] | frozenset[FR]) -> bool:
         """Whether the admitted workload uses any of ``frs`` (``WorkloadUsesResources``)."""
-        for ps in self.total_requests:
-            for res, flavor in ps.flavors.items():
-                if (flavor, res) in frs:
-                    return True
-        return False
+        return not self.assigned_frs().isdisjoint(frs)
 
 
 def _usage_from(total: list[PodSetRequests]) -> dict[FR, int]:
