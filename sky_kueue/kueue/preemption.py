@@ -359,10 +359,18 @@ class _Search(FitCheck):
         """
         freed: dict[FR, int] = {}
         own: dict[FR, int] = {}
+        borrowing_queue: dict[tuple[str, int], bool] = {}  # the tree does not change here
         for cand in candidates:
-            if not self._valid(cand, allow_borrowing):
-                continue
             same = cand.info.cluster_queue == self.cq.name
+            if not same:
+                if allow_borrowing and cand.variant is Variant.RECLAIM_WITHOUT_BORROWING:
+                    continue
+                key = (cand.info.cluster_queue, id(cand.lca))
+                valid = borrowing_queue.get(key)
+                if valid is None:
+                    valid = borrowing_queue[key] = self._valid(cand, allow_borrowing=False)
+                if not valid:
+                    continue
             for fr, value in cand.info.usage.items():
                 freed[fr] = freed.get(fr, 0) + value
                 if same:
