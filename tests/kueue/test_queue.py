@@ -59,10 +59,19 @@ def test_heap_pops_in_the_same_order_as_a_full_scan() -> None:
                 assert (head.key if head else None) == expected
                 if head is not None:
                     popped += 1
-                    if rng.random() < 0.5:  # put it back, sometimes as the sticky preemptor
-                        reason = rng.choice([q.REQUEUE_PENDING_PREEMPTION, q.REQUEUE_FAILED_AFTER_NOMINATION])
+                    if rng.random() < 0.5:  # put it back: sticky, at once, or parked with its shape
+                        reason = rng.choice(
+                            [q.REQUEUE_PENDING_PREEMPTION, q.REQUEUE_FAILED_AFTER_NOMINATION, q.REQUEUE_NO_FIT]
+                        )
                         queue.requeue(head, reason)
+                        if reason == q.REQUEUE_NO_FIT and queue.best_effort:
+                            assert not any(i.hash == head.hash for i in queue.active.values())
                     else:
                         del live[head.key]
+            if step % 97 == 0:  # a deletion in the cohort returns every parked Workload
+                queue.flush_inadmissible(lambda info: True)
+            indexed = {k: i for group in queue.active.by_hash.values() for k, i in group.items()}
+            assert indexed == dict(queue.active)
+            assert all(h == i.hash for h, group in queue.active.by_hash.items() for i in group.values())
         assert popped > 300
         assert len(queue.active.heap) <= 2 * len(queue.active) + q.HEAP_COMPACT_SLACK_ENTRIES
