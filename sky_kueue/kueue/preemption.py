@@ -262,9 +262,8 @@ class _Search(FitCheck):
             if lower_only:
                 if priority >= mine:
                     continue
-            elif newer_equal:
-                if not (priority < mine or (priority == mine and preemptor.qts < info.qts)):
-                    continue
+            elif newer_equal and not (priority < mine or (priority == mine and preemptor.qts < info.qts)):
+                continue
             if info.assigned_frs().isdisjoint(frs):
                 continue
             if fixed is not None:

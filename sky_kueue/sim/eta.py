@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sky_kueue.kueue import eta as kueue_eta
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue.eta import estimate
 from sky_kueue.kueue.workload import WorkloadInfo
 from sky_kueue.sim.cluster import at
 
@@ -158,7 +158,8 @@ def model_estimate(sim: Simulator, key: str) -> float | None:
         job = sim.by_workload.get(wl.key)
         return None if job is None else job.spec.duration_s
 
-    return estimate(state, [key], runtime, now=at(sim.now), horizon_seconds=ETA_HORIZON_SECONDS)[key].seconds
+    projected = kueue_eta.estimate(state, [key], runtime, now=at(sim.now), horizon_seconds=ETA_HORIZON_SECONDS)
+    return projected[key].seconds
 
 
 def summarize(
