@@ -23,7 +23,7 @@ changes between cycles without the Workloads changing, so those queues scan inst
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,63 +59,21 @@ def _heap_order(info: WorkloadInfo) -> tuple[int, Any, str]:
 
 
 class ActiveSet(dict[str, WorkloadInfo]):
-    """The active Workloads by key, a lazily pruned heap of them in queue order, and an
-    index by equivalence hash.
+    """The active Workloads by key, plus a lazily pruned heap of them in queue order.
 
     A heap entry is live while the dict still maps its key to the very same info object;
     deletions leave stale entries behind, dropped when they surface or by :meth:`compact`.
-    The hash index serves BestEffortFIFO's bulk parking (every Workload of a NoFit head's
-    shape leaves the active set), which would otherwise scan the whole queue per parked
-    shape: quadratic work once queues are thousands long.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.heap: list[_HeapEntry] = []
         self.inserted = 0
-        self.by_hash: dict[str, dict[str, WorkloadInfo]] = {}
-
-    def _index(self, key: str, info: WorkloadInfo) -> None:
-        old = super().get(key)
-        if old is not None:
-            self._unindex(key, old)
-        self.by_hash.setdefault(info.hash, {})[key] = info
-
-    def _unindex(self, key: str, info: WorkloadInfo) -> None:
-        group = self.by_hash.get(info.hash)
-        if group is not None:
-            group.pop(key, None)
-            if not group:
-                del self.by_hash[info.hash]
 
     def __setitem__(self, key: str, info: WorkloadInfo) -> None:
-        self._index(key, info)
         super().__setitem__(key, info)
         self.inserted += 1
         heapq.heappush(self.heap, (_heap_order(info), key, self.inserted, info))
-
-    def __delitem__(self, key: str) -> None:
-        self._unindex(key, self[key])
-        super().__delitem__(key)
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if key in self:
-            info = super().pop(key)
-            self._unindex(key, info)
-            return info
-        if default:
-            return default[0]
-        raise KeyError(key)
-
-    def popitem(self) -> tuple[str, WorkloadInfo]:
-        key, info = super().popitem()
-        self._unindex(key, info)
-        return key, info
-
-    def clear(self) -> None:
-        super().clear()
-        self.by_hash.clear()
-        self.heap.clear()
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self:
@@ -123,26 +81,8 @@ class ActiveSet(dict[str, WorkloadInfo]):
         return self[key]
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        self.add_many(dict(*args, **kwargs).items())
-
-    def add_many(self, items: Iterable[tuple[str, WorkloadInfo]]) -> None:
-        """Inserts many Workloads at once: one heapify instead of a push each."""
-        heap = self.heap
-        for key, info in items:
-            self._index(key, info)
-            super().__setitem__(key, info)
-            self.inserted += 1
-            heap.append((_heap_order(info), key, self.inserted, info))
-        heapq.heapify(heap)
-        self.compact()
-
-    def take_hash(self, hash_: str) -> dict[str, WorkloadInfo]:
-        """Removes and returns every active Workload with equivalence hash ``hash_``."""
-        group = self.by_hash.pop(hash_, {})
-        for key in group:
-            super().__delitem__(key)
-        self.compact()
-        return group
+        for key, info in dict(*args, **kwargs).items():
+            self[key] = info
 
     def first(self) -> WorkloadInfo | None:
         """The live entry first in queue order (stale entries are dropped on the way)."""
@@ -239,18 +179,23 @@ class PendingQueue:
         self.inadmissible[info.key] = info
         if reason in (REQUEUE_NO_FIT, REQUEUE_PREEMPTION_NO_CANDIDATES) and self.best_effort:
             self.bulk_moved_hashes.add(info.hash)
-            self.inadmissible.update(self.active.take_hash(info.hash))
+            for key, other in list(self.active.items()):
+                if other.hash == info.hash:
+                    del self.active[key]
+                    self.inadmissible[key] = other
 
     def flush_inadmissible(self, namespace_ok: Callable[[WorkloadInfo], bool]) -> int:
         """Move parked workloads back to the active set (``queueInadmissibleWorkloads``)."""
         self.inadmissible_flush_cycle = self.pop_cycle
         self.bulk_moved_hashes.clear()
-        back = [(key, info) for key, info in self.inadmissible.items() if namespace_ok(info)]
-        for key, _ in back:
+        moved = 0
+        for key, info in list(self.inadmissible.items()):
+            if not namespace_ok(info):
+                continue
             del self.inadmissible[key]
-        if back:
-            self.active.add_many(back)
-        return len(back)
+            self.active[key] = info
+            moved += 1
+        return moved
 
     def state_key(self) -> tuple[object, ...]:
         """The queue's state for the settle rule: members, parking and scan positions."""

@@ -35,3 +35,28 @@ def test_relaunch_jitter_depends_on_the_seed():
     a = simulate(trace, policies.resolve("baseline"), SimConfig(seed=1))
     b = simulate(trace, policies.resolve("baseline"), SimConfig(seed=2))
     assert [j.wait_s for j in a.jobs] != [j.wait_s for j in b.jobs]
+
+
+def test_the_preemption_shortcut_changes_no_decision(monkeypatch):
+    # The infeasibility bound skips searches that cannot succeed; with it switched off the
+    # model must take exactly the same decisions, preemptions included.
+    from sky_kueue.kueue import preemption
+
+    trace = contended_trace(6)
+    calls = {"pruned": 0}
+    original = preemption._Search._cannot_fit
+
+    def counting(self, candidates, allow_borrowing):
+        pruned = original(self, candidates, allow_borrowing)
+        calls["pruned"] += pruned
+        return pruned
+
+    monkeypatch.setattr(preemption._Search, "_cannot_fit", counting)
+    with_bound = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "aging")]
+    assert calls["pruned"] > 0, "the trace must exercise the shortcut"
+    monkeypatch.setattr(preemption._Search, "_cannot_fit", lambda self, candidates, allow_borrowing: False)
+    without = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "aging")]
+    for a, b in zip(with_bound, without, strict=True):
+        assert a.jobs == b.jobs
+        assert a.cycles == b.cycles
+        assert sum(j.preemptions for j in a.jobs) > 0
