@@ -179,18 +179,22 @@ class PendingQueue:
         self.inadmissible[info.key] = info
         if reason in (REQUEUE_NO_FIT, REQUEUE_PREEMPTION_NO_CANDIDATES) and self.best_effort:
             self.bulk_moved_hashes.add(info.hash)
-            for key, other in list(self.active.items()):
-                if other.hash == info.hash:
-                    del self.active[key]
-                    self.inadmissible[key] = other
+            shape = info.hash
+            for key in [k for k, other in self.active.items() if other.hash == shape]:
+                self.inadmissible[key] = self.active.pop(key)
 
     def flush_inadmissible(self, namespace_ok: Callable[[WorkloadInfo], bool]) -> int:
         """Move parked workloads back to the active set (``queueInadmissibleWorkloads``)."""
         self.inadmissible_flush_cycle = self.pop_cycle
         self.bulk_moved_hashes.clear()
         moved = 0
+        selected: dict[str, bool] = {}  # the answer depends only on the namespace
         for key, info in list(self.inadmissible.items()):
-            if not namespace_ok(info):
+            namespace = info.obj.namespace
+            ok = selected.get(namespace)
+            if ok is None:
+                ok = selected[namespace] = namespace_ok(info)
+            if not ok:
                 continue
             del self.inadmissible[key]
             self.active[key] = info
