@@ -404,65 +404,65 @@ class SqliteHistoryStore:
             return self._insert_transition(conn, key, transition)
 
     def record_preemption(self, identity: JobIdentity, record: PreemptionRecord) -> bool:
-        with self._write() as conn:
-            key = self._job_key(conn, identity, record.at)
-            cursor = conn.execute(
-                """INSERT OR IGNORE INTO preemptions (key, job_key, workload_name, at, reason, preemptor_uid,
-                       preemptor_job_uid, preemptor_priority, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    record.key.token,
-                    key,
-                    record.workload_name,
-                    record.at,
-                    record.reason,
-                    record.preemptor_uid,
-                    record.preemptor_job_uid,
-                    record.preemptor_priority,
-                    record.message,
-                ),
-            )
-            if cursor.rowcount != 1:
-                return False
-            self._insert_transition(
-                conn,
-                key,
-                Transition(
-                    transition_key(record.key, TransitionCause.PREEMPTED),
-                    TransitionCause.PREEMPTED,
-                    record.at,
-                    record.key.workload_uid,
-                ),
-            )
-            return True
+        return self._record_episode(
+            identity,
+            record.at,
+            """INSERT OR IGNORE INTO preemptions (key, job_key, workload_name, at, reason, preemptor_uid,
+                   preemptor_job_uid, preemptor_priority, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (
+                record.workload_name,
+                record.at,
+                record.reason,
+                record.preemptor_uid,
+                record.preemptor_job_uid,
+                record.preemptor_priority,
+                record.message,
+            ),
+            record.key,
+            TransitionCause.PREEMPTED,
+        )
 
     def record_eviction(self, identity: JobIdentity, record: EvictionRecord) -> bool:
+        return self._record_episode(
+            identity,
+            record.at,
+            """INSERT OR IGNORE INTO evictions (key, job_key, workload_name, at, reason, kind, message,
+                   underlying_cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            (
+                record.workload_name,
+                record.at,
+                record.reason,
+                record.kind,
+                record.message,
+                record.underlying_cause,
+            ),
+            record.key,
+            TransitionCause.EVICTED,
+        )
+
+    def _record_episode(
+        self,
+        identity: JobIdentity,
+        at: float,
+        insert_sql: str,
+        columns: tuple[object, ...],
+        episode: EpisodeKey,
+        cause: TransitionCause,
+    ) -> bool:
+        """Inserts one preemption or eviction row and its transition in one transaction.
+
+        The row's first two columns are always the episode token and the job key; the
+        transition is written only when the row is new, so a replayed event is a no-op.
+        """
         with self._write() as conn:
-            key = self._job_key(conn, identity, record.at)
-            cursor = conn.execute(
-                """INSERT OR IGNORE INTO evictions (key, job_key, workload_name, at, reason, kind, message,
-                       underlying_cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    record.key.token,
-                    key,
-                    record.workload_name,
-                    record.at,
-                    record.reason,
-                    record.kind,
-                    record.message,
-                    record.underlying_cause,
-                ),
-            )
+            key = self._job_key(conn, identity, at)
+            cursor = conn.execute(insert_sql, (episode.token, key, *columns))
             if cursor.rowcount != 1:
                 return False
             self._insert_transition(
                 conn,
                 key,
-                Transition(
-                    transition_key(record.key, TransitionCause.EVICTED),
-                    TransitionCause.EVICTED,
-                    record.at,
-                    record.key.workload_uid,
-                ),
+                Transition(transition_key(episode, cause), cause, at, episode.workload_uid),
             )
             return True
 
