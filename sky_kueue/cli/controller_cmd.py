@@ -104,6 +104,13 @@ def controller() -> None:
     show_default=True,
     help="Kueue's PriorityBoost gate: detect it, or say whether it is on.",
 )
+@click.option(
+    "--reage-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Re-age waiting Workloads every this many seconds (default 300).",
+)
+@click.option("--no-reage", is_flag=True, help="Age Workloads only when they change, never periodically.")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def run(
@@ -120,13 +127,17 @@ def run(
     renew_deadline: float | None,
     retry_period: float | None,
     priority_boost_gate: str,
+    reage_interval: float | None,
+    no_reage: bool,
     log_format: str,
     log_level: str,
 ) -> None:
     """Run the controller until SIGTERM/SIGINT."""
+    if no_reage and reage_interval is not None:
+        raise InputError("--no-reage and --reage-interval contradict each other; give one")
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
-    from sky_kueue.controller.live import Controller, ControllerSettings
+    from sky_kueue.controller.live import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.runtime_state import RuntimeState
     from sky_kueue.controller.sqlite_store import SqliteHistoryStore
     from sky_kueue.skypilot.config import resolve_config_path
@@ -156,7 +167,12 @@ def run(
         raise InputError(f"--state: {err}") from None
     logs.configure(log_format, log_level)
     gate = {"auto": None, "on": True, "off": False}[priority_boost_gate]
-    settings = ControllerSettings(lease=lease_settings, namespace=namespace, priority_boost_gate=gate)
+    settings = ControllerSettings(
+        lease=lease_settings,
+        namespace=namespace,
+        priority_boost_gate=gate,
+        reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -81,6 +81,9 @@ SESSION_JOIN_SECONDS = 10.0
 REQUEST_TIMEOUT_SECONDS = (5, 15)
 #: Cursor key of the Workload watch in the runtime state.
 WORKLOADS_CURSOR = "workloads"
+#: How often (cluster time) every waiting SkyPilot Workload is re-aged: the age factor grows
+#: while a Workload waits, and nothing else may make the controller look at it again.
+REAGE_INTERVAL_SECONDS = 300.0
 
 
 class ControllerEventKind(str, Enum):
@@ -119,6 +122,8 @@ class ControllerSettings:
     kueue_namespace: str = KUEUE_NAMESPACE
     workload_version: str = kueue_api.WORKLOAD_VERSIONS[0]
     cursor_persist_interval_seconds: float = CURSOR_PERSIST_INTERVAL_SECONDS
+    #: Re-age waiting Workloads this often (seconds of the cluster clock; None: never).
+    reage_interval_seconds: float | None = REAGE_INTERVAL_SECONDS
 
 
 class _Fenced:
@@ -198,6 +203,7 @@ class _Stop:
 _STOP = _Stop()
 _INITIAL = "initial"
 _RETRY = "retry"
+_REAGE = "reage"
 
 
 class _Session:
@@ -330,6 +336,8 @@ class _Session:
             try:
                 if item == _RETRY:
                     self._retry_pending()
+                elif item == _REAGE:
+                    self._reage_waiting()
                 elif isinstance(item, str):
                     self._initial(replay=item.endswith(":replay"))
                 elif item.resource == "pods":
@@ -365,6 +373,23 @@ class _Session:
     def retry_later(self) -> None:
         if self.idle():
             self._put(_RETRY)
+
+    def reage_later(self) -> None:
+        """Queues a pass over every waiting Workload (after the events already queued)."""
+        self._put(_REAGE)
+
+    def _reage_waiting(self) -> None:
+        """Reconciles every waiting Workload again, so its boost follows its growing age.
+
+        Reconciling is idempotent: nothing new is recorded, and the step of the pending
+        episode is raised (and patched) only when the policy's boost went up since.
+        """
+        if self._list_version is not None:
+            return  # still replaying history: boosts are decided once the replay is done
+        for obj in sorted(self._c.workloads(), key=lambda o: (_created(o), _key(o))):
+            detection = self._detect(obj)
+            if detection is not None and detection.is_pending:
+                self._reconcile(obj, actuate=True)
 
     def _detect(self, obj: Mapping[str, Any] | None) -> Detection | None:
         if obj is None:
@@ -570,6 +595,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self.gate: GateReading | None = None
         self.sessions = 0
+        self._last_reage: float | None = None
 
     # --- caches (worker writes, anyone reads) ------------------------------------------
 
@@ -787,6 +813,7 @@ class Controller:
             session.stop()
             return
         self._session = session
+        self._last_reage = self.clock()  # the session's first reconcile ages everything
         self.sessions += 1
         self.emit(ControllerEvent(ControllerEventKind.SESSION_STARTED, self.clock()))
         self.notify()
@@ -812,8 +839,18 @@ class Controller:
             self._end_session("lost the Lease")
         elif self._session is not None:
             self._session.retry_later()
+            self._maybe_reage(self._session)
         self._beat(leading)
         return leading
+
+    def _maybe_reage(self, session: _Session) -> None:
+        interval = self.settings.reage_interval_seconds
+        if interval is None:
+            return
+        now = self.clock()
+        if self._last_reage is None or now - self._last_reage >= interval:
+            self._last_reage = now
+            session.reage_later()
 
     def _beat(self, leading: bool) -> None:
         if self.runtime is None:

@@ -45,7 +45,8 @@ from sky_kueue.controller.history import JobHistory
 
 BASELINE = "baseline"
 AGING = "aging"
-#: How often the controller re-ages a Workload that is still waiting (its resync period).
+#: How often the controller re-ages a Workload that is still waiting (``controller run
+#: --reage-interval``, ``sky_kueue.controller.live.REAGE_INTERVAL_SECONDS``).
 AGING_RESYNC_SECONDS = 300.0
 
 

@@ -62,6 +62,10 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "does not exist" in missing.output
     config = runner.invoke(cli, ["controller", "run", "--config", str(tmp_path / "nope.yaml")])
     assert config.exit_code == 2 and "nope.yaml does not exist" in config.output
+    both = runner.invoke(cli, ["controller", "run", "--no-reage", "--reage-interval", "60"])
+    assert both.exit_code == 2 and "contradict" in both.output and "Traceback" not in both.output
+    zero = runner.invoke(cli, ["controller", "run", "--reage-interval", "0"])
+    assert zero.exit_code == 2 and "--reage-interval" in zero.output
     kubeconfig = runner.invoke(
         cli,
         [
