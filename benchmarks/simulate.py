@@ -38,7 +38,10 @@ THROUGHPUT_TEAMS = 30
 THROUGHPUT_COHORTS = 5
 THROUGHPUT_LOAD = 0.7
 THROUGHPUT_TARGET_SECONDS = 300.0
-THROUGHPUT_POLICIES = ("baseline", "aging")
+#: The exact model's own speed: ``aging`` re-queues every waiting Workload whose boost
+#: changes (a spec.priority update sends a parked Workload back to Kueue's heap), so its
+#: cost depends on the policy's tunables; the comparisons report each policy's wall time.
+THROUGHPUT_POLICIES = ("baseline",)
 #: Jobs of the contended synthetic comparison (6 teams x 32 GPUs in one cohort). At load
 #: 0.85 the diurnal peak exceeds capacity and large jobs queue for hours, yet the cluster
 #: drains at night; above 1 the backlog grows for the whole trace and every policy's max
@@ -59,6 +62,7 @@ def _throughput(trace: Trace, name: str, seed: int) -> dict[str, Any]:
         "wall_s": round(wall, 2),
         "jobs_per_s": round(len(trace.jobs) / wall, 1),
         "simulated_days": round(run.end_s / 86_400.0, 2),
+        "speedup_vs_real_time": round(run.end_s / wall, 1),
         "cycles": run.cycles,
         "preemptions": sum(j.preemptions for j in run.jobs),
         "under_target": wall < THROUGHPUT_TARGET_SECONDS,
