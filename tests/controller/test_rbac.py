@@ -78,6 +78,10 @@ def test_the_manifests_describe_one_controller_deployment() -> None:
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
     assert container["command"] == ["sky-kueue", "controller", "run"]
     assert "--in-cluster" in container["args"] and "--log-format=json" in container["args"]
+    from sky_kueue.cli.controller_cmd import run
+
+    parsed = run.make_context("run", list(container["args"]), resilient_parsing=False)  # every flag exists
+    assert parsed.params["reage_interval"] == 300 and parsed.params["in_cluster"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert "ports" not in container  # nothing listens
     assert container["livenessProbe"]["exec"]["command"][:3] == ["sky-kueue", "controller", "status"]
