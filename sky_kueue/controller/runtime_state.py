@@ -29,10 +29,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from sky_kueue.controller.history import StoreError
-from sky_kueue.controller.sqlite_store import DEFAULT_BUSY_TIMEOUT_MILLISECONDS
+from sky_kueue.controller.sqlite_store import DEFAULT_BUSY_TIMEOUT_MILLISECONDS, connect
 
 #: Where the state file lives unless ``--state`` or ``$SKY_KUEUE_STATE`` says otherwise.
 DEFAULT_STATE_PATH = "~/.sky/sky-kueue/controller.db"
@@ -89,12 +88,7 @@ class RuntimeState:
         self._lock = threading.Lock()
         self._read_only = read_only
         try:
-            if read_only:
-                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-            else:
-                self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_milliseconds)}")
+            self._conn = connect(self.path, read_only=read_only, busy_timeout_milliseconds=busy_timeout_milliseconds)
             if not read_only:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = FULL")
@@ -109,21 +103,29 @@ class RuntimeState:
         ).fetchone()
         return int(row[0]) == len(_SCHEMA)
 
+    def _read_row(self, sql: str, params: tuple[Any, ...], what: str) -> Any:
+        """One row of a query (None: no such row, or a read-only file without our tables).
+
+        Raises:
+            StoreError: the read failed (the message names ``what``).
+        """
+        with self._lock:
+            try:
+                if self._read_only and not self._has_tables():
+                    return None
+                return self._conn.execute(sql, params).fetchone()
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: cannot read {what}: {err}") from err
+
     def cursor(self, resource: str) -> str | None:
         """The resourceVersion up to which ``resource`` events were handled, if any.
 
         Raises:
             StoreError: the read failed.
         """
-        with self._lock:
-            try:
-                if self._read_only and not self._has_tables():
-                    return None
-                row = self._conn.execute(
-                    "SELECT resource_version FROM controller_cursors WHERE resource = ?", (resource,)
-                ).fetchone()
-            except sqlite3.Error as err:
-                raise StoreError(f"{self.path}: cannot read the watch cursor: {err}") from err
+        row = self._read_row(
+            "SELECT resource_version FROM controller_cursors WHERE resource = ?", (resource,), "the watch cursor"
+        )
         return None if row is None else str(row[0])
 
     def save_cursor(self, resource: str, resource_version: str, at: float) -> None:
@@ -178,15 +180,9 @@ class RuntimeState:
         Raises:
             StoreError: the read failed.
         """
-        with self._lock:
-            try:
-                if self._read_only and not self._has_tables():
-                    return None
-                row = self._conn.execute(
-                    "SELECT identity, leader, at, details FROM controller_heartbeat WHERE id = 1"
-                ).fetchone()
-            except sqlite3.Error as err:
-                raise StoreError(f"{self.path}: cannot read the heartbeat: {err}") from err
+        row = self._read_row(
+            "SELECT identity, leader, at, details FROM controller_heartbeat WHERE id = 1", (), "the heartbeat"
+        )
         if row is None:
             return None
         return Heartbeat(str(row[0]), bool(row[1]), float(row[2]), json.loads(row[3]))

@@ -153,6 +153,25 @@ CREATE TABLE IF NOT EXISTS bursts (
 _JOB_TABLES = ("transitions", "preemptions", "evictions", "steps")
 
 
+def connect(path: Path, *, read_only: bool, busy_timeout_milliseconds: int) -> sqlite3.Connection:
+    """A connection to the state file shared by the history store and the runtime state.
+
+    Autocommit (transactions are explicit), usable from the controller's threads behind the
+    caller's lock, and waiting up to ``busy_timeout_milliseconds`` for another process's
+    write lock. Read-only opens never create the file.
+
+    Raises:
+        sqlite3.Error: the file cannot be opened.
+    """
+    if read_only:
+        uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_milliseconds)}")
+    return conn
+
+
 class SqliteHistoryStore:
     """:class:`~sky_kueue.controller.history.HistoryStore` on one SQLite file."""
 
@@ -176,13 +195,8 @@ class SqliteHistoryStore:
         if not read_only and not self.path.parent.is_dir():
             raise StoreError(f"cannot create history store {self.path}: directory {self.path.parent} does not exist")
         try:
-            if read_only:
-                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
-                self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-            else:
-                self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._conn = connect(self.path, read_only=read_only, busy_timeout_milliseconds=busy_timeout_milliseconds)
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_milliseconds)}")
             version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
                 raise StoreError(
