@@ -20,13 +20,12 @@ from typing import Any, NoReturn
 
 import click
 
+from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller import aging as aging_policies
 from sky_kueue.controller.aging import AgingDecision, AgingSettings, SettingsError
 from sky_kueue.controller.detection import parse_time
 from sky_kueue.controller.history import JobHistory, StoreError
 
-#: Exit code for bad input (a usage error, in click's convention).
-EXIT_BAD_INPUT = 2
 #: How many known jobs an "unknown job" error lists.
 MAX_JOBS_IN_ERROR = 10
 

@@ -23,13 +23,10 @@ from typing import Any
 import click
 
 from sky_kueue.cli import errors
+from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.objects import ClusterState, KueueConfig
 
-#: Exit code for bad input (unreadable file, invalid YAML, invalid object, unknown context).
-EXIT_BAD_INPUT = 2
-#: Exit code when the cluster cannot be read (unreachable, forbidden, Kueue not installed).
-EXIT_CLUSTER_ERROR = 1
 #: Header line of a snapshot written by ``sky-kueue snapshot`` (see ``sky_kueue.mirror.export``).
 TAKEN_AT_HEADER = "taken at:"
 

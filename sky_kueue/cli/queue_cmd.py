@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sky_kueue.cli import errors
+from sky_kueue.cli.errors import EXIT_BAD_INPUT, EXIT_CLUSTER_ERROR
 
 if TYPE_CHECKING:
     from sky_kueue.kueue.objects import KueueConfig
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
     from sky_kueue.mirror.store import MirrorStore
     from sky_kueue.mirror.view import QueueView
 
-#: Exit code for bad input (kubeconfig, context, --kueue-config).
-EXIT_BAD_INPUT = 2
-#: Exit code when the cluster cannot be read.
-EXIT_CLUSTER_ERROR = 1
 #: How long ``--watch`` waits for the initial list of every kind (seconds).
 SYNC_TIMEOUT_SECONDS = 60.0
 #: After a change, wait this long for more before redrawing (seconds): bursts redraw once.
@@ -81,18 +78,16 @@ def queue(
     max_redraws: int | None,
 ) -> None:
     """Show ClusterQueues, their quota, and admitted and pending workloads."""
+    from sky_kueue.cli.cluster_fetch import connect_or_fail
     from sky_kueue.kueue.errors import ModelError
-    from sky_kueue.mirror import connection, discovery
-    from sky_kueue.mirror.errors import KubeconfigError, MirrorError
+    from sky_kueue.mirror import discovery
+    from sky_kueue.mirror.errors import MirrorError
 
     try:
         config = _config(kueue_config)
     except ModelError as exc:
         errors.fail(f"--kueue-config: {exc}", EXIT_BAD_INPUT)
-    try:
-        conn = connection.connect(kubeconfig, context)
-    except KubeconfigError as exc:
-        errors.fail(str(exc), EXIT_BAD_INPUT)
+    conn = connect_or_fail(kubeconfig, context)
     try:
         api = discovery.discover(conn.api_client, conn.host)
         options = _ViewOptions(

@@ -28,11 +28,9 @@ import yaml
 
 from sky_kueue.cli import errors
 from sky_kueue.cli.aging_cmd import load_settings
+from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller.aging import AgingSettings, SettingsError
 from sky_kueue.kueue.errors import ModelError
-
-#: Exit code for bad input.
-EXIT_BAD_INPUT = 2
 
 
 def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
