@@ -387,9 +387,7 @@ class _Session:
         if self._list_version is not None:
             return  # still replaying history: boosts are decided once the replay is done
         for obj in sorted(self._c.workloads(), key=lambda o: (_created(o), _key(o))):
-            detection = self._detect(obj)
-            if detection is not None and detection.is_pending:
-                self._reconcile(obj, actuate=True)
+            self._reconcile(obj, actuate=True, only_pending=True)
 
     def _detect(self, obj: Mapping[str, Any] | None) -> Detection | None:
         if obj is None:
@@ -400,9 +398,11 @@ class _Session:
             log.warning("skipping unreadable Workload %s: %s", _key(obj), err)
             return None
 
-    def _reconcile(self, obj: Mapping[str, Any], *, actuate: bool) -> ReconcileOutcome | None:
+    def _reconcile(
+        self, obj: Mapping[str, Any], *, actuate: bool, only_pending: bool = False
+    ) -> ReconcileOutcome | None:
         detection = self._detect(obj)
-        if detection is None:
+        if detection is None or (only_pending and not detection.is_pending):
             return None
         outcome = self.engine.reconcile(detection, actuate=actuate)
         self._c.report(obj, detection, outcome, replay=not actuate)
