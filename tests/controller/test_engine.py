@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,16 +50,6 @@ class Cluster:
         return classify(builder.obj(), self.pods if with_pods else [])
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteHistoryStore]:
-    s = SqliteHistoryStore(tmp_path / "history.db")
-    yield s
-    s.close()
 
 
 def engine_for(store: SqliteHistoryStore, clock: ManualClock, **kwargs: Any) -> tuple[AgingEngine, RecordingActuator]:

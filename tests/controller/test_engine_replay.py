@@ -3,11 +3,6 @@ crash left decided (``reconcile(actuate=False)``, ``replay_pending``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from sky_kueue.controller.actuators import ActuationOutcome
 from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.history import StepState
@@ -17,18 +12,6 @@ from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from .builders import T0
 from .fakes import RecordingActuator, transient
 from .test_engine import Cluster, engine_for, preempt_and_relaunch
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteHistoryStore]:
-    s = SqliteHistoryStore(tmp_path / "history.db")
-    yield s
-    s.close()
 
 
 def test_a_replayed_pending_snapshot_records_but_never_patches(store: SqliteHistoryStore, clock: ManualClock) -> None:

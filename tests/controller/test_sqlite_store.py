@@ -39,12 +39,6 @@ def decision(uid: str, boost: int, at: float) -> StepDecision:
     return StepDecision(EpisodeKey(uid, 0), "team-b", "train-17-ab", "bounded", boost, at, ("why",))
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> SqliteHistoryStore:
-    s = SqliteHistoryStore(tmp_path / "history.db")
-    yield s
-    s.close()
-
 
 def test_history_survives_closing_and_reopening(tmp_path: Path) -> None:
     path = tmp_path / "history.db"
