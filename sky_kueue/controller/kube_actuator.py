@@ -2,8 +2,8 @@
 
 Thin on purpose: the patch is built and reasoned about in
 :mod:`sky_kueue.controller.actuators`; this module only sends it as a JSON merge patch
-(``CustomObjectsApi.patch_namespaced_custom_object`` with an explicit
-``application/merge-patch+json`` content type) and maps the API server's answer to an
+(through the client's ``call_api`` with an explicit ``application/merge-patch+json``
+content type, which every supported client release sends unchanged) and maps the API server's answer to an
 :class:`~sky_kueue.controller.actuators.ActuationOutcome`:
 
 * 2xx → applied. The patch sets absolute values, so applying it twice is harmless.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -30,6 +30,7 @@ from sky_kueue.controller.actuators import (
     Actuator,
     WorkloadPatch,
 )
+from sky_kueue.mirror import rest
 
 #: ``fieldManager`` recorded in managedFields for our patches.
 FIELD_MANAGER = "sky-kueue-controller"
@@ -48,7 +49,7 @@ class KubernetesWorkloadActuator:
         field_manager: str = FIELD_MANAGER,
         request_timeout: tuple[int, int] = DEFAULT_REQUEST_TIMEOUT_SECONDS,
     ) -> None:
-        self._api = CustomObjectsApi(api_client)
+        self._api_client = api_client if api_client is not None else ApiClient()
         self._field_manager = field_manager
         self._timeout = request_timeout
 
@@ -59,17 +60,21 @@ class KubernetesWorkloadActuator:
     def apply(self, patch: WorkloadPatch) -> ActuationResult:
         target = patch.target
         try:
-            self._api.patch_namespaced_custom_object(
-                kueue_api.KUEUE_GROUP,
-                target.version,
-                target.namespace,
-                kueue_api.WORKLOAD_PLURAL,
-                target.name,
-                dict(patch.body),
-                field_manager=self._field_manager,
-                _request_timeout=self._timeout,
-                _content_type=_MERGE_PATCH,
+            path = (
+                f"/apis/{kueue_api.KUEUE_GROUP}/{target.version}/namespaces/{target.namespace}"
+                f"/{kueue_api.WORKLOAD_PLURAL}/{target.name}"
             )
+            response = rest.request(
+                self._api_client,
+                "PATCH",
+                path,
+                {"fieldManager": self._field_manager},
+                body=dict(patch.body),
+                content_type=_MERGE_PATCH,
+                timeout=self._timeout,
+            )
+            response.drain_conn()
+            response.release_conn()
         except ApiException as err:
             status: Any = err.status
             if status == 404:

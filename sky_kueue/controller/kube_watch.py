@@ -41,6 +41,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from sky_kueue.controller import kueue_api
+from sky_kueue.mirror import rest
 
 log = logging.getLogger(__name__)
 
@@ -123,19 +124,7 @@ def raw_request(
         ApiException: a non-2xx answer.
         urllib3.exceptions.HTTPError: the server could not be reached.
     """
-    params = [(k, "true" if v is True else "false" if v is False else str(v)) for k, v in (query or {}).items()]
-    request = api_client.param_serialize(
-        method=method,
-        resource_path=path,
-        query_params=params,
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-    )
-    response = api_client.call_api(*request, _request_timeout=timeout)
-    if not 200 <= response.status <= 299:
-        response.read()
-        raise ApiException.from_response(http_resp=response, body=None, data=None)
-    return response.response
+    return rest.request(api_client, method, path, query, timeout=timeout)
 
 
 def _is_gone(status: object) -> bool:

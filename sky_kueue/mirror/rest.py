@@ -1,10 +1,17 @@
-"""Plain JSON GETs through the official client, for endpoints it has no method for.
+"""Plain JSON requests through the official client, for endpoints it has no method for.
 
-Why: discovery documents of one group (``/apis/kueue.x-k8s.io``) and the visibility API
-(``/apis/visibility.kueue.x-k8s.io/.../pendingworkloads``) have no generated method, and the
-generated list methods would turn large answers into models we do not want. Going through
-``ApiClient.param_serialize``/``call_api`` keeps the client's authentication, TLS settings,
-retry policy and connection pool, and raises the same ``ApiException`` as generated methods.
+Why: discovery documents of one group (``/apis/kueue.x-k8s.io``), the visibility API
+(``/apis/visibility.kueue.x-k8s.io/.../pendingworkloads``) and streamed watches have no
+generated method we want (the generated list methods would turn large answers into models).
+Going through ``ApiClient.call_api`` keeps the client's authentication, TLS settings and
+connection pool, and raises the same ``ApiException`` as generated methods.
+
+Only the ``call_api`` signature shared by every client SkyPilot 0.14.1's ``kubernetes`` extra
+accepts (``kubernetes>=29,<36``) is used: keyword arguments ``query_params``,
+``header_params``, ``auth_settings``, ``_preload_content``, ``_return_http_data_only`` and
+``_request_timeout``. Newer clients (36+) split it into ``param_serialize`` + ``call_api``;
+SkyPilot's own ``pod_config`` validation breaks on them, so they are excluded by
+``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -20,11 +27,55 @@ from sky_kueue.mirror.connection import REQUEST_TIMEOUT
 
 _AUTH_SETTINGS = ["BearerToken"]
 
+QueryValue = str | int | bool
+
+
+def _query_params(query: Mapping[str, QueryValue] | None) -> list[tuple[str, str]]:
+    return [
+        (key, str(value).lower() if isinstance(value, bool) else str(value)) for key, value in (query or {}).items()
+    ]
+
+
+def request(
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    query: Mapping[str, QueryValue] | None = None,
+    *,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: tuple[int, int] | float = REQUEST_TIMEOUT,
+) -> Any:
+    """Send one request and return the raw, unread urllib3 response (for streaming).
+
+    The caller reads (or streams) the body and releases the connection. ``body`` is sent as
+    JSON with ``content_type`` (e.g. ``application/merge-patch+json``), chosen by the caller
+    rather than by the generated method, whose default differs between client releases.
+
+    Raises:
+        ApiException: a non-2xx answer (``status``, ``headers`` and ``body`` set).
+        urllib3.exceptions.HTTPError: transport failures.
+    """
+    headers = {"Accept": "application/json"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    return api_client.call_api(
+        path,
+        method,
+        query_params=_query_params(query),
+        header_params=headers,
+        body=body,
+        auth_settings=_AUTH_SETTINGS,
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
+
 
 def get_json(
     api_client: client.ApiClient,
     path: str,
-    query: Mapping[str, str | int | bool] | None = None,
+    query: Mapping[str, QueryValue] | None = None,
     *,
     timeout: tuple[int, int] = REQUEST_TIMEOUT,
 ) -> Any:
@@ -35,21 +86,11 @@ def get_json(
         urllib3.exceptions.HTTPError: transport failures.
         ValueError: the answer is not JSON.
     """
-    params = [
-        (key, str(value).lower() if isinstance(value, bool) else str(value)) for key, value in (query or {}).items()
-    ]
-    request = api_client.param_serialize(
-        method="GET",
-        resource_path=path,
-        query_params=params,
-        header_params={"Accept": "application/json"},
-        auth_settings=_AUTH_SETTINGS,
-    )
-    response = api_client.call_api(*request, _request_timeout=timeout)
+    response = request(api_client, "GET", path, query, timeout=timeout)
     try:
-        data = response.read()
+        data = response.data
     finally:
-        response.response.release_conn()
+        response.release_conn()
     if not 200 <= response.status <= 299:
-        raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", errors="replace"), data=None)
+        raise ApiException(status=response.status, reason=response.reason)
     return json.loads(data)

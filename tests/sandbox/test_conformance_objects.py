@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.sandbox.apiserver import ObjectStore
 from sky_kueue.sandbox.apiserver.store import FIRST_RESOURCE_VERSION
-from tests.sandbox import builders
+from tests.sandbox import builders, raw_http
 
 KUEUE = builders.KUEUE_GROUP
 
@@ -209,13 +207,9 @@ def test_generation_moves_on_spec_changes_only(store: ObjectStore, custom: clien
 
 
 def test_creating_a_namespaced_kind_needs_a_namespace_in_the_url(api_client: client.ApiClient) -> None:
-    response = api_client.call_api(
-        "POST",
-        f"{api_client.configuration.host}/api/v1/pods",
-        header_params={"Content-Type": "application/json"},
-        body=builders.pod("p1"),
+    response = raw_http.send(
+        api_client, "POST", "/api/v1/pods", headers={"Content-Type": "application/json"}, body=builders.pod("p1")
     )
-    response.read()
 
     assert response.status == 405
 
@@ -223,13 +217,13 @@ def test_creating_a_namespaced_kind_needs_a_namespace_in_the_url(api_client: cli
 def test_tables_for_kubectl_carry_the_printer_columns(api_client: client.ApiClient, store: ObjectStore) -> None:
     store.create("workloads", builders.workload("wl", queue="team-a-lq"))
 
-    response = api_client.call_api(
+    response = raw_http.send(
+        api_client,
         "GET",
-        f"{api_client.configuration.host}/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads",
-        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads",
+        headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"},
     )
-    response.read()
-    table = json.loads(response.data)
+    table = response.json()
 
     assert table["kind"] == "Table"
     assert [column["name"] for column in table["columnDefinitions"]] == [

@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
 from kubernetes import client, watch
 
 from sky_kueue.sandbox.apiserver import ApiServer, ObjectStore
-from tests.sandbox import builders
+from tests.sandbox import builders, raw_http
 
 KUEUE = builders.KUEUE_GROUP
 
 
 def _get(api_client: client.ApiClient, path: str) -> Any:
-    response = api_client.call_api(
-        "GET", f"{api_client.configuration.host}{path}", header_params={"Accept": "application/json"}
-    )
-    response.read()
+    response = raw_http.send(api_client, "GET", path, headers={"Accept": "application/json"})
     assert response.status == 200, response.data
-    return json.loads(response.data)
+    return response.json()
 
 
 def test_cluster_queue_cohort_is_renamed_between_versions(store: ObjectStore, custom: client.CustomObjectsApi) -> None:
@@ -139,7 +135,6 @@ def test_discovery_lists_groups_versions_and_resources(api_client: client.ApiCli
 
 def test_health_endpoints(api_client: client.ApiClient) -> None:
     for path in ("/healthz", "/readyz", "/livez"):
-        response = api_client.call_api("GET", f"{api_client.configuration.host}{path}")
-        response.read()
+        response = raw_http.send(api_client, "GET", path)
         assert response.status == 200
         assert response.data == b"ok"
