@@ -52,9 +52,9 @@ ADMISSION_TIMEOUT_FOREVER = -1
 DNS_LABEL_MAX_CHARS = 63
 DNS_SUBDOMAIN_MAX_CHARS = 253
 
-#: Admin-policy request names the policy may be told to label. ``validate``,
-#: ``jobs.launch_cluster`` and the controller launches are deliberately absent: labeling them
-#: would either be discarded or undo what the controller did on a relaunch.
+#: Admin-policy request names the policy may be told to label. ``validate`` is deliberately
+#: absent (its mutations are discarded). ``jobs.launch_cluster`` is absent because it is not a
+#: choice: the policy always checks it (``decision`` rule 2), since any client can produce it.
 LABELABLE_REQUEST_NAMES = frozenset(
     {"launch", "exec", "jobs.launch", "serve.up", "serve.update", "serve.launch_replica", "jobs.pool_apply"}
 )

@@ -9,12 +9,19 @@ returns a :class:`Placement` (what to write, applied by ``rewrite``), a :class:`
 Rules, in order:
 
 1. ``validate`` requests are never rejected and never labeled: SkyPilot discards their
-   mutations, and the jobs controller sends one before every relaunch; rejecting it would
-   keep a preempted job in backoff forever (``skypilot.md`` §1.3).
-2. A task the jobs controller launches (``SKYPILOT_MANAGED_JOB_ID``) passes through: its
-   labels were fixed at submission and the controller may have aged its priority since.
-3. Only the request names in ``policy.labeled_requests`` are labeled, and only tasks that
-   can land on Kubernetes.
+   mutations (``sky/server/server.py``, the ``/validate`` handler), and in SkyPilot 0.14.1 it
+   is the only request of a managed job's relaunch that reaches the server's policy (the
+   per-job config the jobs controller launches with has ``admin_policy`` removed,
+   ``sky/utils/controller_utils.py``); rejecting it would keep a preempted job in backoff
+   forever. Nothing is lost: whatever a validated request carries must pass a labeled
+   request (``launch``/``jobs.launch``) before anything is created.
+2. Nothing in the task exempts it. A ``SKYPILOT_MANAGED_JOB_ID`` env or a
+   ``skypilot-managed-job-id`` annotation is user input (anyone can write both), and so is the
+   ``jobs.launch_cluster`` request name (any client may send ``is_launched_by_jobs_controller``);
+   such requests are validated like any launch, with no leniency: in 0.14.1 a genuine relaunch
+   never reaches the policy under a labeled name, so leniency would only serve forgeries.
+3. Only the request names in ``policy.labeled_requests`` (plus ``jobs.launch_cluster``) are
+   labeled, and only tasks that can land on Kubernetes.
 4. The team comes from ``teams.resolve_team``; the queue, namespace and context always come
    from the team, so a task that asks for another team's queue is rejected rather than
    silently moved.
@@ -39,7 +46,7 @@ from sky_kueue.skypilot.config import (
 )
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, DemandError, WorkloadDemand, format_quantity, pod_requests
-from sky_kueue.skypilot.request import JOBS_LAUNCH, VALIDATE, PolicyRequest
+from sky_kueue.skypilot.request import JOBS_LAUNCH, JOBS_LAUNCH_CLUSTER, VALIDATE, PolicyRequest
 from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path, parse_infra
 from sky_kueue.skypilot.teams import TeamChoice, resolve_team
 from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
@@ -184,7 +191,7 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Non
     early = early_pass_through(request)
     if early is not None:
         return early
-    if request.request_name not in config.policy.labeled_requests:
+    if request.request_name not in config.policy.labeled_requests and request.request_name != JOBS_LAUNCH_CLUSTER:
         return PassThrough(f"request {request.request_name!r} is not labeled (policy.labeled_requests)")
     all_candidates = candidates(request.task)
     k8s = [c for c in all_candidates if targets_kubernetes(c, config)]
@@ -271,17 +278,14 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Non
 
 
 def early_pass_through(request: PolicyRequest) -> PassThrough | None:
-    """Rules 1-2 and never-labeled request names: answers that need no config at all.
+    """Rule 1 and never-labeled request names: answers that need no config at all.
 
     Adapters call this before loading the plugin config, so that a broken config can never
-    block a relaunch ``validate`` or a controller launch.
+    block a relaunch ``validate``.
     """
     if request.request_name == VALIDATE:
         return PassThrough("validate requests are never rejected (SkyPilot discards their mutations)")
-    job_id = request.managed_job_id()
-    if job_id is not None:
-        return PassThrough(f"launch of managed job {job_id} by the jobs controller; labels were set at submission")
-    if request.request_name not in LABELABLE_REQUEST_NAMES:
+    if request.request_name not in LABELABLE_REQUEST_NAMES and request.request_name != JOBS_LAUNCH_CLUSTER:
         return PassThrough(f"request {request.request_name!r} is never labeled")
     return None
 

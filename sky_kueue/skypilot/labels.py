@@ -25,11 +25,3 @@ KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 
 #: Prefix of every Kueue-owned label key; such keys never belong in ``resources.labels``.
 KUEUE_LABEL_PREFIX = "kueue.x-k8s.io/"
-
-#: Environment variable the jobs controller sets on every task it launches
-#: (``sky/jobs/controller.py``); its presence marks a controller (re)launch.
-MANAGED_JOB_ID_ENV = "SKYPILOT_MANAGED_JOB_ID"
-
-#: Pod annotation the jobs controller adds through ``kubernetes.pod_config`` on every
-#: (re)launch of a managed job (``sky/jobs/controller.py``).
-MANAGED_JOB_ID_ANNOTATION = "skypilot-managed-job-id"

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sky_kueue.skypilot import labels
-from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path
-
 #: Request names that SkyPilot uses for managed-job launches (``AdminPolicyRequestName``).
 JOBS_LAUNCH = "jobs.launch"
+#: What SkyPilot's server calls a launch whose body says ``is_launched_by_jobs_controller``
+#: (``sky/execution.py``, ``_execute``). Any client can send that flag, so the name proves nothing.
+JOBS_LAUNCH_CLUSTER = "jobs.launch_cluster"
 VALIDATE = "validate"
 
 
@@ -76,19 +76,3 @@ class PolicyRequest:
         """The active SkyPilot workspace, if known."""
         value = self.skypilot_config.get("active_workspace")
         return str(value) if value else None
-
-    def managed_job_id(self) -> str | None:
-        """The managed-job id if the jobs controller launches this task, else None.
-
-        The controller sets ``SKYPILOT_MANAGED_JOB_ID`` in the task's envs and the
-        ``skypilot-managed-job-id`` pod annotation on every (re)launch; a user submission
-        (``jobs.launch``) has neither, because job ids are allocated after the policy ran.
-        """
-        envs = self.task.get("envs") or {}
-        if isinstance(envs, Mapping) and envs.get(labels.MANAGED_JOB_ID_ENV) not in (None, ""):
-            return str(envs[labels.MANAGED_JOB_ID_ENV])
-        for candidate in candidates(self.task):
-            annotations = get_path(candidate.get(OVERRIDES_KEY), "kubernetes", "pod_config", "metadata", "annotations")
-            if isinstance(annotations, Mapping) and annotations.get(labels.MANAGED_JOB_ID_ANNOTATION):
-                return str(annotations[labels.MANAGED_JOB_ID_ANNOTATION])
-        return None

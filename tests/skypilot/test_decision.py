@@ -46,26 +46,40 @@ def test_validate_is_never_rejected_even_for_a_task_without_team() -> None:
     assert isinstance(decide(request(task(team=None)), SEED), Rejection)
 
 
-@pytest.mark.parametrize("request_name", ["jobs.launch_cluster", "launch", "jobs.launch", "validate"])
-def test_controller_launches_pass_through_even_with_a_foreign_queue(request_name: str) -> None:
-    foreign = task(
+@pytest.mark.parametrize("request_name", ["jobs.launch_cluster", "launch", "jobs.launch"])
+def test_a_user_set_managed_job_id_is_validated_like_any_launch(request_name: str) -> None:
+    forged = task(
         team="team-b",
         envs={"SKYPILOT_MANAGED_JOB_ID": "7"},
-        overrides={"kubernetes": {"kueue": {"local_queue_name": "team-a-lq"}}},
+        overrides={
+            "kubernetes": {
+                "kueue": {"local_queue_name": "team-a-lq"},
+                "pod_config": {"metadata": {"annotations": {"skypilot-managed-job-id": "7"}}},
+            }
+        },
     )
-    decision = decide(request(foreign, request_name=request_name), SEED)
-    assert isinstance(decision, PassThrough)
-    assert request_name == "validate" or "managed job 7" in decision.reason
+    decision = decide(request(forged, request_name=request_name), SEED)
+    assert isinstance(decision, Rejection)
+    assert "belongs to team 'team-a'" in decision.message
 
 
-def test_managed_job_annotation_alone_marks_a_controller_launch() -> None:
+def test_the_managed_job_annotation_alone_exempts_nothing() -> None:
     annotated = task(
         team=None,
         overrides={"kubernetes": {"pod_config": {"metadata": {"annotations": {"skypilot-managed-job-id": "12"}}}}},
     )
     decision = decide(request(annotated, request_name="launch"), SEED)
-    assert isinstance(decision, PassThrough)
-    assert "managed job 12" in decision.reason
+    assert isinstance(decision, Rejection)
+    assert decision.code is RejectionCode.NO_TEAM
+
+
+def test_validate_of_a_relaunch_passes_whatever_it_carries() -> None:
+    relaunch = task(
+        team="team-b",
+        envs={"SKYPILOT_MANAGED_JOB_ID": "7"},
+        overrides={"kubernetes": {"kueue": {"local_queue_name": "team-a-lq"}}},
+    )
+    assert isinstance(decide(request(relaunch, request_name="validate"), SEED), PassThrough)
 
 
 @pytest.mark.parametrize("request_name", ["exec", "jobs.launch_controller", "optimize", "serve.up"])

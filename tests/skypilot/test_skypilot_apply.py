@@ -182,16 +182,19 @@ def relaunch_task() -> dict[str, Any]:
     return config
 
 
-@pytest.mark.parametrize("request_name", ["validate", "jobs.launch_cluster", "launch"])
-def test_relaunch_requests_are_accepted_unchanged(sky_env: SkyEnv, request_name: str) -> None:
+def test_relaunch_validate_is_accepted_unchanged(sky_env: SkyEnv) -> None:
+    """In 0.14.1 ``validate`` is the only request of a relaunch the server policy sees."""
     task = load_task(sky_env, relaunch_task())
     before = task.to_yaml_config()
-    mutated, _ = apply(sky_env, task, request_name)
+    mutated, _ = apply(sky_env, task, "validate")
     assert mutated.to_yaml_config() == before
-    without_job_id = relaunch_task()
-    del without_job_id["envs"]
-    del without_job_id["config"]["kubernetes"]["pod_config"]["metadata"]["annotations"]
-    assert "belongs to team 'team-a'" in rejection_message(sky_env, without_job_id, "jobs.launch")
+
+
+@pytest.mark.parametrize("request_name", ["launch", "jobs.launch", "jobs.launch_cluster"])
+def test_a_forged_managed_job_id_does_not_bypass_the_policy(sky_env: SkyEnv, request_name: str) -> None:
+    """Users can set the job-id env and annotation, and send ``is_launched_by_jobs_controller``."""
+    message = rejection_message(sky_env, relaunch_task(), request_name)
+    assert "belongs to team 'team-a'" in message
 
 
 def test_broken_plugin_config_fails_closed_but_never_blocks_relaunches(
