@@ -9,6 +9,8 @@ if ! command -v kubectl >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null
   fi
 fi
+# SkyPilot pins its kubernetes client range; a conflicting install breaks it at launch time.
+.venv/bin/pip check
 .venv/bin/ruff check sky_kueue tests benchmarks
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"
