@@ -45,7 +45,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -277,6 +277,50 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         return result
 
 
+FailureFunc = Callable[[str | None, str | None], list[dict[str, Any]]]
+
+
+def chain_failure_sources(first: FailureFunc | None, second: FailureFunc) -> FailureFunc:
+    """One ``ExternalFailureSource`` function that reports what both sources report.
+
+    Why: SkyPilot 0.14.1 keeps a single registered source (``register`` replaces the previous
+    one, ``sky/utils/plugin_extensions/external_failure_source.py``); a plugin that simply
+    registered would silence another plugin's failures. A failing earlier source is logged and
+    does not hide ours.
+    """
+    def both(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        if first is None:
+            return second(cluster_hash, cluster_name)
+        try:
+            earlier = list(first(cluster_hash, cluster_name) or [])
+        except Exception as exc:  # noqa: BLE001 - another plugin's bug must not hide Kueue preemptions
+            log.warning("an earlier external failure source failed (%s: %s); reporting sky-kueue's only",
+                        type(exc).__name__, exc)
+            earlier = []
+        return earlier + second(cluster_hash, cluster_name)
+
+    return both
+
+
+def register_failure_source(source: AgingSource) -> None:
+    """Registers the ``KUEUE_PREEMPTED`` source, chained after any source already registered.
+
+    Idempotent: installing the plugin twice in one process does not report a failure twice.
+    """
+    current_get = ExternalFailureSource._get_func
+    current_clear = ExternalFailureSource._clear_func
+    if getattr(current_get, _SKY_KUEUE_MARK, False):
+        return
+    get = chain_failure_sources(current_get, source.get_failures)
+    clear = chain_failure_sources(current_clear, source.clear_failures)
+    setattr(get, _SKY_KUEUE_MARK, True)
+    ExternalFailureSource.register(get, clear)
+
+
+#: Attribute set on the registered getter, so a second install sees it is already chained.
+_SKY_KUEUE_MARK = "_sky_kueue_chained"
+
+
 def register_strategy() -> None:
     """Registers ``KUEUE_AGING`` once per process (SkyPilot may load plugins twice)."""
     registry = sky_registry.JOBS_RECOVERY_STRATEGY_REGISTRY
@@ -304,7 +348,7 @@ class KueueAgingPlugin(sky_plugins.BasePlugin):
         register_strategy()
         KueueAgingStrategyExecutor.source = self.source
         if extension_context.context is sky_plugins.PluginContext.CONTROLLER:
-            ExternalFailureSource.register(self.source.get_failures, self.source.clear_failures)
+            register_failure_source(self.source)
 
 
 __all__: Sequence[str] = (
@@ -313,5 +357,7 @@ __all__: Sequence[str] = (
     "AgingSource",
     "KueueAgingPlugin",
     "KueueAgingStrategyExecutor",
+    "chain_failure_sources",
+    "register_failure_source",
     "register_strategy",
 )

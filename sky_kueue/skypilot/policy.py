@@ -22,9 +22,11 @@ from typing import Any
 
 import sky
 from sky import exceptions as sky_exceptions
+from sky.utils import registry as sky_registry
 
+from sky_kueue import __version__
 from sky_kueue.skypilot.config_cache import ConfigCache
-from sky_kueue.skypilot.decision import PassThrough, Rejection
+from sky_kueue.skypilot.decision import MESSAGE_PREFIX, PassThrough, Placement, Rejection
 from sky_kueue.skypilot.engine import PolicyResult
 from sky_kueue.skypilot.request import PolicyRequest, RequestOptions, UserIdentity
 
@@ -68,6 +70,25 @@ def run(request: PolicyRequest) -> PolicyResult:
     return _CACHE.evaluate(request)
 
 
+def unregistered_strategy_message(decision: Placement, at_client_side: bool) -> str | None:
+    """Why SkyPilot would refuse the recovery strategy the policy writes, or None.
+
+    Why: the policy writes ``job_recovery.strategy`` (``aging.strategy``), a name only the
+    sky-kueue server plugin registers. Without the plugin SkyPilot's server rejects the job
+    later with a generic "not a valid jobs recovery strategy" that never names sky-kueue.
+    Server-side plugins load before requests run (``sky/server/plugins.py``), so on the
+    server the registry is complete; a client cannot tell and leaves it to the server.
+    """
+    strategy = decision.recovery_strategy
+    if strategy is None or at_client_side or strategy.lower() in sky_registry.JOBS_RECOVERY_STRATEGY_REGISTRY:
+        return None
+    return (
+        f"{MESSAGE_PREFIX}aging.strategy {strategy} is not registered on this SkyPilot API server: add the "
+        "sky-kueue plugin to the server's plugins.yaml (see configs/plugins.yaml) and restart it, or set "
+        "aging.strategy: null in the sky-kueue config"
+    )
+
+
 def to_mutated_request(user_request: Any, result: PolicyResult) -> Any:
     """Turn a result into a ``sky.MutatedUserRequest``.
 
@@ -77,6 +98,10 @@ def to_mutated_request(user_request: Any, result: PolicyResult) -> Any:
     decision = result.decision
     if isinstance(decision, Rejection):
         raise sky_exceptions.UserRequestRejectedByPolicy(decision.message)
+    if isinstance(decision, Placement):
+        missing = unregistered_strategy_message(decision, bool(user_request.at_client_side))
+        if missing is not None:
+            raise sky_exceptions.UserRequestRejectedByPolicy(missing)
     if isinstance(decision, PassThrough):
         return sky.MutatedUserRequest(task=user_request.task, skypilot_config=user_request.skypilot_config)
     task = user_request.task
@@ -101,6 +126,23 @@ class KueuePolicy(sky.AdminPolicy):
 
         Raises:
             sky.exceptions.UserRequestRejectedByPolicy: the task was rejected; the message
-                says why and what to change.
+                says why and what to change. An unexpected error inside the policy is one
+                too, in one line that names sky-kueue (SkyPilot would otherwise show the
+                policy object's repr and the exception's class).
         """
-        return to_mutated_request(user_request, run(to_policy_request(user_request)))
+        try:
+            return to_mutated_request(user_request, run(to_policy_request(user_request)))
+        except sky_exceptions.UserRequestRejectedByPolicy:
+            raise
+        except Exception as exc:  # the policy's outer boundary: fail closed, say so in one line
+            raise sky_exceptions.UserRequestRejectedByPolicy(unexpected_error_message(exc)) from exc
+
+
+def unexpected_error_message(exc: BaseException) -> str:
+    """One line for a failure the policy did not anticipate (fail closed, name what to check)."""
+    detail = str(exc).splitlines()[0] if str(exc) else "no detail"
+    return (
+        f"{MESSAGE_PREFIX}internal error in the admin policy ({type(exc).__name__}: {detail}); the request was "
+        "rejected. Check the plugin config with `sky-kueue check-config $SKY_KUEUE_CONFIG` and report this "
+        f"with sky-kueue {__version__}"
+    )

@@ -234,6 +234,44 @@ def test_the_failure_source_reports_kueue_preempted_with_the_preemptor(sky_with_
     assert failures.get(cluster_name="train-7") == []
 
 
+def test_another_plugins_failure_source_is_chained_not_replaced(sky_with_plugin: dict[str, Any]) -> None:
+    from sky_kueue.controller.skypilot_plugin import KueueAgingPlugin, register_failure_source
+
+    failures = sky_with_plugin["failures"]
+    theirs = {"cluster_hash": "h", "failure_mode": "GPU_XID", "failure_reason": "xid 79", "cleared_at": None}
+    cleared: list[str | None] = []
+
+    def their_get(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        return [theirs] if cluster_name == "train-7" else []
+
+    def their_clear(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        cleared.append(cluster_name)
+        return their_get(cluster_hash, cluster_name)
+
+    (plugin,) = [p for p in sky_with_plugin["plugins"]._PLUGINS.values() if isinstance(p, KueueAgingPlugin)]
+    failures.register(their_get, their_clear)
+    register_failure_source(plugin.source)
+    register_failure_source(plugin.source)  # a second install adds nothing
+
+    reported = failures.get(cluster_name="train-7")
+    assert [f["failure_mode"] for f in reported] == ["GPU_XID", "KUEUE_PREEMPTED"]
+    assert len(failures.clear(cluster_name="train-7")) == 2
+    assert cleared == ["train-7"]
+
+
+def test_a_broken_earlier_failure_source_does_not_hide_kueue_preemptions(sky_with_plugin: dict[str, Any]) -> None:
+    from sky_kueue.controller.skypilot_plugin import chain_failure_sources
+
+    def broken(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        raise RuntimeError("boom")
+
+    def ours(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
+        return [{"failure_mode": "KUEUE_PREEMPTED"}]
+
+    assert chain_failure_sources(broken, ours)(None, "c") == [{"failure_mode": "KUEUE_PREEMPTED"}]
+    assert chain_failure_sources(None, ours)(None, "c") == [{"failure_mode": "KUEUE_PREEMPTED"}]
+
+
 def test_the_shipped_plugins_yaml_names_this_plugin_with_parameters_it_takes() -> None:
     shipped = yaml.safe_load((REPO / "configs" / "plugins.yaml").read_text())
     (entry,) = shipped["plugins"]

@@ -61,10 +61,18 @@ def sky_env(sky_home: SkyHome) -> Iterator[SkyEnv]:
         patch.delenv(name, raising=False)
     import sky
     from sky import skypilot_config
+    from sky.utils import registry
+
+    from sky_kueue.controller.skypilot_plugin import register_strategy
 
     skypilot_config.reload_config()
+    strategies = dict(registry.JOBS_RECOVERY_STRATEGY_REGISTRY)
+    # An API server with the sky-kueue plugin loaded (configs/plugins.yaml) knows KUEUE_AGING.
+    register_strategy()
     try:
         yield SkyEnv(sky=sky, home=sky_home.home, global_config=sky_home.global_config)
     finally:
+        registry.JOBS_RECOVERY_STRATEGY_REGISTRY.clear()
+        registry.JOBS_RECOVERY_STRATEGY_REGISTRY.update(strategies)
         patch.undo()
         skypilot_config.reload_config()

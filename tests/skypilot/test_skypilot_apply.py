@@ -228,3 +228,33 @@ def test_skypilot_config_example_passes_skypilots_schema(sky_env: SkyEnv) -> Non
     assert example.get_nested(("kubernetes", "allowed_contexts"), None) == [CONTEXT]
     plugins = yaml.safe_load((REPO / "configs" / "plugins.yaml").read_text())
     assert [set(p) for p in plugins["plugins"]] == [{"class", "parameters"}]
+
+
+def test_a_server_without_the_plugin_gets_an_error_that_names_sky_kueue(sky_env: SkyEnv) -> None:
+    from sky.utils import registry
+
+    saved = registry.JOBS_RECOVERY_STRATEGY_REGISTRY.pop("kueue_aging")
+    try:
+        message = rejection_message(sky_env, "team-b-cpu-dev")
+        client_side, _ = apply(sky_env, load_task(sky_env, "team-b-cpu-dev"), at_client_side=True)
+    finally:
+        registry.JOBS_RECOVERY_STRATEGY_REGISTRY["kueue_aging"] = saved
+    assert message.startswith("sky-kueue: aging.strategy KUEUE_AGING is not registered on this SkyPilot API server")
+    assert "configs/plugins.yaml" in message and "aging.strategy: null" in message
+    # a client cannot know the server's plugins: it labels and leaves the check to the server
+    assert next(iter(client_side.resources)).job_recovery == {"strategy": "KUEUE_AGING"}
+
+
+def test_an_unexpected_error_in_the_policy_is_one_line_naming_sky_kueue(
+    sky_env: SkyEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sky_kueue.skypilot import policy
+
+    def broken(request: Any) -> Any:
+        raise AttributeError("'NoneType' object has no attribute 'get'\nsecond line")
+
+    monkeypatch.setattr(policy, "run", broken)
+    message = rejection_message(sky_env, "team-a-gpu-train")
+    assert message.startswith("sky-kueue: internal error in the admin policy (AttributeError: ")
+    assert "\n" not in message and "second line" not in message
+    assert "sky-kueue check-config" in message and "object at 0x" not in message
