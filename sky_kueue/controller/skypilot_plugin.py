@@ -45,9 +45,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from sky.jobs import recovery_strategy
 from sky.server import plugins as sky_plugins
@@ -277,7 +277,10 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         return result
 
 
-FailureFunc = Callable[[str | None, str | None], list[dict[str, Any]]]
+class FailureFunc(Protocol):
+    """The shape of SkyPilot's ``GetClusterFailuresFunc``/``ClearClusterFailuresFunc``."""
+
+    def __call__(self, cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]: ...
 
 
 def chain_failure_sources(first: FailureFunc | None, second: FailureFunc) -> FailureFunc:
