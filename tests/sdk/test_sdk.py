@@ -11,7 +11,7 @@ import sky_kueue
 from sky_kueue import hooks
 
 REPO = Path(__file__).resolve().parent.parent.parent
-CONFIG = REPO / "configs" / "sky-kueue.yaml"
+CONFIG = REPO / "configs" / "sky-kueue-demo.yaml"
 SEED = REPO / "tests" / "oracle" / "seeds" / "scenarios" / "a-gpu-borrow-preempt.yaml"
 
 

@@ -18,21 +18,22 @@ from sky_kueue.skypilot.verdict import UNKNOWN_VERDICT, AdmissionVerdict
 from sky_kueue.skypilot.view import UNKNOWN_CAPACITY, CapacityFacts, QueueFacts
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED_CONFIG = REPO / "configs" / "sky-kueue.yaml"
+DEMO_CONFIG = REPO / "configs" / "sky-kueue-demo.yaml"
+PRODUCTION_CONFIG = REPO / "configs" / "sky-kueue.yaml"
 SEED_SETUP = REPO / "configs" / "kueue" / "seed-setup.yaml"
 TEMPLATES = REPO / "task_templates"
 SEED_SCENARIO = REPO / "tests" / "oracle" / "seeds" / "scenarios" / "a-gpu-borrow-preempt.yaml"
 CONTEXT = "sky-kueue-sandbox"
 
 
-def shipped_config_data() -> dict[str, Any]:
+def demo_config_data() -> dict[str, Any]:
     """The shipped plugin config as a mapping (a fresh copy each call)."""
-    return yaml.safe_load(SHIPPED_CONFIG.read_text())
+    return yaml.safe_load(DEMO_CONFIG.read_text())
 
 
 def config(**changes: Any) -> PluginConfig:
     """The shipped config with ``changes`` deep-merged in (e.g. ``teams={"team-b": {...}}``)."""
-    return validate_config(deep_merge(shipped_config_data(), changes))
+    return validate_config(deep_merge(demo_config_data(), changes))
 
 
 def task(

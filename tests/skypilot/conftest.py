@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.skypilot.builders import SHIPPED_CONFIG
+from tests.skypilot.builders import DEMO_CONFIG
 
 POLICY_PATH = "sky_kueue.skypilot.policy.KueuePolicy"
 
@@ -56,7 +56,7 @@ def sky_env(sky_home: SkyHome) -> Iterator[SkyEnv]:
     patch.setenv("HOME", str(sky_home.home))
     patch.setenv("SKYPILOT_GLOBAL_CONFIG", str(sky_home.global_config))
     patch.setenv("SKYPILOT_PROJECT_CONFIG", str(sky_home.project_config))
-    patch.setenv("SKY_KUEUE_CONFIG", str(SHIPPED_CONFIG))
+    patch.setenv("SKY_KUEUE_CONFIG", str(DEMO_CONFIG))
     for name in ("SKYPILOT_CONFIG", "SKYPILOT_API_SERVER_ENDPOINT", "NETRC"):
         patch.delenv(name, raising=False)
     import sky

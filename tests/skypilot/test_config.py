@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
 from sky_kueue.skypilot.config import ConfigError, load_config, parse_config
-from tests.skypilot.builders import SEED_SCENARIO, SEED_SETUP, SHIPPED_CONFIG
+from tests.skypilot.builders import DEMO_CONFIG, PRODUCTION_CONFIG, SEED_SCENARIO, SEED_SETUP
 
 BASE = """\
 priority_classes: {prod: 1000, dev: 100}
@@ -24,7 +24,7 @@ teams:
 
 
 def test_shipped_config_describes_the_seed_setup() -> None:
-    config = load_config(SHIPPED_CONFIG)
+    config = load_config(DEMO_CONFIG)
     objects = [d for d in yaml.safe_load_all(SEED_SETUP.read_text()) if d]
     local_queues = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in objects if d["kind"] == "LocalQueue"}
     classes = {d["metadata"]["name"]: d["value"] for d in objects if d["kind"] == "WorkloadPriorityClass"}
@@ -32,8 +32,19 @@ def test_shipped_config_describes_the_seed_setup() -> None:
     assert config.priority_classes == classes
     assert config.teams["team-a"].burst is not None
     assert config.teams["team-b"].limits.max_gpus == 0
-    assert config.aging.enabled and config.aging.strategy == "KUEUE_AGING"
+    assert config.aging.enabled and config.aging.strategy is None  # nothing to climb on two classes
     assert config.aging.ladder == ("dev-priority", "prod-priority")
+
+
+def test_the_production_config_is_the_demo_with_closed_teams() -> None:
+    """configs/sky-kueue.yaml maps teams from SkyPilot workspaces and users; only the demo is open."""
+    production, demo = load_config(PRODUCTION_CONFIG), load_config(DEMO_CONFIG)
+    assert all(team.users == ("*",) for team in demo.teams.values())
+    for name, team in production.teams.items():
+        assert "*" not in team.users
+        assert team.workspaces == (name,)
+        assert team.model_copy(update={"users": ("*",), "workspaces": ()}) == demo.teams[name]
+    assert production.model_copy(update={"teams": demo.teams}) == demo
 
 
 def test_seed_setup_is_the_scenario_without_its_workloads() -> None:
@@ -141,14 +152,14 @@ def test_cli_check_config_prints_one_line_error(tmp_path: Path) -> None:
 
 
 def test_cli_check_config_accepts_the_shipped_config() -> None:
-    result = CliRunner().invoke(cli, ["check-config", str(SHIPPED_CONFIG)])
+    result = CliRunner().invoke(cli, ["check-config", str(DEMO_CONFIG)])
     assert result.exit_code == 0, result.output
     assert "team-a: team-a/team-a-lq" in result.output
     assert "ok:" in result.output
 
 
 def test_aging_ladder_with_values_for_the_controller() -> None:
-    assert load_config(SHIPPED_CONFIG).aging_ladder() == [("dev-priority", 100), ("prod-priority", 1000)]
+    assert load_config(DEMO_CONFIG).aging_ladder() == [("dev-priority", 100), ("prod-priority", 1000)]
 
 
 def test_policy_server_and_setup_commands_do_not_import_skypilot() -> None:

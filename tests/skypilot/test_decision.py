@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from sky_kueue.skypilot.burst import BurstAction
+from sky_kueue.skypilot.config import load_config
 from sky_kueue.skypilot.decision import (
     MESSAGE_PREFIX,
     PassThrough,
@@ -20,7 +21,16 @@ from sky_kueue.skypilot.engine import evaluate
 from sky_kueue.skypilot.task_yaml import candidates
 from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
 from sky_kueue.skypilot.view import CapacityFacts, Shortfall
-from tests.skypilot.builders import CONTEXT, config, fake_view, kueue_settings, pod_labels, request, task
+from tests.skypilot.builders import (
+    CONTEXT,
+    PRODUCTION_CONFIG,
+    config,
+    fake_view,
+    kueue_settings,
+    pod_labels,
+    request,
+    task,
+)
 
 SEED = config()
 
@@ -308,7 +318,7 @@ def test_placement_writes_queue_labels_namespace_and_timeout() -> None:
     assert candidate["infra"] == f"kubernetes/{CONTEXT}"
     assert candidate["labels"] == {"project": "llm"}
     assert candidate["priority_class"] == "prod-priority"
-    assert candidate["job_recovery"] == {"strategy": "KUEUE_AGING"}
+    assert "job_recovery" not in candidate  # the demo config names no recovery strategy
     assert pod_labels(candidate) == {
         "kueue.x-k8s.io/queue-name": "team-a-lq",
         "kueue.x-k8s.io/priority-class": "prod-priority",
@@ -319,12 +329,13 @@ def test_placement_writes_queue_labels_namespace_and_timeout() -> None:
 
 
 def test_recovery_strategy_only_for_managed_jobs_and_keeps_other_settings() -> None:
-    cluster = evaluate(request(task(team="team-a"), request_name="launch"), SEED)
+    with_strategy = config(aging={"strategy": "KUEUE_AGING"})
+    cluster = evaluate(request(task(team="team-a"), request_name="launch"), with_strategy)
     assert "job_recovery" not in candidates(cluster.task)[0]
     own = task(team="team-a", job_recovery={"strategy": "FAILOVER", "max_restarts_on_errors": 3})
-    managed = evaluate(request(own), SEED)
+    managed = evaluate(request(own), with_strategy)
     assert candidates(managed.task)[0]["job_recovery"] == {"strategy": "KUEUE_AGING", "max_restarts_on_errors": 3}
-    no_aging = evaluate(request(own), config(aging={"enabled": False}))
+    no_aging = evaluate(request(own), config(aging={"enabled": False, "strategy": "KUEUE_AGING"}))
     assert candidates(no_aging.task)[0]["job_recovery"]["strategy"] == "FAILOVER"
 
 
@@ -373,3 +384,19 @@ def test_top_level_config_block_is_folded_into_the_candidates() -> None:
     overrides = result.task["resources"]["_cluster_config_overrides"]["kubernetes"]
     assert overrides["provision_timeout"] == 600
     assert overrides["kueue"]["local_queue_name"] == "team-a-lq"
+
+
+# --- the production-shaped config: teams from SkyPilot workspaces and users --------------------
+
+
+def test_production_config_maps_workspaces_and_users_and_honours_labels_of_members_only() -> None:
+    production = load_config(PRODUCTION_CONFIG)
+    by_workspace = decide(request(task(team=None), workspace="team-b", user="carol"), production)
+    assert isinstance(by_workspace, Placement) and by_workspace.team == "team-b"
+    by_user = decide(request(task(team=None), workspace="default", user="alice"), production)
+    assert isinstance(by_user, Placement) and by_user.team == "team-a"
+    claim = decide(request(task(team="team-a"), workspace="team-b", user="bob"), production)
+    assert isinstance(claim, Rejection) and claim.code is RejectionCode.NOT_A_MEMBER
+    assert "user 'bob' may not submit as team 'team-a' (teams you may use: team-b)" in claim.message
+    stranger = decide(request(task(team=None), workspace="default", user="mallory"), production)
+    assert isinstance(stranger, Rejection) and stranger.code is RejectionCode.NO_TEAM

@@ -12,12 +12,12 @@ from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
 from sky_kueue.skypilot.launch import with_choices
-from tests.skypilot.builders import CONTEXT, SEED_SCENARIO, SHIPPED_CONFIG, TEMPLATES, task
+from tests.skypilot.builders import CONTEXT, DEMO_CONFIG, SEED_SCENARIO, TEMPLATES, task
 from tests.skypilot.conftest import SkyEnv
 
 
 def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["launch", *args, "--config", str(SHIPPED_CONFIG)])
+    result = CliRunner().invoke(cli, ["launch", *args, "--config", str(DEMO_CONFIG)])
     return result.exit_code, result.output
 
 

@@ -26,7 +26,7 @@ from sky_kueue.skypilot.policy_server import (
     serve_in_thread,
 )
 from sky_kueue.skypilot.wire import decode_request
-from tests.skypilot.builders import SHIPPED_CONFIG, TEMPLATES
+from tests.skypilot.builders import DEMO_CONFIG, TEMPLATES
 from tests.skypilot.conftest import SkyEnv
 
 TOKEN = "s3cret-token"
@@ -44,12 +44,12 @@ def running(server: PolicyServer) -> Iterator[PolicyServer]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[PolicyServer]:
-    yield from running(make_server(SHIPPED_CONFIG, port=0))
+    yield from running(make_server(DEMO_CONFIG, port=0))
 
 
 @pytest.fixture(scope="module")
 def token_server() -> Iterator[PolicyServer]:
-    yield from running(make_server(SHIPPED_CONFIG, port=0, token=TOKEN))
+    yield from running(make_server(DEMO_CONFIG, port=0, token=TOKEN))
 
 
 def user_request(env: SkyEnv, template: str | dict[str, Any], request_name: str = "jobs.launch") -> Any:
@@ -210,7 +210,7 @@ def test_internal_error_is_a_one_line_500(server: PolicyServer, monkeypatch: pyt
 
 
 def test_server_binds_loopback_by_default() -> None:
-    server = make_server(SHIPPED_CONFIG, port=0)
+    server = make_server(DEMO_CONFIG, port=0)
     try:
         assert server.server_address[0] == "127.0.0.1"
     finally:
@@ -276,7 +276,7 @@ def test_cli_serves_until_terminated(tmp_path: Path) -> None:
             "--port",
             "0",
             "--config",
-            str(SHIPPED_CONFIG),
+            str(DEMO_CONFIG),
             "--token-file",
             str(token),
         ],

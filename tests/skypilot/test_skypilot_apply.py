@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.skypilot.builders import CONTEXT, REPO, SEED_SETUP, SHIPPED_CONFIG, TEMPLATES, shipped_config_data
+from tests.skypilot.builders import CONTEXT, DEMO_CONFIG, REPO, SEED_SETUP, TEMPLATES, demo_config_data
 from tests.skypilot.conftest import SkyEnv
 
 #: template -> (team, queue, priority class, admission timeout, infra of each candidate)
@@ -65,7 +65,7 @@ def test_templates_pass_and_are_labeled(sky_env: SkyEnv, template: str, at_clien
         assert labels["sky-kueue.io/team"] == team
         assert not any("/" in key for key in (r.labels or {}))
         assert r.priority_class == priority_class
-        assert r.job_recovery == {"strategy": "KUEUE_AGING"}
+        assert r.job_recovery is None  # the demo config writes no recovery strategy
     assert config.get_nested(("kubernetes", "context_configs", CONTEXT, "namespace"), None) == team
     assert mutated.num_nodes == (3 if template == "multinode-ray" else 1)
 
@@ -135,7 +135,7 @@ def write_config(path: Path, data: dict[str, Any]) -> Path:
 
 
 def test_not_a_member_of_a_restricted_team(sky_env: SkyEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = shipped_config_data()
+    data = demo_config_data()
     data["teams"]["team-a"]["users"] = ["someone-else"]
     monkeypatch.setenv("SKY_KUEUE_CONFIG", str(write_config(tmp_path / "plugin.yaml", data)))
     assert "may not submit as team 'team-a'" in rejection_message(sky_env, "team-a-gpu-train")
@@ -151,7 +151,7 @@ def test_cluster_checks_against_kueue_manifests(
         if doc["kind"] == "ClusterQueue" and doc["metadata"]["name"] == "team-b-cq":
             doc["spec"]["namespaceSelector"] = {"matchLabels": {"team": "nobody"}}
     (tmp_path / "setup.yaml").write_text(yaml.safe_dump_all(manifests))
-    data = shipped_config_data()
+    data = demo_config_data()
     data["cluster"] = {"manifests": ["setup.yaml"]}
     data["teams"]["team-a"]["limits"]["max_cpus"] = 64
     monkeypatch.setenv("SKY_KUEUE_CONFIG", str(write_config(tmp_path / "plugin.yaml", data)))
@@ -217,7 +217,7 @@ def test_policy_is_named_in_the_isolated_global_config(sky_env: SkyEnv) -> None:
     loaded = skypilot_config.loaded_config_path() or ""
     assert str(sky_env.global_config) in loaded
     assert Path.home() == sky_env.home
-    assert Path(os.environ["SKY_KUEUE_CONFIG"]) == SHIPPED_CONFIG
+    assert Path(os.environ["SKY_KUEUE_CONFIG"]) == DEMO_CONFIG
 
 
 def test_skypilot_config_example_passes_skypilots_schema(sky_env: SkyEnv) -> None:
@@ -230,9 +230,18 @@ def test_skypilot_config_example_passes_skypilots_schema(sky_env: SkyEnv) -> Non
     assert [set(p) for p in plugins["plugins"]] == [{"class", "parameters"}]
 
 
-def test_a_server_without_the_plugin_gets_an_error_that_names_sky_kueue(sky_env: SkyEnv) -> None:
+def test_a_server_without_the_plugin_gets_an_error_that_names_sky_kueue(
+    sky_env: SkyEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sky.utils import registry
 
+    with_strategy = demo_config_data()
+    with_strategy["aging"]["strategy"] = "KUEUE_AGING"
+    path = tmp_path / "sky-kueue.yaml"
+    path.write_text(yaml.safe_dump(with_strategy))
+    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(path))
+    with_plugin, _ = apply(sky_env, load_task(sky_env, "team-b-cpu-dev"))
+    assert next(iter(with_plugin.resources)).job_recovery == {"strategy": "KUEUE_AGING"}
     saved = registry.JOBS_RECOVERY_STRATEGY_REGISTRY.pop("kueue_aging")
     try:
         message = rejection_message(sky_env, "team-b-cpu-dev")
