@@ -9,6 +9,7 @@ point kubectl or the kubernetes client at an empty cluster that speaks Kueue's A
 from __future__ import annotations
 
 import contextlib
+import datetime
 import signal
 import threading
 from collections.abc import Iterator
@@ -114,6 +115,12 @@ DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
 )
 @click.option("--priority-boost", is_flag=True, help="Emulate Kueue with the PriorityBoost feature gate on.")
 @click.option(
+    "--start-time",
+    default=None,
+    metavar="RFC3339",
+    help="Cluster time at start, e.g. 2026-01-01T12:00:00Z (reproducible demos); default: now.",
+)
+@click.option(
     "--kueue-config",
     "kueue_config",
     default=None,
@@ -127,6 +134,7 @@ def up(
     apply_paths: tuple[str, ...],
     time_scale: float,
     priority_boost: bool,
+    start_time: str | None,
     kueue_config: str | None,
 ) -> None:
     """Run a sandbox cluster with Kueue's behaviour in the foreground until Ctrl-C or SIGTERM."""
@@ -145,10 +153,12 @@ def up(
             config = parse.parse_header(f"# kueue-config: {kueue_config}")
         except ModelError as failure:
             raise click.ClickException(str(failure)) from failure
+    start = parse_start_time(start_time) if start_time is not None else None
     with _stop_on_signal() as stop:
         box = Sandbox(
             time_scale=time_scale,
             priority_boost=priority_boost,
+            start=start,
             host=host,
             port=port,
             kubeconfig_path=path,
@@ -164,7 +174,7 @@ def up(
                     for source in apply_paths:
                         box.apply(source)
                 else:
-                    box.apply(seed.seed_setup())
+                    box.apply(seed.seed_cluster())
             except SandboxError as failure:
                 raise click.ClickException(str(failure)) from failure
             click.echo(f"sandbox cluster (Kueue emulation) listening on {box.url}")
@@ -174,3 +184,20 @@ def up(
             click.echo("stopping")
         finally:
             box.stop()
+
+
+def parse_start_time(text: str) -> datetime.datetime:
+    """An RFC 3339 time with a zone (``Z`` or an offset), as Kubernetes writes ``metav1.Time``.
+
+    Raises:
+        click.BadParameter: not such a time.
+    """
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not an RFC 3339 time such as 2026-01-01T12:00:00Z", param_hint="--start-time"
+        ) from None
+    if moment.tzinfo is None:
+        raise click.BadParameter(f"{text!r} has no time zone; add Z or an offset", param_hint="--start-time")
+    return moment.astimezone(datetime.timezone.utc)

@@ -23,7 +23,8 @@ import yaml
 from sky_kueue.kueue import objects as o
 from sky_kueue.sandbox.apiserver import ApiError, ApiServer, Fault, FaultKind
 from sky_kueue.sandbox.apiserver.clock import Clock
-from sky_kueue.sandbox.kueue_emulation.clock import DEFAULT_EPOCH, ScaledClock
+from sky_kueue.sandbox.apiserver.resources import default_resources
+from sky_kueue.sandbox.kueue_emulation.clock import ScaledClock
 from sky_kueue.sandbox.kueue_emulation.emulator import DEFAULT_STEP_INTERVAL_SECONDS, KueueEmulator
 
 if TYPE_CHECKING:
@@ -31,22 +32,12 @@ if TYPE_CHECKING:
 
     from sky_kueue.sandbox.apiserver.requestlog import RequestLog
 
-#: Where ``kind`` maps to the store's resource name for ``apply``.
+#: Where ``(apiVersion, kind)`` maps to the store's resource name for ``apply``: every version
+#: of every resource the server serves (Kueue's v1beta1 and v1beta2 alike).
 _KIND_RESOURCES = {
-    ("v1", "Namespace"): "namespaces",
-    ("v1", "Pod"): "pods",
-    ("v1", "ConfigMap"): "configmaps",
-    ("batch/v1", "Job"): "jobs.batch",
-    ("coordination.k8s.io/v1", "Lease"): "leases.coordination.k8s.io",
-}
-_KUEUE_KINDS = {
-    "ResourceFlavor": "resourceflavors",
-    "WorkloadPriorityClass": "workloadpriorityclasses",
-    "Cohort": "cohorts",
-    "ClusterQueue": "clusterqueues",
-    "LocalQueue": "localqueues",
-    "Workload": "workloads",
-    "AdmissionCheck": "admissionchecks",
+    (resource.api_version(version), resource.kind): str(resource.key)
+    for resource in default_resources()
+    for version in resource.versions
 }
 
 
@@ -58,8 +49,6 @@ def _resource_for(doc: Mapping[str, Any]) -> str:
     api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
     if (api_version, kind) in _KIND_RESOURCES:
         return _KIND_RESOURCES[(api_version, kind)]
-    if api_version.startswith("kueue.x-k8s.io/") and kind in _KUEUE_KINDS:
-        return f"{_KUEUE_KINDS[kind]}.kueue.x-k8s.io"
     raise SandboxError(f"{kind or '<no kind>'} {api_version or '<no apiVersion>'}: not served by the sandbox")
 
 
@@ -108,7 +97,9 @@ class Sandbox:
         step_interval_seconds: float = DEFAULT_STEP_INTERVAL_SECONDS,
         run_emulator: bool = True,
     ) -> None:
-        self.clock: Clock = clock or ScaledClock(time_scale, start or DEFAULT_EPOCH)
+        # Real time unless told otherwise: a controller reads Workload ages off these stamps,
+        # and a fixed past epoch made every Workload look months old (and aged at once).
+        self.clock: Clock = clock or ScaledClock(time_scale, start)
         self.server = ApiServer(host, port, clock=self.clock)
         self.emulator = KueueEmulator(self.server.store, self.clock, config, priority_boost=priority_boost)
         self._kubeconfig_path = pathlib.Path(kubeconfig_path) if kubeconfig_path else None

@@ -238,7 +238,7 @@ def test_priority_boost_annotation_counts_only_with_the_gate() -> None:
 
 def test_apply_reports_bad_manifests_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n")
+    bad.write_text("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: d}\n")
     sandbox, _ = _manual()
-    with sandbox, pytest.raises(SandboxError, match="Deployment apps/v1: not served by the sandbox"):
+    with sandbox, pytest.raises(SandboxError, match="PodDisruptionBudget policy/v1: not served by the sandbox"):
         sandbox.apply(bad)

@@ -350,6 +350,52 @@ def default_resources() -> list[ResourceType]:
             status_subresource=True,
             reset_status_on_create=False,
         ),
+        _core("PersistentVolume", "persistentvolumes", namespaced=False, short_names=("pv",), status_subresource=True),
+        _core(
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            namespaced=True,
+            short_names=("pvc",),
+            status_subresource=True,
+        ),
+        # What SkyPilot's Kubernetes provisioner reads or writes around a pod
+        # (sky/provision/kubernetes/config.py, instance.py, utils.py): RBAC for its service
+        # account, RuntimeClasses (the nvidia check), DaemonSets/Deployments, storage classes
+        # and ingresses. Stored and served like any object; nothing acts on them.
+        *(
+            _builtin("rbac.authorization.k8s.io", "v1", kind, plural, namespaced=namespaced)
+            for kind, plural, namespaced in (
+                ("Role", "roles", True),
+                ("RoleBinding", "rolebindings", True),
+                ("ClusterRole", "clusterroles", False),
+                ("ClusterRoleBinding", "clusterrolebindings", False),
+            )
+        ),
+        _builtin("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", namespaced=False),
+        _builtin(
+            "apps", "v1", "DaemonSet", "daemonsets", namespaced=True, short_names=("ds",), status_subresource=True
+        ),
+        _builtin(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            namespaced=True,
+            short_names=("deploy",),
+            categories=("all",),
+            status_subresource=True,
+        ),
+        _builtin("storage.k8s.io", "v1", "StorageClass", "storageclasses", namespaced=False, short_names=("sc",)),
+        _builtin(
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "ingresses",
+            namespaced=True,
+            short_names=("ing",),
+            status_subresource=True,
+        ),
+        _builtin("networking.k8s.io", "v1", "IngressClass", "ingressclasses", namespaced=False),
         _builtin(
             "batch",
             "v1",

@@ -6,9 +6,6 @@ import datetime
 import time
 from collections.abc import Callable
 
-#: Where sandbox time starts unless told otherwise.
-DEFAULT_EPOCH = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
-
 
 class ScaledClock:
     """``now`` advances ``time_scale`` seconds per real second (implements the server's Clock)."""

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Host tools the tests and real SkyPilot use beside the Python packages:
+#   kubectl  - the second, independent client of the sandbox tests;
+#   socat, nc - SkyPilot's Kubernetes port-forward networking (`sky check kubernetes` needs both);
+#   rsync    - SkyPilot's file sync to pods.
+# Installed from Debian's packages when missing and we are root; otherwise say what is missing.
+set -euo pipefail
+missing=()
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+command -v socat >/dev/null 2>&1 || missing+=(socat)
+command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
+command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "host-tools: missing ${missing[*]} (install them; tests that need them are skipped)" >&2
+fi

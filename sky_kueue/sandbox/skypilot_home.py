@@ -1,0 +1,58 @@
+"""A SkyPilot home that can launch onto the sandbox with no network: an offline catalog.
+
+Why: SkyPilot 0.14.1 downloads its service catalog from GitHub the first time it needs an
+entry (``sky/catalog/common.py`` ``read_catalog``): the Kubernetes image tags
+(``kubernetes/images.csv``, read by ``sky/clouds/kubernetes.py`` for every pod) and, for a task
+with accelerators, the accelerator names (``common/accelerators.csv``, ``common/metadata.csv``,
+``sky/utils/accelerator_registry.py``). A catalog file SkyPilot did not download itself (no
+``.meta/<file>.md5`` beside it) counts as edited by the user and is never refreshed, so a
+home seeded with these few rows works offline indefinitely.
+
+Only the rows the sandbox needs: SkyPilot's two default Kubernetes image tags
+(``Kubernetes.IMAGE_CPU``/``IMAGE_GPU``) and the accelerators the task templates ask for.
+"""
+
+from __future__ import annotations
+
+import csv
+import pathlib
+
+#: SkyPilot's catalog schema version in 0.14.1 (``sky/skylet/constants.py``).
+CATALOG_SCHEMA_VERSION = "v8"
+#: Image tags SkyPilot's Kubernetes cloud resolves through the catalog, and the image each
+#: names. The sandbox's kubelet does not pull images; the name is only carried on the pod.
+KUBERNETES_IMAGES: tuple[tuple[str, str], ...] = (
+    ("skypilot:custom-cpu-ubuntu-2204-v1", "docker:skypilot-sandbox/cpu:offline"),
+    ("skypilot:custom-gpu-ubuntu-2204-v1", "docker:skypilot-sandbox/gpu:offline"),
+)
+#: Accelerators known offline: (canonical name, clouds offering it, memory GB, manufacturer).
+ACCELERATORS: tuple[tuple[str, str, int, str], ...] = (
+    ("A100", "['AWS', 'GCP', 'Kubernetes']", 40, "NVIDIA"),
+    ("L4", "['AWS', 'GCP', 'Kubernetes']", 24, "NVIDIA"),
+)
+
+
+def catalog_dir(home: pathlib.Path) -> pathlib.Path:
+    """Where SkyPilot reads its catalog for a process whose ``HOME`` is ``home``."""
+    return home / ".sky" / "catalogs" / CATALOG_SCHEMA_VERSION
+
+
+def write_offline_catalog(home: pathlib.Path) -> pathlib.Path:
+    """Write the catalog files SkyPilot needs to launch on the sandbox; return the catalog dir."""
+    root = catalog_dir(home)
+    _write(root / "kubernetes" / "images.csv", ("Tag", "Region", "ImageId"), [(t, "", i) for t, i in KUBERNETES_IMAGES])
+    _write(root / "common" / "accelerators.csv", ("AcceleratorName", "Clouds"), [(n, c) for n, c, _, _ in ACCELERATORS])
+    _write(
+        root / "common" / "metadata.csv",
+        ("GPU", "MemoryGB", "Manufacturer"),
+        [(n, str(m), maker) for n, _, m, maker in ACCELERATORS],
+    )
+    return root
+
+
+def _write(path: pathlib.Path, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
