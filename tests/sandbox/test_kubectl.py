@@ -127,7 +127,7 @@ def _line_containing(lines: queue.Queue[str], text: str) -> str:
 
 
 def test_create_from_a_manifest_without_validation(store: ObjectStore, kubectl: Kubectl) -> None:
-    result = kubectl("create", "-f", "-", "--validate=false", stdin=SEED_MANIFEST)
+    result = kubectl("create", "-f", "-", stdin=SEED_MANIFEST)
 
     assert "clusterqueue.kueue.x-k8s.io/team-a-cq created" in result.stdout
     assert store.get("clusterqueues", "team-a-cq")["spec"]["cohortName"] == "team-ab"
@@ -135,7 +135,7 @@ def test_create_from_a_manifest_without_validation(store: ObjectStore, kubectl: 
 
 
 def test_get_clusterqueues_prints_kueue_columns(kubectl: Kubectl) -> None:
-    kubectl("create", "-f", "-", "--validate=false", stdin=SEED_MANIFEST)
+    kubectl("create", "-f", "-", stdin=SEED_MANIFEST)
 
     result = kubectl("get", "clusterqueues")
 
@@ -210,7 +210,7 @@ def test_patch_the_status_subresource(store: ObjectStore, kubectl: Kubectl) -> N
 
 
 def test_get_by_short_name_and_legacy_version(kubectl: Kubectl) -> None:
-    kubectl("create", "-f", "-", "--validate=false", stdin=SEED_MANIFEST)
+    kubectl("create", "-f", "-", stdin=SEED_MANIFEST)
 
     short = kubectl("get", "cq", "team-a-cq", "-o", "jsonpath={.spec.cohortName}")
     legacy = kubectl("get", "clusterqueues.v1beta1.kueue.x-k8s.io", "team-a-cq", "-o", "jsonpath={.spec.cohort}")

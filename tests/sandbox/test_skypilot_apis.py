@@ -5,6 +5,7 @@ that starts now (a controller reads Workload ages off the server's timestamps)."
 from __future__ import annotations
 
 import datetime
+import pathlib
 import subprocess
 import sys
 
@@ -128,3 +129,30 @@ def test_up_starts_at_the_given_time(tmp_path: object) -> None:
     assert datetime.timedelta(0) <= created - datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.timezone.utc)
     assert created.year == 2026 and created.month == 1 and created.day == 1
     assert sorted(nodes.stdout.split()) == ["node/sandbox-cpu-0", "node/sandbox-gpu-0"]
+
+
+def test_kubectl_applies_the_shipped_manifests_with_validation_on() -> None:
+    """kubectl validates by default; it needs the server's OpenAPI v3 to decide how."""
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    with Sandbox(run_emulator=False) as box:
+        # Kueue's own namespace exists on a cluster running Kueue (rbac.yaml has a Role in it).
+        client.CoreV1Api(box.api_client()).create_namespace({"metadata": {"name": "kueue-system"}})
+        applied = subprocess.run(
+            ["kubectl", "--kubeconfig", str(box.kubeconfig_path), "apply",
+             "-f", str(repo / "configs" / "kueue" / "seed-setup.yaml"),
+             "-f", str(repo / "configs" / "controller" / "namespace.yaml"),
+             "-f", str(repo / "configs" / "controller" / "rbac.yaml"),
+             "-f", str(repo / "configs" / "controller" / "serviceaccount.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=KUBECTL_TIMEOUT_SECONDS,
+            check=False,
+        )
+        roles = client.RbacAuthorizationV1Api(box.api_client()).list_cluster_role().items
+        by_kubectl = [r for r in box.requests.matching(verb="create") if r.query.get("fieldManager")]
+        validated = [r.query.get("fieldValidation") for r in by_kubectl]
+
+    assert applied.returncode == 0, applied.stderr
+    assert "clusterqueue.kueue.x-k8s.io/team-a-cq created" in applied.stdout
+    assert roles, "the controller's ClusterRole was created"
+    assert validated and set(validated) == {"Strict"}

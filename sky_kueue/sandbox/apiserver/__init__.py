@@ -26,12 +26,14 @@ Entry point: :class:`ApiServer` (``with ApiServer() as server: ...``); in-proces
 Known gaps (do not rely on them; they differ from a real cluster):
 
 * no server-side apply (``application/apply-patch+yaml`` gets 415), so no ``kubectl apply
-  --server-side``; client-side ``kubectl apply --validate=false`` works, but strategic merge
+  --server-side``; client-side ``kubectl apply`` works, but strategic merge
   (what it sends for built-in kinds) is approximated as a JSON merge patch: lists are
   replaced, never merged by key;
 * no protobuf: kubectl commands that send protobuf (``kubectl create namespace X``, other
   typed generators) fail - use ``kubectl create -f manifest``;
-* no OpenAPI document: kubectl needs ``--validate=false`` and ``kubectl explain`` fails;
+* OpenAPI v3 (:mod:`.openapi`) without the Kubernetes type schemas: every kind keeps unknown
+  fields, so ``kubectl apply`` works (it leaves validation to the server, which accepts
+  ``fieldValidation=Strict`` and checks nothing), and ``kubectl explain`` shows no fields;
 * no admission chain or defaulting beyond what the store does itself (uid, timestamps,
   generation, initial status phase of pods and namespaces); no schema validation;
 * no authentication or authorization; plain HTTP on 127.0.0.1;

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sky_kueue.sandbox.apiserver import discovery, errors, tables
+from sky_kueue.sandbox.apiserver import discovery, errors, openapi, tables
 from sky_kueue.sandbox.apiserver import kubeconfig as kubeconfig_file
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.events import WATCH_EVENT_LOG_CAPACITY_EVENTS, EventType
@@ -254,6 +254,8 @@ class _Handler(BaseHTTPRequestHandler):
             document = discovery.group(registry, target.group)
         elif target.kind is PathKind.DISCOVERY_RESOURCES:
             document = discovery.resource_list(registry, target.group, target.version)
+        elif target.kind is PathKind.OPENAPI:
+            document = openapi.document_for_path(registry, self.path.split("?", 1)[0])
         else:
             document = None
         if document is None:

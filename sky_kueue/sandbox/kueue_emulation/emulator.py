@@ -31,6 +31,7 @@ from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.scheduler import CycleResult, Engine
 from sky_kueue.sandbox.apiserver import AdmissionRequest, ApiError, ObjectStore, Operation
 from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp
+from sky_kueue.sandbox.kueue_emulation import binding
 from sky_kueue.sandbox.kueue_emulation import status as st
 from sky_kueue.sandbox.kueue_emulation import workloads as wls
 
@@ -94,6 +95,7 @@ class KueueEmulator:
         self._fingerprint: tuple[Any, ...] = ()
         self._state: o.ClusterState | None = None
         self._running: dict[str, _Running] = {}
+        self._pod_ips = binding.PodIpAllocator()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -159,6 +161,7 @@ class KueueEmulator:
             report = StepReport()
             now = self.clock.now()
             self._finish_runs(now, report)
+            self._start_unqueued_pods()
             self._create_workloads(report)
             if not self._sync_engine(now):
                 return report
@@ -498,12 +501,51 @@ class KueueEmulator:
                 if pod is None:
                     continue
                 self.store.mutate("pods", pod_name, _ungate, ns)
-                self._mutate_status("pods", pod_name, ns, _pod_phase("Running", stamp))
+                self._start_pod(pod_name, ns, stamp)
                 pod_seconds = _run_seconds(pod)
                 if pod_seconds is not None:
                     seconds = pod_seconds if seconds is None else max(seconds, pod_seconds)
         deadline = None if seconds is None else now + datetime.timedelta(seconds=seconds)
         self._running[key] = _Running(kind, owners, deadline)
+
+    def _start_pod(self, name: str, namespace: str, stamp: str) -> None:
+        """Bind the pod to a node that fits it (kube-scheduler) and report it Running (kubelet)."""
+        pod = self.store.try_get("pods", name, namespace)
+        if pod is None:
+            return
+        nodes = self.store.list("nodes").items
+        node_name = (pod.get("spec") or {}).get("nodeName") or binding.choose_node(
+            nodes, self.store.list("pods").items, pod
+        )
+        if node_name and not (pod.get("spec") or {}).get("nodeName"):
+
+            def bind(obj: Obj, node_name: str = node_name) -> None:
+                obj.setdefault("spec", {})["nodeName"] = node_name
+
+            self.store.mutate("pods", name, bind, namespace)
+        node = next((n for n in nodes if n["metadata"]["name"] == node_name), None)
+        started = binding.running(stamp, self._pod_ips.allocate(), binding.host_ip_of(node))
+        statuses = binding.container_statuses(pod, stamp)
+
+        def change(status: Obj) -> None:
+            started(status)
+            status["containerStatuses"] = statuses
+
+        self._mutate_status("pods", name, namespace, change)
+
+    def _start_unqueued_pods(self) -> None:
+        """Pods Kueue does not manage (no queue label) start as soon as nothing gates them."""
+        for pod in self.store.list("pods").items:
+            spec, status = pod.get("spec") or {}, pod.get("status") or {}
+            meta = pod.get("metadata") or {}
+            if (
+                status.get("phase", "Pending") != "Pending"
+                or spec.get("schedulingGates")
+                or meta.get("deletionTimestamp")
+                or wls.queue_name(pod)
+            ):
+                continue
+            self._start_pod(meta["name"], meta.get("namespace", ""), format_timestamp(self.clock.now()))
 
     def _stop_victim(self, key: str, message: str, stamp: str) -> bool:
         """Stop a preempted workload's job; returns True if its Workload is requeued (Jobs)."""
