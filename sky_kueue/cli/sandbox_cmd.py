@@ -115,6 +115,12 @@ DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
 )
 @click.option("--priority-boost", is_flag=True, help="Emulate Kueue with the PriorityBoost feature gate on.")
 @click.option(
+    "--kubelet",
+    is_flag=True,
+    help="Serve kubectl exec/logs by running commands as local processes (anyone who can reach the port can run "
+    "commands as you; the sandbox binds 127.0.0.1).",
+)
+@click.option(
     "--start-time",
     default=None,
     metavar="RFC3339",
@@ -134,6 +140,7 @@ def up(
     apply_paths: tuple[str, ...],
     time_scale: float,
     priority_boost: bool,
+    kubelet: bool,
     start_time: str | None,
     kueue_config: str | None,
 ) -> None:
@@ -159,6 +166,7 @@ def up(
             time_scale=time_scale,
             priority_boost=priority_boost,
             start=start,
+            kubelet=kubelet,
             host=host,
             port=port,
             kubeconfig_path=path,

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from sky_kueue.kueue import objects as o
+from sky_kueue.sandbox import kubelet as kubelet_module
 from sky_kueue.sandbox.apiserver import ApiError, ApiServer, Fault, FaultKind
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.resources import default_resources
+from sky_kueue.sandbox.kubelet import LocalKubelet
 from sky_kueue.sandbox.kueue_emulation.clock import ScaledClock
 from sky_kueue.sandbox.kueue_emulation.emulator import DEFAULT_STEP_INTERVAL_SECONDS, KueueEmulator
 
@@ -96,6 +98,8 @@ class Sandbox:
         start: datetime.datetime | None = None,
         step_interval_seconds: float = DEFAULT_STEP_INTERVAL_SECONDS,
         run_emulator: bool = True,
+        kubelet: bool = False,
+        kubelet_root: str | pathlib.Path | None = None,
     ) -> None:
         # Real time unless told otherwise: a controller reads Workload ages off these stamps,
         # and a fixed past epoch made every Workload look months old (and aged at once).
@@ -106,6 +110,10 @@ class Sandbox:
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._step_interval_seconds = step_interval_seconds
         self._run_emulator = run_emulator
+        self._kubelet_wanted = kubelet
+        self._kubelet_root = pathlib.Path(kubelet_root) if kubelet_root else None
+        self._kubelet_tempdir: tempfile.TemporaryDirectory[str] | None = None
+        self.kubelet: LocalKubelet | None = None
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -121,16 +129,27 @@ class Sandbox:
             self._tempdir = tempfile.TemporaryDirectory(prefix="sky-kueue-sandbox-")
             self._kubeconfig_path = pathlib.Path(self._tempdir.name) / "kubeconfig"
         self.server.write_kubeconfig(self._kubeconfig_path)
+        if self._kubelet_wanted:
+            root = self._kubelet_root
+            if root is None:
+                self._kubelet_tempdir = tempfile.TemporaryDirectory(prefix="sky-kueue-pods-")
+                root = pathlib.Path(self._kubelet_tempdir.name)
+            self.kubelet = kubelet_module.attach(self.server, root)
         if self._run_emulator:
             self.emulator.start(self._step_interval_seconds)
         return self
 
     def stop(self) -> None:
         self.emulator.stop()
+        if self.kubelet is not None:
+            self.kubelet.shutdown()
         self.server.stop()
         if self._tempdir is not None:
             self._tempdir.cleanup()
             self._tempdir = None
+        if self._kubelet_tempdir is not None:
+            self._kubelet_tempdir.cleanup()
+            self._kubelet_tempdir = None
 
     # --- access ---------------------------------------------------------------------
 

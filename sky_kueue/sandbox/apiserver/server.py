@@ -24,6 +24,7 @@ import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -71,6 +72,9 @@ def _dumps(value: Any) -> bytes:
 def _error_frame(failure: errors.ApiError) -> bytes:
     """A watch ERROR event carrying ``failure`` as a Status, newline-terminated like every event."""
     return _dumps({"type": EventType.ERROR.value, "object": failure.to_status()}) + b"\n"
+
+
+StreamHandler = Callable[[Any, str], bool]
 
 
 class _DroppedConnection(Exception):
@@ -147,6 +151,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(code)
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
+    def respond_raw(self, code: int, body: bytes, headers: dict[str, str], content_type: str) -> None:
+        """A complete response (for the streaming subresources a kubelet serves)."""
+        self._respond(code, body, headers, content_type=content_type)
+
+    def switch_protocols(self, headers: dict[str, str]) -> None:
+        """Answer ``101 Switching Protocols``; the connection then belongs to the caller."""
+        lines = ["HTTP/1.1 101 Switching Protocols", *(f"{name}: {value}" for name, value in headers.items())]
+        self._status_sent = 101
+        self._record(101)
+        self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        self.wfile.flush()
+
     def _respond_json(self, code: int, value: Any, headers: dict[str, str] | None = None) -> None:
         self._respond(code, _dumps(value), headers)
 
@@ -177,6 +193,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._status_sent = 0
         try:
             body = self._read_body()
+            streams = app.stream_handler
+            if streams is not None and streams(self, method):
+                return
             target = route(self._split.path, app.store.registry)
             self._info = target.request_info(method, is_true(self._query.get("watch")))
             fault = self._fault = app.faults.take(self._info)
@@ -715,6 +734,9 @@ class ApiServer:
         self.store = store or ObjectStore(clock=clock, event_log_capacity_events=event_log_capacity_events)
         self.faults = FaultInjector()
         self.requests = RequestLog(request_log_capacity_records)
+        #: Serves pod streaming subresources (exec, log) when set: called with the request
+        #: handler and method, returns True if it answered. ``sandbox.kubelet`` provides one.
+        self.stream_handler: StreamHandler | None = None
         self.bookmark_interval_seconds = bookmark_interval_seconds
         self.stopping = threading.Event()
         self._requested_address = (host, port)

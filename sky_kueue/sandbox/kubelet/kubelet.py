@@ -1,0 +1,250 @@
+"""A local kubelet for the sandbox: ``kubectl exec`` (and the official client's ``stream``) run
+commands for a pod as local processes, in a directory of the pod's own.
+
+Why: SkyPilot sets up its runtime on a Kubernetes cluster by running commands in the pod over
+``pods/exec`` (``KubernetesCommandRunner`` in ``sky/utils/command_runner.py``); a cluster that
+cannot exec stops every launch right after the pod starts. A sandbox pod is not a container:
+its main command is never started (SkyPilot's would install packages on the host); each exec
+runs ``argv`` with the pod's directory as ``HOME`` and working directory and the container's
+environment. ``pods/log`` answers with what the pod's log file holds (empty: no main process).
+
+Opt-in (``Sandbox(kubelet=True)``, ``sandbox up --kubelet``): anyone who can reach the
+sandbox's port can run commands as the user who started it, as with a real kubelet and no
+authentication. The sandbox binds 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from sky_kueue.sandbox.apiserver import errors
+from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
+from sky_kueue.sandbox.apiserver.store import ObjectStore
+from sky_kueue.sandbox.kubelet import exec_session
+from sky_kueue.sandbox.kubelet.websocket import WebSocket, accept_key
+
+#: ``/api/v1/namespaces/<ns>/pods/<name>/<exec|attach|portforward|log>``
+STREAM_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/(exec|attach|portforward|log)/?$")
+#: Environment passed through from the sandbox process to every exec (what a shell needs).
+INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
+LOG_FILE = "container.log"
+#: How long to wait for a killed process to be reaped.
+KILL_WAIT_SECONDS = 5.0
+
+
+class StreamConnection(Protocol):
+    """What the kubelet needs of the HTTP handler that received the request."""
+
+    path: str
+    headers: Mapping[str, str]
+    rfile: Any
+    wfile: Any
+    close_connection: bool
+
+    def respond_raw(self, code: int, body: bytes, headers: dict[str, str], content_type: str) -> None: ...
+
+    def switch_protocols(self, headers: dict[str, str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    namespace: str
+    name: str
+    subresource: str
+
+
+def match(path: str) -> StreamTarget | None:
+    """The pod and streaming subresource a request path names, or None."""
+    found = STREAM_PATH.match(urlsplit(path).path)
+    return StreamTarget(found.group(1), found.group(2), found.group(3)) if found else None
+
+
+class LocalKubelet:
+    """Serves the streaming subresources of the sandbox's pods from local processes.
+
+    Every exec'd process runs in a session of its own and is killed (its whole process group)
+    when its pod is deleted or the kubelet shuts down, as a container's processes die with it.
+    """
+
+    def __init__(self, store: ObjectStore, root: pathlib.Path) -> None:
+        self.store = store
+        self.root = root
+        self._lock = threading.Lock()
+        self._processes: dict[tuple[str, str], set[subprocess.Popen[bytes]]] = {}
+        self._unhook = store.add_commit_hook(self._on_pod_event, "pods")
+
+    def processes(self, namespace: str, name: str) -> list[subprocess.Popen[bytes]]:
+        """The pod's exec'd processes still running."""
+        with self._lock:
+            return [p for p in self._processes.get((namespace, name), set()) if p.poll() is None]
+
+    def kill_pod(self, namespace: str, name: str) -> None:
+        """Kill every process exec'd for the pod (its process groups)."""
+        with self._lock:
+            doomed = list(self._processes.pop((namespace, name), set()))
+        for process in doomed:
+            _kill_group(process)
+
+    def shutdown(self) -> None:
+        """Kill every process of every pod and stop following pod deletions."""
+        self._unhook()
+        with self._lock:
+            keys = list(self._processes)
+        for namespace, name in keys:
+            self.kill_pod(namespace, name)
+
+    def _on_pod_event(self, event: StoreEvent) -> None:
+        if event.type is EventType.DELETED:
+            meta = event.obj.get("metadata") or {}
+            # Under the store lock: only hand the work off (killing may take a moment).
+            threading.Thread(
+                target=self.kill_pod, args=(str(meta.get("namespace", "")), str(meta.get("name", ""))), daemon=True
+            ).start()
+
+    def _registry(self, namespace: str, name: str) -> exec_session.ProcessRegistry:
+        kubelet = self
+
+        class _PodProcesses:
+            def started(self, process: subprocess.Popen[bytes]) -> None:
+                with kubelet._lock:
+                    kubelet._processes.setdefault((namespace, name), set()).add(process)
+
+            def exited(self, process: subprocess.Popen[bytes]) -> None:
+                with kubelet._lock:
+                    kubelet._processes.get((namespace, name), set()).discard(process)
+
+        return _PodProcesses()
+
+    def workspace(self, namespace: str, name: str) -> pathlib.Path:
+        """The pod's directory (``HOME`` and working directory of its execs)."""
+        path = self.root / namespace / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def serve(self, connection: StreamConnection, method: str, target: StreamTarget) -> None:
+        """Answer one streaming request (raises ``ApiError`` for what the API server refuses)."""
+        pod = self.store.try_get("pods", target.name, target.namespace)
+        if pod is None:
+            raise errors.ApiError(404, errors.Reason.NOT_FOUND, f'pods "{target.name}" not found')
+        query = parse_qs(urlsplit(connection.path).query, keep_blank_values=True)
+        if target.subresource == "log":
+            self._log(connection, pod, target)
+            return
+        if target.subresource != "exec":
+            raise errors.ApiError(
+                400,
+                errors.Reason.BAD_REQUEST,
+                f"pods/{target.subresource} is not served by the sandbox kubelet (exec and log are)",
+            )
+        phase = (pod.get("status") or {}).get("phase")
+        if phase != "Running":
+            raise errors.ApiError(
+                400,
+                errors.Reason.BAD_REQUEST,
+                f"unable to upgrade connection: pod {target.name} is not running ({phase})",
+            )
+        container = self._container(pod, (query.get("container") or [""])[-1])
+        argv = query.get("command") or []
+        if not argv:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "you must specify at least 1 command")
+        if "websocket" not in (connection.headers.get("Upgrade") or "").lower():
+            raise errors.ApiError(
+                400, errors.Reason.BAD_REQUEST, "the sandbox kubelet streams over WebSockets only (no SPDY)"
+            )
+        subprotocol = exec_session.choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"))
+        if subprotocol is None:
+            raise errors.ApiError(
+                400,
+                errors.Reason.BAD_REQUEST,
+                f"unsupported WebSocket subprotocol; offer one of {', '.join(exec_session.SUBPROTOCOLS)}",
+            )
+        connection.switch_protocols(
+            {
+                "Upgrade": "websocket",
+                "Connection": "Upgrade",
+                "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
+                "Sec-WebSocket-Protocol": subprotocol,
+            }
+        )
+        connection.close_connection = True
+        home = self.workspace(target.namespace, target.name)
+        socket = WebSocket(connection.rfile, connection.wfile)
+        exec_session.run_exec(
+            socket,
+            subprotocol,
+            argv,
+            cwd=str(home),
+            env=self.environment(pod, container, home),
+            stdin=_flag(query, "stdin"),
+            stdout=_flag(query, "stdout", default=True),
+            stderr=_flag(query, "stderr", default=True),
+            registry=self._registry(target.namespace, target.name),
+        )
+
+    def environment(self, pod: Mapping[str, Any], container: Mapping[str, Any], home: pathlib.Path) -> dict[str, str]:
+        """What a process in the container sees: the container's env over a minimal base."""
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+        env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        env.update(HOME=str(home), HOSTNAME=str(meta.get("name", "")), PWD=str(home))
+        fields = {
+            "metadata.name": meta.get("name", ""),
+            "metadata.namespace": meta.get("namespace", ""),
+            "status.podIP": status.get("podIP", ""),
+            "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""),
+        }
+        for item in container.get("env") or []:
+            name = item.get("name")
+            if not name:
+                continue
+            if "value" in item:
+                env[str(name)] = str(item.get("value") or "")
+            elif (item.get("valueFrom") or {}).get("fieldRef"):
+                env[str(name)] = str(fields.get(item["valueFrom"]["fieldRef"].get("fieldPath", ""), ""))
+        return env
+
+    def _container(self, pod: Mapping[str, Any], wanted: str) -> Mapping[str, Any]:
+        containers = (pod.get("spec") or {}).get("containers") or []
+        if not containers:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "pod has no containers")
+        if not wanted:
+            return containers[0]
+        for container in containers:
+            if container.get("name") == wanted:
+                return container
+        names = " ".join(str(c.get("name")) for c in containers)
+        pod_name = pod["metadata"]["name"]
+        raise errors.ApiError(
+            400, errors.Reason.BAD_REQUEST, f"container {wanted} is not valid for pod {pod_name}: {names}"
+        )
+
+    def _log(self, connection: StreamConnection, pod: Mapping[str, Any], target: StreamTarget) -> None:
+        log = self.workspace(target.namespace, target.name) / LOG_FILE
+        body = log.read_bytes() if log.exists() else b""
+        connection.respond_raw(200, body, {}, "text/plain")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # it exited meanwhile
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(KILL_WAIT_SECONDS)
+
+
+def _flag(query: Mapping[str, list[str]], name: str, default: bool = False) -> bool:
+    values = query.get(name)
+    if not values:
+        return default
+    return values[-1].lower() in ("1", "true", "t")
