@@ -15,7 +15,13 @@ Only the rows the sandbox needs: SkyPilot's two default Kubernetes image tags
 from __future__ import annotations
 
 import csv
+import os
 import pathlib
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
 
 #: SkyPilot's catalog schema version in 0.14.1 (``sky/skylet/constants.py``).
 CATALOG_SCHEMA_VERSION = "v8"
@@ -56,3 +62,52 @@ def _write(path: pathlib.Path, header: tuple[str, ...], rows: list[tuple[str, ..
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
+
+
+def free_local_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a SkyPilot API server of one's own)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def isolated_environment(
+    root: pathlib.Path,
+    kubeconfig: pathlib.Path,
+    plugin_config: pathlib.Path,
+    context: str,
+    skypilot_config: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Environment for ``sky`` commands that use only ``root`` and the sandbox.
+
+    Writes ``root/home`` (with the offline catalog), a global SkyPilot config that enables the
+    sky-kueue admin policy for ``context`` (plus ``skypilot_config``), an empty project config,
+    and picks a free port for SkyPilot's API server, so that nothing of the user's own
+    SkyPilot setup (``~/.sky``, a running API server) is read or touched.
+    """
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    write_offline_catalog(home)
+    config: dict[str, Any] = {
+        "admin_policy": "sky_kueue.skypilot.policy.KueuePolicy",
+        "kubernetes": {"allowed_contexts": [context]},
+    }
+    config.update(skypilot_config or {})
+    global_config = root / "skypilot-global.yaml"
+    global_config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    project_config = root / "skypilot-project.yaml"
+    project_config.write_text("", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKYPILOT_") and k not in _OVERRIDDEN}
+    env.update(
+        HOME=str(home),
+        KUBECONFIG=str(kubeconfig),
+        SKYPILOT_GLOBAL_CONFIG=str(global_config),
+        SKYPILOT_PROJECT_CONFIG=str(project_config),
+        SKYPILOT_API_SERVER_LOCAL_PORT=str(free_local_port()),
+        SKY_KUEUE_CONFIG=str(plugin_config),
+    )
+    return env
+
+
+#: Variables of the caller's environment that ``isolated_environment`` replaces.
+_OVERRIDDEN = frozenset({"KUBECONFIG", "SKY_KUEUE_CONFIG", "HOME"})

@@ -16,8 +16,8 @@ and ``nc`` on the host (SkyPilot's port-forward networking); ``scripts/test.sh``
 from __future__ import annotations
 
 import os
+import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,7 +30,7 @@ import yaml
 
 from sky_kueue.sandbox import seed
 from sky_kueue.sandbox.sandbox import Sandbox
-from sky_kueue.sandbox.skypilot_home import write_offline_catalog
+from sky_kueue.sandbox.skypilot_home import isolated_environment
 from tests.skypilot.builders import CONTEXT, DEMO_CONFIG, TEMPLATES
 
 SKY = Path(sys.executable).with_name("sky")
@@ -66,43 +66,14 @@ class SkyOnSandbox:
         )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def sky_on_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SkyOnSandbox]:
     root = tmp_path_factory.mktemp("sky-on-sandbox")
-    home = root / "home"
-    home.mkdir()
-    write_offline_catalog(home)
-    global_config = root / "global.yaml"
-    global_config.write_text(
-        yaml.safe_dump(
-            {"admin_policy": "sky_kueue.skypilot.policy.KueuePolicy", "kubernetes": {"allowed_contexts": [CONTEXT]}}
-        )
-    )
-    project_config = root / "project.yaml"
-    project_config.write_text("")
     with Sandbox() as box:
         box.apply(seed.seed_cluster())
-        env = {
-            key: value
-            for key, value in os.environ.items()
-            if not key.startswith("SKYPILOT_") and key not in ("KUBECONFIG", "SKY_KUEUE_CONFIG")
-        }
-        env.update(
-            HOME=str(home),
-            KUBECONFIG=str(box.kubeconfig_path),
-            SKYPILOT_GLOBAL_CONFIG=str(global_config),
-            SKYPILOT_PROJECT_CONFIG=str(project_config),
-            SKYPILOT_API_SERVER_LOCAL_PORT=str(_free_port()),
-            SKY_KUEUE_CONFIG=str(DEMO_CONFIG),
-        )
+        env = isolated_environment(root, box.kubeconfig_path, DEMO_CONFIG, CONTEXT)
         env["PATH"] = f"{SKY.parent}{os.pathsep}{env.get('PATH', '')}"
-        runner = SkyOnSandbox(home, env)
+        runner = SkyOnSandbox(pathlib.Path(env["HOME"]), env)
         try:
             yield runner
         finally:
