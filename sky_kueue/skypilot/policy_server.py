@@ -12,10 +12,14 @@ Endpoints:
   mutated request, 400 with the rejection message or the reason a body is malformed.
 * ``GET /health`` (also ``/healthz``): ``{"status": "ok"}``; no token needed.
 
-Safety: binds 127.0.0.1 unless told otherwise; bodies are capped at
-:data:`MAX_BODY_BYTES`; slow clients time out after :data:`CLIENT_TIMEOUT_SECONDS`; an
+Safety and load: binds 127.0.0.1 unless told otherwise; bodies are capped at
+:data:`MAX_BODY_BYTES` and their JSON/YAML nesting is bounded (``wire``); a bounded pool of
+:data:`WORKER_THREADS` serves connections from a listen backlog of :data:`LISTEN_BACKLOG`
+(Python's default of 5 reset connections under a launch storm, and SkyPilot fails closed,
+so every reset was a spurious rejection); a client that does not send its request within
+:data:`CLIENT_TIMEOUT_SECONDS` is dropped, so stalled connections cannot hold the pool; an
 unexpected error is logged here and answered with a one-line 500 (SkyPilot then fails
-closed), never a traceback.
+closed), never a traceback. ``benchmarks/policy_server.py`` measures a launch storm.
 
 Authentication (optional, ``--token-file``): SkyPilot 0.14.1's client sends no headers of
 its own, but ``requests`` sends HTTP Basic credentials taken from the URL
@@ -37,8 +41,9 @@ import os
 import socket
 import stat
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +60,15 @@ HEALTH_PATHS = frozenset({"/health", "/healthz"})
 #: Largest accepted request body; a task with large inline files is still far below this.
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
-#: Socket timeout per client connection (SkyPilot's own client gives up after 30 s).
-CLIENT_TIMEOUT_SECONDS = 30
+#: Socket timeout per client connection. SkyPilot's client sends its whole request at once,
+#: so a connection silent this long is stalled; it is dropped to free its worker.
+CLIENT_TIMEOUT_SECONDS = 5
+
+#: Connections the kernel queues before the server accepts them (``listen`` backlog).
+LISTEN_BACKLOG = 1024
+
+#: Worker threads serving connections; more connections wait in the queue, not in threads.
+WORKER_THREADS = 32
 
 #: How often an embedded server (``serve_in_thread``) checks for ``shutdown()``.
 SHUTDOWN_POLL_SECONDS = 0.05
@@ -103,23 +115,43 @@ def authorized(header: str | None, token: str) -> bool:
     return False
 
 
-class PolicyServer(ThreadingHTTPServer):
-    """The policy HTTP server; one thread per connection.
+class PolicyServer(HTTPServer):
+    """The policy HTTP server: a bounded worker pool behind a deep listen backlog.
 
     Args:
         address: (host, port); port 0 picks a free port (see ``server_address``).
         cache: the plugin config to decide with.
         token: the required token, or None for no authentication.
+        workers: size of the worker pool.
     """
 
-    daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], cache: ConfigCache, token: str | None = None) -> None:
+    def __init__(
+        self, address: tuple[str, int], cache: ConfigCache, token: str | None = None, workers: int = WORKER_THREADS
+    ) -> None:
         self.cache = cache
         self.token = token
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sky-kueue-policy")
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, PolicyRequestHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Hand the connection to the pool (``socketserver`` would serve it in this thread)."""
+        self._pool.submit(self._serve_one, request, client_address)
+
+    def _serve_one(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - one connection's failure is logged; the server keeps serving
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     @property
     def url(self) -> str:
