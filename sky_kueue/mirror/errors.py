@@ -72,6 +72,31 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
 
 
+#: ``metav1.CauseTypeResourceVersionTooLarge``.
+_TOO_LARGE_CAUSE = "ResourceVersionTooLarge"
+
+
+def is_resource_version_too_large(exc: BaseException) -> bool:
+    """Whether the server has not reached the resourceVersion asked for (504, "Too large
+    resource version"): after an API server restart with a fresh store, or behind a lagging
+    cache. Retrying the same watch can never succeed against a restarted server; the cure is
+    a fresh list (client-go's reflector: ``isTooLargeResourceVersionError``).
+    """
+    if not isinstance(exc, ApiException) or exc.status != 504:
+        return False
+    body = exc.body.decode("utf-8", errors="replace") if isinstance(exc.body, bytes) else exc.body
+    if not isinstance(body, str) or not body:
+        return False
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return "Too large resource version" in body
+    causes = ((status.get("details") or {}).get("causes") or []) if isinstance(status, dict) else []
+    return any(isinstance(c, dict) and c.get("reason") == _TOO_LARGE_CAUSE for c in causes) or (
+        "Too large resource version" in str(status.get("message", "") if isinstance(status, dict) else "")
+    )
+
+
 def list_retryable(exc: BaseException) -> bool:
     """For paged lists: transient failures, and a 410 in the middle of the pages (the continue
     token expired), after which the list starts over."""

@@ -41,7 +41,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.mirror import connection
 from sky_kueue.mirror.backoff import BACKGROUND_POLICY, FailureBackoff, RetryPolicy, retrying
-from sky_kueue.mirror.errors import is_transient, list_retryable
+from sky_kueue.mirror.errors import is_resource_version_too_large, is_transient, list_retryable
 from sky_kueue.mirror.source import LIST_PAGE_SIZE_OBJECTS, KindSource, RawWatch
 from sky_kueue.mirror.store import MirrorStore, normalize
 
@@ -107,6 +107,8 @@ class Reflector:
         #: Counters for tests and benchmarks.
         self.lists = 0
         self.watches = 0
+        #: Relists because the server had not reached our resourceVersion (it restarted).
+        self.resyncs_after_restart = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -271,6 +273,14 @@ class Reflector:
                     raise _Stopped() from exc
                 if exc.status == 410:
                     log.info("%s: resourceVersion %s expired; relisting", self.kind.plural, resource_version)
+                    raise _Relist() from exc
+                if is_resource_version_too_large(exc):
+                    log.warning(
+                        "%s: the API server has not reached resourceVersion %s (restarted?); relisting",
+                        self.kind.plural,
+                        resource_version,
+                    )
+                    self.resyncs_after_restart += 1
                     raise _Relist() from exc
                 if not is_transient(exc):
                     raise

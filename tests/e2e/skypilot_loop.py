@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import yaml
+
 from sky_kueue.sandbox import seed
 from sky_kueue.sandbox.apiserver.events import StoreEvent
 from sky_kueue.sandbox.sandbox import Sandbox
@@ -75,6 +77,16 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float = STAGE_TIMEO
     raise StageFailed(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def plugin_config(root: pathlib.Path) -> pathlib.Path:
+    """The demo config, aging one step per preemption (the default waits for two), so that a
+    single preemption shows in the relaunch's priority."""
+    data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
+    data["aging"]["parameters"] = {"preemptions_per_step": 1}
+    path = root / "sky-kueue.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
 @contextmanager
 def skypilot_world(root: pathlib.Path) -> Iterator[tuple[Sandbox, dict[str, str], pathlib.Path]]:
     """The sandbox (with kubelet) and an environment for ``sky`` commands against it."""
@@ -83,7 +95,7 @@ def skypilot_world(root: pathlib.Path) -> Iterator[tuple[Sandbox, dict[str, str]
         env = isolated_environment(
             root,
             box.kubeconfig_path,
-            REPO / "configs" / "sky-kueue-demo.yaml",
+            plugin_config(root),
             CONTEXT,
             {"jobs": {"controller": {"consolidation_mode": True}}},
         )
@@ -142,7 +154,7 @@ def run(root: pathlib.Path, evidence: Evidence) -> None:
         state = root / "controller.db"
         controller = subprocess.Popen(
             [str(BIN / "sky-kueue"), "controller", "run", "--kubeconfig", str(box.kubeconfig_path),
-             "--state", str(state), "--config", str(REPO / "configs" / "sky-kueue-demo.yaml"),
+             "--state", str(state), "--config", str(root / "sky-kueue.yaml"),
              "--lease-namespace", "default", "--reage-interval", "5", "--log-format", "text"],
             stdout=subprocess.DEVNULL,
             stderr=(root / "controller.log").open("w"),

@@ -44,6 +44,8 @@ class ApiError(Exception):
     kind: str = ""
     name: str = ""
     retry_after_seconds: int | None = None
+    #: ``details.causes[].reason`` values (e.g. ``ResourceVersionTooLarge``).
+    causes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.code} {self.reason.value}: {self.message}"
@@ -59,6 +61,8 @@ class ApiError(Exception):
             details["kind"] = self.kind
         if self.retry_after_seconds is not None:
             details["retryAfterSeconds"] = self.retry_after_seconds
+        if self.causes:
+            details["causes"] = [{"reason": cause, "message": self.message} for cause in self.causes]
         status: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
@@ -71,6 +75,23 @@ class ApiError(Exception):
         if details:
             status["details"] = details
         return status
+
+
+#: ``metav1.CauseTypeResourceVersionTooLarge``: the client knows a newer state than the server.
+RESOURCE_VERSION_TOO_LARGE = "ResourceVersionTooLarge"
+
+
+def resource_version_too_large(requested: int, current: int) -> ApiError:
+    """What kube-apiserver answers a watch or list from a resourceVersion it has not reached
+    (e.g. a client that resumes after the server restarted with a fresh store): 504, and
+    client-go's reflector relists on it (``isTooLargeResourceVersionError``)."""
+    return ApiError(
+        504,
+        Reason.TIMEOUT,
+        f"Too large resource version: {requested}, current: {current}",
+        causes=(RESOURCE_VERSION_TOO_LARGE,),
+        retry_after_seconds=1,
+    )
 
 
 def _qualified(resource: str, group: str) -> str:

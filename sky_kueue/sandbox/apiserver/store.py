@@ -508,9 +508,12 @@ class ObjectStore:
             shared: yield the store's own objects instead of copies (read-only).
 
         Raises:
-            ApiError: 410 if ``since`` is older than the retained history.
+            ApiError: 410 if ``since`` is older than the retained history; 504 if it is newer
+                than anything this store has committed (a client from before a restart).
         """
         resource = None if ref is None else self.resource(ref)
+        if since is not None and not initial_events and since > self._resource_version:
+            raise errors.resource_version_too_large(since, self._resource_version)
         watcher = Watcher(
             resource,
             namespace or None,
