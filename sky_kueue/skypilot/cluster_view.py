@@ -25,7 +25,8 @@ import copy
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,45 +113,143 @@ def view_from_documents(documents: Sequence[Mapping[str, Any]], source: str) -> 
 
 #: Seconds the policy waits for a new live mirror's first sync before falling back.
 LIVE_SYNC_TIMEOUT_SECONDS = 10.0
+#: After a failed connection, how long the live view answers from the offline view before
+#: it tries to connect again (a policy started while the cluster was down connects later).
+LIVE_RECONNECT_INTERVAL_SECONDS = 30.0
+#: How long one snapshot of the mirror serves policy calls: the calls of one decision read
+#: one state, and no decision sees a state older than this.
+LIVE_STATE_MAX_AGE_SECONDS = 1.0
 _live_mirrors: dict[tuple[str, str | None], Any] = {}
 _live_lock = threading.Lock()
 
 
-def _live_view(config: PluginConfig) -> ModelClusterView | None:
-    """The model over a live mirror of the cluster, or None when it cannot be reached.
+def _live_mirror(kubeconfig: str, context: str | None, wait_seconds: float) -> Any:
+    """The process's mirror of (kubeconfig, context), started on first use.
 
-    One mirror per (kubeconfig, context) is kept for the life of the process, so each policy
-    call reads the current state from memory instead of listing the API server.
+    Raises:
+        MirrorError: the cluster cannot be reached (or has no Kueue, or RBAC refuses).
     """
-    settings = config.cluster
-    if settings.kubeconfig is None:
-        return None
-    from sky_kueue.kueue import errors as model_errors
-    from sky_kueue.kueue import parse as model_parse
-    from sky_kueue.mirror import Mirror, MirrorError
+    from sky_kueue.mirror import Mirror
 
-    key = (settings.kubeconfig, settings.context)
+    key = (kubeconfig, context)
     with _live_lock:
         mirror = _live_mirrors.get(key)
         if mirror is None:
-            try:
-                mirror = Mirror.connect(settings.kubeconfig, settings.context).start()
-                mirror.wait_synced(timeout_seconds=LIVE_SYNC_TIMEOUT_SECONDS)
-            except MirrorError as exc:
-                logger.warning("sky-kueue: live cluster unavailable (%s); using the offline view", exc)
-                if mirror is not None:
-                    mirror.stop()
-                return None
+            mirror = Mirror.connect(kubeconfig, context).start()
             _live_mirrors[key] = mirror
-    try:
-        kueue_config = (
-            model_parse.parse_header(f"# kueue-config: {settings.kueue_config}") if settings.kueue_config else None
-        )
-        state = mirror.cluster_state(kueue_config)
-    except model_errors.ModelError as exc:
-        logger.warning("sky-kueue: the live cluster state is not usable (%s); using the offline view", exc)
-        return None
-    return ModelClusterView(state=state, source=f"the live cluster ({settings.context or 'current context'})")
+    if wait_seconds > 0 and not mirror.synced:
+        from sky_kueue.mirror import MirrorError
+
+        try:
+            mirror.wait_synced(timeout_seconds=wait_seconds)
+        except MirrorError as exc:
+            logger.warning("sky-kueue: the live cluster is not synced yet (%s)", exc)
+    return mirror
+
+
+class LiveClusterView:
+    """The Kueue model over the live cluster as it is *now*, through the queue mirror.
+
+    Why not one snapshot: the policy server and SkyPilot's API server live for weeks; a view
+    taken at startup (or when the config file last changed) would keep accepting work for a
+    LocalQueue deleted since, and one started while the cluster was down would never use it.
+    Each answer reads the mirror's current state (one snapshot serves calls for
+    :data:`LIVE_STATE_MAX_AGE_SECONDS`); while the mirror is not connected or not synced, the
+    answers come from ``fallback`` and :attr:`source` says so; a failed connection is retried
+    every :data:`LIVE_RECONNECT_INTERVAL_SECONDS`. The mirror's reflectors reconnect and
+    relist on their own (``sky_kueue.mirror.reflector``).
+    """
+
+    def __init__(
+        self, config: PluginConfig, fallback: ClusterView, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._settings = config.cluster
+        self._fallback = fallback
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._mirror: Any = None
+        self._next_attempt = 0.0
+        self._snapshot: tuple[float, ClusterView] | None = None
+        self._label = f"the live cluster ({self._settings.context or 'current context'})"
+
+    @property
+    def source(self) -> str:
+        return self._current().source
+
+    def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
+        return self._current().local_queue(namespace, name)
+
+    def priority_classes(self) -> Mapping[str, int] | None:
+        return self._current().priority_classes()
+
+    def capacity(self, queue: QueueFacts, demand: WorkloadDemand) -> CapacityFacts:
+        return self._current().capacity(queue, demand)
+
+    def predict(self, queue: QueueFacts, demand: WorkloadDemand, priority_class: str) -> AdmissionVerdict:
+        return self._current().predict(queue, demand, priority_class)
+
+    def _current(self) -> ClusterView:
+        now = self._clock()
+        with self._lock:
+            if self._snapshot is not None and now - self._snapshot[0] < LIVE_STATE_MAX_AGE_SECONDS:
+                return self._snapshot[1]
+            view = self._refresh(now)
+            self._snapshot = (now, view)
+            return view
+
+    def _refresh(self, now: float) -> ClusterView:
+        from sky_kueue.kueue import errors as model_errors
+        from sky_kueue.kueue import parse as model_parse
+        from sky_kueue.mirror import MirrorError
+
+        settings = self._settings
+        assert settings.kubeconfig is not None
+        if self._mirror is None:
+            if now < self._next_attempt:
+                return self._offline("not connected; retrying")
+            first = self._next_attempt == 0.0
+            try:
+                self._mirror = _live_mirror(
+                    settings.kubeconfig, settings.context, LIVE_SYNC_TIMEOUT_SECONDS if first else 0.0
+                )
+            except MirrorError as exc:
+                self._next_attempt = now + LIVE_RECONNECT_INTERVAL_SECONDS
+                logger.warning("sky-kueue: %s unavailable (%s); using the offline view", self._label, exc)
+                return self._offline("unreachable")
+        if not self._mirror.synced:
+            return self._offline("syncing")
+        try:
+            kueue_config = (
+                model_parse.parse_header(f"# kueue-config: {settings.kueue_config}") if settings.kueue_config else None
+            )
+            state = self._mirror.cluster_state(kueue_config)
+        except model_errors.ModelError as exc:
+            logger.warning("sky-kueue: the live cluster state is not usable (%s); using the offline view", exc)
+            return self._offline("state not usable")
+        return ModelClusterView(state=state, source=self._label)
+
+    def _offline(self, why: str) -> ClusterView:
+        return _Relabelled(self._fallback, f"{self._fallback.source} ({self._label} {why})")
+
+
+@dataclass(frozen=True)
+class _Relabelled:
+    """A view with another ``source`` (so messages say the live cluster was not used)."""
+
+    inner: ClusterView
+    source: str
+
+    def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
+        return self.inner.local_queue(namespace, name)
+
+    def priority_classes(self) -> Mapping[str, int] | None:
+        return self.inner.priority_classes()
+
+    def capacity(self, queue: QueueFacts, demand: WorkloadDemand) -> CapacityFacts:
+        return self.inner.capacity(queue, demand)
+
+    def predict(self, queue: QueueFacts, demand: WorkloadDemand, priority_class: str) -> AdmissionVerdict:
+        return self.inner.predict(queue, demand, priority_class)
 
 
 def close_live_mirrors() -> None:
@@ -163,15 +262,20 @@ def close_live_mirrors() -> None:
 
 
 def build_view(config: PluginConfig) -> ClusterView:
-    """The best view the config allows: the live cluster, else the model over
-    ``cluster.manifests``, else the plugin config alone.
+    """The best view the config allows: the live cluster (followed as it changes, falling
+    back while it cannot be read), else the model over ``cluster.manifests``, else the
+    plugin config alone.
 
     Raises:
         ManifestError: a manifest file cannot be read or holds an invalid Kueue object.
     """
-    live = _live_view(config)
-    if live is not None:
-        return live
+    offline = _offline_view(config)
+    if config.cluster.kubeconfig is not None:
+        return LiveClusterView(config, offline)
+    return offline
+
+
+def _offline_view(config: PluginConfig) -> ClusterView:
     if not config.cluster.manifests:
         return ConfigClusterView(config)
     documents = load_manifests(config.cluster.manifests)

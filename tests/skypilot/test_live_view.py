@@ -29,8 +29,8 @@ def test_live_cluster_view_sees_the_borrowing_dev_job(cluster: Sandbox) -> None:
     live = config(cluster={"kubeconfig": str(cluster.kubeconfig_path)})
     try:
         view = cluster_view.build_view(live)
-        assert isinstance(view, cluster_view.ModelClusterView)
-        assert "live cluster" in view.source
+        assert isinstance(view, cluster_view.LiveClusterView)
+        assert view.source == "the live cluster (current context)"
         team_a = view.local_queue("team-a", "team-a-lq")
         assert team_a is not None
         verdict = view.predict(team_a, WorkloadDemand(1, {"cpu": 7000, "nvidia.com/gpu": 2}), "prod-priority")
@@ -49,7 +49,11 @@ def test_an_unreachable_cluster_falls_back_to_the_offline_view(tmp_path: object)
         "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n"
     )
     view = cluster_view.build_view(config(cluster={"kubeconfig": str(kubeconfig)}))
-    assert not isinstance(view, cluster_view.ModelClusterView) or "live cluster" not in view.source
+    try:
+        assert view.source.endswith("(the live cluster (current context) unreachable)")
+        assert view.local_queue("team-a", "team-a-lq") is not None  # the plugin config's answer
+    finally:
+        cluster_view.close_live_mirrors()
 
 
 def test_burst_decisions_on_the_live_sandbox_state(cluster: Sandbox) -> None:
@@ -83,3 +87,80 @@ def test_burst_decisions_on_the_live_sandbox_state(cluster: Sandbox) -> None:
         assert [c["infra"] for c in candidates(never.task)] == ["aws"]
     finally:
         cluster_view.close_live_mirrors()
+
+
+def test_the_live_view_follows_the_cluster_after_it_was_built(cluster: Sandbox) -> None:
+    """A LocalQueue deleted after the policy started is no longer accepted (and a new one is)."""
+    from sky_kueue.skypilot.decision import Rejection, RejectionCode, decide
+    from tests.skypilot.builders import request, task
+
+    live = config(cluster={"kubeconfig": str(cluster.kubeconfig_path)})
+    view = cluster_view.build_view(live)
+    try:
+        assert view.local_queue("team-b", "team-b-lq") is not None
+        cluster.store.delete("localqueues.kueue.x-k8s.io", "team-b-lq", "team-b")
+
+        def gone() -> bool:
+            return view.local_queue("team-b", "team-b-lq") is None
+
+        assert _eventually(gone)
+        decision = decide(request(task(team="team-b")), live, view)
+        assert isinstance(decision, Rejection) and decision.code is RejectionCode.QUEUE_MISSING
+    finally:
+        cluster_view.close_live_mirrors()
+
+
+def test_a_policy_started_while_the_cluster_was_down_connects_later(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+    from pathlib import Path
+
+    from sky_kueue.sandbox.apiserver import ApiServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = Path(str(tmp_path)) / "kubeconfig"
+    kubeconfig.write_text(
+        f"apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n"
+    )
+    now = [1000.0]
+    monkeypatch.setattr(cluster_view, "LIVE_SYNC_TIMEOUT_SECONDS", 5.0)
+    view = cluster_view.LiveClusterView(
+        config(cluster={"kubeconfig": str(kubeconfig)}), cluster_view.build_view(config()), clock=lambda: now[0]
+    )
+    try:
+        assert "unreachable" in view.source
+        with ApiServer("127.0.0.1", port) as server:
+            docs = [d for d in yaml.safe_load_all(SEED_SCENARIO.read_text()) if d and d["kind"] != "Workload"]
+            for doc in docs:
+                server.store.create(_resource(doc), doc)
+            now[0] += cluster_view.LIVE_RECONNECT_INTERVAL_SECONDS - 1
+            assert "not connected; retrying" in view.source  # not before the retry interval
+            now[0] += 2
+
+            def live() -> bool:
+                now[0] += cluster_view.LIVE_STATE_MAX_AGE_SECONDS
+                return view.source == "the live cluster (current context)"
+
+            assert _eventually(live)
+    finally:
+        cluster_view.close_live_mirrors()
+
+
+def _resource(doc: dict[str, object]) -> str:
+    kind = str(doc["kind"])
+    return "namespaces" if kind == "Namespace" else f"{kind.lower()}s.kueue.x-k8s.io".replace("classs", "classes")
+
+
+def _eventually(predicate: object, timeout_seconds: float = 10.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.05)
+    return False
