@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -149,6 +150,8 @@ CREATE TABLE IF NOT EXISTS bursts (
     predicted_wait_seconds REAL
 );
 """
+#: The tables a sky-kueue store must hold (runtime-state tables are checked by their owner).
+_SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
 _JOB_TABLES = ("transitions", "preemptions", "evictions", "steps")
 
@@ -170,6 +173,13 @@ def connect(path: Path, *, read_only: bool, busy_timeout_milliseconds: int) -> s
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_milliseconds)}")
     return conn
+
+
+#: What to do about a damaged state file (said in every such error).
+_DAMAGED_ADVICE = (
+    "restore it from a backup, or move it aside to start a new history "
+    "(jobs then age from what the cluster shows; their past preemptions are forgotten)"
+)
 
 
 class SqliteHistoryStore:
@@ -212,10 +222,30 @@ class SqliteHistoryStore:
                 self._conn.execute("PRAGMA synchronous = FULL")
                 if version == 0:
                     self._create_schema()
+                else:
+                    self._check_integrity()
         except sqlite3.Error as err:
-            raise StoreError(f"{self.path} is not a usable sky-kueue history store: {err}") from err
+            detail = " ".join(str(err).split())
+            raise StoreError(
+                f"{self.path} is not a usable sky-kueue history store: {detail}; {_DAMAGED_ADVICE}"
+            ) from err
 
     # --- plumbing ---------------------------------------------------------------------
+
+    def _check_integrity(self) -> None:
+        """Refuse a damaged file at start (SQLite's ``quick_check`` and our tables present).
+
+        Why at start: a controller that runs on a damaged store cannot record or age anything
+        and would fail on every event; refusing with one line lets whoever runs it act.
+        """
+        problems = [str(row[0]) for row in self._conn.execute("PRAGMA quick_check").fetchall()]
+        if problems != ["ok"]:
+            first = " ".join(problems[0].split())  # SQLite's report spans lines; ours is one
+            raise StoreError(f"{self.path} is damaged ({first}); {_DAMAGED_ADVICE}")
+        tables = {str(row[0]) for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = sorted(_SCHEMA_TABLES - tables)
+        if missing:
+            raise StoreError(f"{self.path} is damaged (missing tables {', '.join(missing)}); {_DAMAGED_ADVICE}")
 
     def _create_schema(self) -> None:
         with self._write() as conn:
