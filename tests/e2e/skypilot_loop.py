@@ -26,6 +26,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -276,7 +277,14 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
     )
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # ``timeout`` (as CI uses it) sends SIGTERM; turn it into an exception so that the
+    # ``finally`` blocks stop SkyPilot's API server, the controller and the sandbox.
+    raise StageFailed(f"stopped by signal {signum}")
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     if shutil.which("socat") is None or shutil.which("nc") is None:
         print("e2e: socat and nc are needed (bash scripts/host-tools.sh installs them)", file=sys.stderr)
         return 2
