@@ -27,6 +27,7 @@ Every request carries an integer ``(connect, read)`` timeout (the client ignores
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -125,6 +126,20 @@ def raw_request(
         urllib3.exceptions.HTTPError: the server could not be reached.
     """
     return rest.request(api_client, method, path, query, timeout=timeout)
+
+
+def release(response: Any, *, clean: bool) -> None:
+    """Give a streamed response's connection back to the pool only if nothing is left unread.
+
+    Why: a watch left mid-stream (a stop, an ERROR event, a sink failure) still has the
+    server's next chunks in flight on its socket; pooled again, the next request on it (the
+    leader's Lease renewal) would read them as its status line (``BadStatusLine``). Such a
+    connection is closed instead; the pool opens a fresh one.
+    """
+    if not clean:
+        with contextlib.suppress(HTTPError, OSError):  # already cut by the server or by stop()
+            response.close()
+    response.release_conn()
 
 
 def _is_gone(status: object) -> bool:
@@ -253,6 +268,7 @@ class KindWatch:
                 return resource_version
             self._response = response
         version = resource_version
+        ended = False
         try:
             for line in self._lines(response):
                 if self._stop.is_set():
@@ -282,10 +298,12 @@ class KindWatch:
                         self.spec.resource, event_type, version, None if event_type is EventType.BOOKMARK else obj
                     )
                 )
+            else:
+                ended = True  # the server closed the stream: the connection is clean
         finally:
             with self._response_lock:
                 self._response = None
-            response.release_conn()
+            release(response, clean=ended)
         return version
 
     # --- the loop ---------------------------------------------------------------------------
