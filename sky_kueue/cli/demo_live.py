@@ -42,11 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.detection import DetectionKind
 from sky_kueue.controller.identity import managed_job_key
 from sky_kueue.controller.live import ControllerEvent, ControllerEventKind, outcome_applied
+from sky_kueue.kueue import api as kueue_api
 
 if TYPE_CHECKING:
     from sky_kueue.controller.live import Controller
@@ -71,7 +71,7 @@ STARVATION_HORIZON_SECONDS = 1_300
 #: The seed scenario ends when every job finished, or at this time.
 SEED_HORIZON_SECONDS = 900
 
-WORKLOADS = "workloads.kueue.x-k8s.io"
+WORKLOADS = f"workloads.{kueue_api.KUEUE_GROUP}"
 EVENT_TYPES = ("submitted", "admitted", "preempted", "resubmitted", "aged", "burst", "finished")
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -192,9 +192,13 @@ def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, 
         def build() -> QueueView:
             return _build(conn, api, mirror.store, options)
 
+        health = _Health(mirror)
+
         try:
             if output == "json":
-                watch_loop(mirror.store, build, lambda v: _emit(v, "json"), max_redraws=max_redraws)
+                watch_loop(
+                    mirror.store, build, lambda v: _emit(v, "json"), max_redraws=max_redraws, on_idle=health.check
+                )
             else:
                 from rich.live import Live
 
@@ -205,9 +209,34 @@ def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, 
                     def show(result: QueueView) -> None:
                         live.update(queue_view.render(result), refresh=True)
 
-                    watch_loop(mirror.store, build, show, max_redraws=max_redraws)
+                    watch_loop(mirror.store, build, show, max_redraws=max_redraws, on_idle=health.check)
         except KeyboardInterrupt:
             return
+
+
+class _Health:
+    """Tells the user, on stderr, when the view stops following the cluster and when it
+    follows it again: a view that silently kept showing a dead server's state would be
+    worse than none (the mirror's reflectors reconnect and relist on their own)."""
+
+    def __init__(self, mirror: Any) -> None:
+        self._mirror = mirror
+        self._errors = mirror.error_count
+        self._lists = mirror.request_counts["lists"]
+        self._failing = False
+
+    def check(self) -> None:
+        errors, lists = self._mirror.error_count, self._mirror.request_counts["lists"]
+        if errors > self._errors and not self._failing:
+            self._failing = True
+            click.echo(
+                f"warning: {self._mirror.last_error_message()}; showing the last known state while reconnecting",
+                err=True,
+            )
+        if lists > self._lists:
+            self._failing = False
+            click.echo(f"note: resynced with {self._mirror.connection.host} (listed again)", err=True)
+        self._errors, self._lists = errors, lists
 
 
 def watch_loop(
@@ -218,6 +247,7 @@ def watch_loop(
     max_redraws: int | None = None,
     quiet_seconds: float = REDRAW_QUIET_SECONDS,
     min_interval_seconds: float = REDRAW_MIN_INTERVAL_SECONDS,
+    on_idle: Callable[[], None] | None = None,
 ) -> int:
     """Show the view now and after every change of ``store``; returns the number of redraws.
 
@@ -231,6 +261,8 @@ def watch_loop(
     redraws += 1
     while max_redraws is None or redraws < max_redraws:
         current = store.wait_changed(generation, WAIT_SLICE_SECONDS)
+        if on_idle is not None:
+            on_idle()
         if current == generation:
             continue
         # Coalesce a burst: wait until the store has been quiet, and not too soon after the last draw.

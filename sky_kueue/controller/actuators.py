@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.aging.settings import ActuatorKind, PriorityClassRung
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
 from sky_kueue.controller.history import BurstRecord
+from sky_kueue.kueue import api as kueue_api
 
 #: Annotations surfacing a burst decision on the job's Workload.
 BURST_ANNOTATION = "sky-kueue.io/burst-decision"

@@ -35,7 +35,6 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.identity import (
     IS_GROUP_WORKLOAD_ANNOTATION,
     POD_GROUP_NAME_KEY,
@@ -43,6 +42,7 @@ from sky_kueue.controller.identity import (
     identify_job,
 )
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.kueue import api as kueue_api
 
 
 class WorkloadPhase(str, Enum):

@@ -32,9 +32,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.actuators import feature_gate_from_deployment
 from sky_kueue.controller.kube_watch import raw_request
+from sky_kueue.kueue import api as kueue_api
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.actuators import (
     ActuationError,
     ActuationOutcome,
@@ -30,6 +29,7 @@ from sky_kueue.controller.actuators import (
     Actuator,
     WorkloadPatch,
 )
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror import rest
 
 #: ``fieldManager`` recorded in managedFields for our patches.

@@ -41,7 +41,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from sky_kueue.controller import kueue_api
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror import rest
 
 log = logging.getLogger(__name__)

@@ -48,7 +48,6 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from sky_kueue import hooks
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.actuators import (
     ActuationError,
     ActuationOutcome,
@@ -68,6 +67,7 @@ from sky_kueue.controller.kube_watch import EventType, KindSpec, KindWatch, Watc
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.relaunch import StaleWorkload, pod_group_of, stale_workload
 from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.kueue import api as kueue_api
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sky_kueue.controller import kueue_api
 from sky_kueue.controller.identity import (
     CLUSTER_NAME_LABEL,
     IS_GROUP_WORKLOAD_ANNOTATION,
@@ -40,6 +39,7 @@ from sky_kueue.controller.identity import (
     MANAGED_JOB_ID_ANNOTATION,
     POD_GROUP_NAME_KEY,
 )
+from sky_kueue.kueue import api as kueue_api
 
 #: Kueue's scheduling gate on pods it has not admitted yet (``pod_webhook.go``).
 ADMISSION_GATE = "kueue.x-k8s.io/admission"

@@ -55,7 +55,7 @@ from sky.utils import registry as sky_registry
 from sky.utils.plugin_extensions import ExternalFailureSource
 
 from sky_kueue import __version__
-from sky_kueue.controller import aging, kueue_api
+from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import choose_priority_class, skypilot_config_overrides
 from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
@@ -64,6 +64,7 @@ from sky_kueue.controller.history import JobHistory, PreemptionRecord, StoreErro
 from sky_kueue.controller.identity import managed_job_key
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.runtime_state import resolve_state_path
+from sky_kueue.kueue import api as kueue_api
 
 log = logging.getLogger(__name__)
 

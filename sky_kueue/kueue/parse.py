@@ -22,11 +22,12 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue import quantity, resources
 from sky_kueue.kueue.errors import ModelError
 
-KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_GROUP = kueue_api.KUEUE_GROUP
 KUEUE_VERSIONS = ("v1beta1", "v1beta2")
 KUEUE_KINDS = (
     "ResourceFlavor",

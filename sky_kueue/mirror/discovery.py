@@ -21,11 +21,12 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror import kinds, rest
 from sky_kueue.mirror.backoff import ONE_SHOT_POLICY, RetryPolicy, Sleep, retrying
 from sky_kueue.mirror.errors import KueueNotInstalledError, explain
 
-VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_GROUP = kueue_api.VISIBILITY_GROUP
 #: Visibility versions we can read, preferred first.
 VISIBILITY_VERSIONS: tuple[str, ...] = ("v1beta2", "v1beta1")
 

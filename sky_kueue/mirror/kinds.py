@@ -22,7 +22,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-KUEUE_GROUP = "kueue.x-k8s.io"
+from sky_kueue.kueue import api as kueue_api
+
+KUEUE_GROUP = kueue_api.KUEUE_GROUP
 #: Served Kueue versions, preferred first (v1beta2 is the storage version; ``kueue.md`` §5).
 KUEUE_VERSIONS: tuple[str, ...] = ("v1beta2", "v1beta1")
 CORE_VERSION = "v1"

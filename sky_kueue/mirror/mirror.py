@@ -68,6 +68,9 @@ class Mirror:
         self.store = MirrorStore(clock=self.clock)
         self._lock = threading.Lock()
         self._errors: dict[kinds.KindName, tuple[BaseException, bool]] = {}
+        #: Failures reported by the reflectors so far (a watcher of the mirror compares counts).
+        self.error_count = 0
+        self._last_error: tuple[kinds.KindName, BaseException] | None = None
         self._started = False
         self.reflectors: dict[kinds.KindName, Reflector] = {}
         for kind in kind_list:
@@ -139,6 +142,8 @@ class Mirror:
         def report(exc: BaseException, permanent: bool) -> None:
             with self._lock:
                 self._errors[kind] = (exc, permanent)
+                self.error_count += 1
+                self._last_error = (kind, exc)
             self.store.wake_waiters()
 
         return report
@@ -242,6 +247,16 @@ class Mirror:
     def wait_for(self, predicate: Callable[[MirrorStore], bool], timeout_seconds: float) -> bool:
         """Block until ``predicate(store)`` holds; False on timeout."""
         return self.store.wait_for(predicate, timeout_seconds)
+
+    def last_error_message(self) -> str | None:
+        """The most recent reflector failure, explained in one line (None if there was none)."""
+        with self._lock:
+            last = self._last_error
+        if last is None:
+            return None
+        kind, exc = last
+        reflector = self.reflectors[kind]
+        return str(explain(exc, host=self.connection.host, what=f"watch {reflector.kind.plural}"))
 
     @property
     def request_counts(self) -> dict[str, int]:

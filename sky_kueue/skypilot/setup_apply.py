@@ -14,9 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
+
 #: Seconds to wait for the API server on connect and on each read.
 REQUEST_TIMEOUT_SECONDS = (5, 30)
-KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_GROUP = kueue_api.KUEUE_GROUP
 _PLURALS = {
     "ResourceFlavor": "resourceflavors",
     "WorkloadPriorityClass": "workloadpriorityclasses",

@@ -21,7 +21,7 @@ PURE = (
     "sky_kueue.controller.history",
     "sky_kueue.controller.identity",
     "sky_kueue.controller.keys",
-    "sky_kueue.controller.kueue_api",
+    "sky_kueue.kueue.api",
 )
 IO_MODULES = ("sqlite3", "kubernetes", "urllib3", "socket", "http.client", "sky")
 

@@ -56,7 +56,7 @@ from sky_kueue.controller.aging.decision import AgingDecision, ExplanationStep
 from sky_kueue.controller.aging.registry import register_policy
 from sky_kueue.controller.aging.settings import AgingSettings
 from sky_kueue.controller.history import Interval, JobHistory, Phase, PreemptionRecord
-from sky_kueue.controller.kueue_api import INT32_MAX
+from sky_kueue.kueue.api import INT32_MAX
 
 # Event order at equal times: a phase change first, then a decay, then a preemption.
 _ORDER_PHASE = 0

@@ -26,7 +26,7 @@ from enum import Enum
 from typing import Any
 
 from sky_kueue.controller.aging import registry
-from sky_kueue.controller.kueue_api import INT32_MAX, INT32_MIN
+from sky_kueue.kueue.api import INT32_MAX, INT32_MIN
 
 #: The default policy (see :mod:`sky_kueue.controller.aging.policies`).
 DEFAULT_POLICY_NAME = "bounded"

@@ -36,14 +36,16 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-KUEUE_GROUP = "kueue.x-k8s.io"
+from sky_kueue.kueue import api as kueue_api
+
+KUEUE_GROUP = kueue_api.KUEUE_GROUP
 STORAGE_VERSION = "v1beta2"
 LEGACY_VERSION = "v1beta1"
 
 WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
 POD_PRIORITY_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
 _PRIORITY_REFS: dict[str, tuple[str, str]] = {
-    WORKLOAD_PRIORITY_CLASS_SOURCE: ("kueue.x-k8s.io", "WorkloadPriorityClass"),
+    WORKLOAD_PRIORITY_CLASS_SOURCE: (kueue_api.KUEUE_GROUP, "WorkloadPriorityClass"),
     POD_PRIORITY_CLASS_SOURCE: ("scheduling.k8s.io", "PriorityClass"),
 }
 _DEPRECATED_FUNGIBILITY = {"Borrow", "Preempt"}

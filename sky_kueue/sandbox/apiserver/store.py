@@ -148,7 +148,7 @@ class ObjectStore:
     """All objects of all served resources, with Kubernetes API semantics.
 
     Resources are named by :class:`ResourceType`, :class:`GroupResource` or a kubectl-style
-    string (``"pods"``, ``"jobs.batch"``, ``"workloads.kueue.x-k8s.io"``, ``"cq"``).
+    string (``"pods"``, ``"jobs.batch"``, ``workloads.kueue.x-k8s.io``, ``"cq"``).
     Objects go in and come out in the resource's storage version (Kueue: ``v1beta2``).
     Methods return deep copies unless ``shared=True`` is passed, in which case the store's
     own object is returned and must not be modified.

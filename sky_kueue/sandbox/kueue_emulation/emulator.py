@@ -25,6 +25,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue import parse, quantity, validation
 from sky_kueue.kueue.errors import ModelError
@@ -42,14 +43,14 @@ RUN_SECONDS_ANNOTATION = "sandbox.sky-kueue.io/run-seconds"
 #: Real seconds between two steps of the background loop.
 DEFAULT_STEP_INTERVAL_SECONDS = 0.05
 
-WORKLOADS = "workloads.kueue.x-k8s.io"
+WORKLOADS = f"workloads.{kueue_api.KUEUE_GROUP}"
 CONFIG_RESOURCES = (
     "namespaces",
-    "resourceflavors.kueue.x-k8s.io",
-    "workloadpriorityclasses.kueue.x-k8s.io",
-    "cohorts.kueue.x-k8s.io",
-    "clusterqueues.kueue.x-k8s.io",
-    "localqueues.kueue.x-k8s.io",
+    f"resourceflavors.{kueue_api.KUEUE_GROUP}",
+    f"workloadpriorityclasses.{kueue_api.KUEUE_GROUP}",
+    f"cohorts.{kueue_api.KUEUE_GROUP}",
+    f"clusterqueues.{kueue_api.KUEUE_GROUP}",
+    f"localqueues.{kueue_api.KUEUE_GROUP}",
 )
 Obj = dict[str, Any]
 
@@ -232,7 +233,7 @@ class KueueEmulator:
 
     def _priority_values(self) -> dict[str, int]:
         values: dict[str, int] = {}
-        for obj in self.store.list("workloadpriorityclasses.kueue.x-k8s.io").items:
+        for obj in self.store.list(f"workloadpriorityclasses.{kueue_api.KUEUE_GROUP}").items:
             try:
                 values[obj["metadata"]["name"]] = int(obj.get("value", 0))
             except (KeyError, TypeError, ValueError):

@@ -18,9 +18,10 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.sandbox.kueue_emulation import naming
 
-KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_GROUP = kueue_api.KUEUE_GROUP
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"

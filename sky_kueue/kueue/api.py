@@ -1,14 +1,18 @@
-"""Names from Kueue's API that the resubmission controller reads or writes.
+"""Names from Kueue's API (group, versions, conditions, annotations, labels), defined once.
 
-One place for the strings, each with the Kueue source it comes from (``docs/kueue.md``), so
-a Kueue upgrade that renames something is a one-line change. Pure constants; no I/O.
+Every part of sky-kueue that names Kueue's API - the model's parser, the mirror, the
+controller, the SkyPilot integration, the sandbox - takes the strings from here, each with
+the Kueue source it comes from (``apis/kueue/v1beta2/*_types.go`` in kubernetes-sigs/kueue),
+so a Kueue upgrade that renames something is a one-line change. Pure constants; no I/O.
 """
 
 from __future__ import annotations
 
 KUEUE_GROUP = "kueue.x-k8s.io"
-#: Served Workload versions, preferred first (v1beta2 is the storage version; v1beta1 is
-#: still served but deprecated, ``docs/kueue.md`` §5).
+#: The visibility API (pending-workload positions), ``apis/visibility/v1beta1``.
+VISIBILITY_GROUP = f"visibility.{KUEUE_GROUP}"
+#: Served Workload versions, preferred first (v1beta2 is the storage version since Kueue
+#: v0.15; v1beta1 is still served, deprecated, and converted by the webhook).
 WORKLOAD_VERSIONS = ("v1beta2", "v1beta1")
 WORKLOAD_PLURAL = "workloads"
 
