@@ -10,8 +10,8 @@ What plays SkyPilot: each job is a pod group shaped as SkyPilot 0.14.1 shapes it
 ``kueue.x-k8s.io/queue-name``, ``pod-group-name``, ``priority-class``, ``skypilot-cluster-name``;
 annotations ``retriable-in-group: "false"``, ``skypilot-managed-job-id``), and a preempted
 job is relaunched the way SkyPilot's jobs controller does it: after a recovery delay, and
-only once the old Workload is gone, a new pod group with the same name (``docs/skypilot.md``
-§3.2).
+only once the old Workload is gone, a new pod group with the same name (SkyPilot 0.14.1
+``sky/jobs/recovery_strategy.py``).
 
 Time: the cluster clock is stepped (``TICK_SECONDS`` of cluster time per step) as fast as
 the controller keeps up; after every step the demo waits until the controller has handled

@@ -1,6 +1,7 @@
 """How a decided boost reaches the cluster: the Actuator port and pure patch builders.
 
-Three mechanisms, chosen by the ``aging.actuator`` setting (``docs/kueue.md`` §3, §7):
+Three mechanisms, chosen by the ``aging.actuator`` setting (KEP-7990 ``keps/7990-preemption-cost`` and Kueue's
+``PriorityBoost`` gate in ``pkg/features``):
 
 1. **Kueue level**, on the pending Workload of the job:
 
@@ -13,7 +14,8 @@ Three mechanisms, chosen by the ``aging.actuator`` setting (``docs/kueue.md`` §
 
    Either way the *waiting* Workload is raised (a pending Workload whose priority changes
    is re-queued at once); a running one is never touched, and nothing is ever lowered:
-   lowering a running Workload does not wake parked ones (``docs/kueue.md`` §0 item 5).
+   lowering a running Workload does not wake parked ones (Kueue ``pkg/cache/queue`` ``PushOrUpdate``: only the
+   changed Workload is requeued).
    Patches carry ``metadata.uid`` as a precondition, so a patch decided for one Workload
    can never land on a same-named replacement (the API server rejects a UID mismatch).
 
@@ -216,7 +218,7 @@ def skypilot_config_overrides(rung: PriorityClassRung) -> dict[str, Any]:
     """``Resources.copy(_cluster_config_overrides=...)`` value labelling every pod of a relaunch.
 
     Kueue reads the label from the first pod of a group, so it goes on all of them through
-    ``kubernetes.pod_config`` (``docs/skypilot.md`` §3.5 item 2).
+    ``kubernetes.pod_config`` (SkyPilot 0.14.1 ``sky/jobs/recovery_strategy.py``).
     """
     return {"kubernetes": {"pod_config": {"metadata": {"labels": {kueue_api.PRIORITY_CLASS_LABEL: rung.name}}}}}
 

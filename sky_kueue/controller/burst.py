@@ -3,7 +3,8 @@
 Why: aging bounds how long a preempted job starves, but a cap exists on purpose (a dev job
 must not outrank prod), so a job can still lose repeatedly. SkyPilot can fail over from
 Kubernetes to a cloud within one launch when the task lists both (``ordered:`` resources
-plus ``kubernetes.kueue.admission_timeout``; ``docs/skypilot.md`` §6). Two triggers:
+plus ``kubernetes.kueue.admission_timeout``; SkyPilot 0.14.1 ``sky/backends/cloud_vm_ray_backend.py`` failover and
+``kueue.admission_timeout``). Two triggers:
 
 * the job was preempted ``burst_after_preemptions`` times since its last successful run (a
   run of at least ``decay_after_run_seconds``, the same notion the aging decay uses);

@@ -1,6 +1,6 @@
 """Classifying a Kueue Workload (and its pods) into what the controller must react to.
 
-Why this is subtle (``docs/kueue.md`` §1.2-1.6):
+Why this is subtle (Kueue ``apis/kueue/v1beta2/workload_types.go`` and ``pkg/scheduler/preemption/preemption.go``):
 
 * A preemption is ``Evicted=True`` with reason ``Preempted`` plus ``Preempted=True`` whose
   reason says where the preemptor came from (``InClusterQueue``, ``InCohortReclamation``,

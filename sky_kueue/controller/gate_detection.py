@@ -2,7 +2,8 @@
 
 Why it matters: with the alpha gate on, Kueue adds the ``kueue.x-k8s.io/priority-boost``
 annotation to a Workload's priority (KEP-7990); with it off, Kueue ignores the annotation
-and the controller must patch ``spec.priority`` instead (``docs/kueue.md`` §3). The
+and the controller must patch ``spec.priority`` instead (KEP-7990 ``keps/7990-preemption-cost`` and Kueue's
+``PriorityBoost`` gate in ``pkg/features``). The
 ``actuator: auto`` setting resolves to one or the other with what this module finds.
 
 Where the gate can be set, checked in order:

@@ -1,7 +1,8 @@
 """A job's history, as the aging policies read it and as stores persist it.
 
 Why a history and not a counter: Kueue keeps no memory across a SkyPilot relaunch (the new
-Workload has a fresh UID, creation time and ``schedulingStats``; ``docs/kueue.md`` §0), and
+Workload has a fresh UID, creation time and ``schedulingStats``; Kueue ``pkg/controller/jobs/pod/pod_controller.go``
+and ``pkg/workload``), and
 there is no aging across priority levels in Kueue (kueue#754, open since 2023). KEP-7990's
 ``kueue.x-k8s.io/priority-boost`` explicitly leaves "boost a workload preempted too many
 times" to an external controller. That controller must remember, per job, every

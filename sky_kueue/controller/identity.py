@@ -5,7 +5,8 @@ pods ``kueue.x-k8s.io/retriable-in-group: "false"``, so the Workload ends ``Fini
 is garbage-collected; SkyPilot's relaunch then creates a *new* Workload (new UID, fresh
 ``creationTimestamp``, fresh ``schedulingStats``) under the same name. Everything aging
 needs (preemption count, accumulated wait, current boost) must therefore be keyed by the
-job, not by the Workload (see ``docs/kueue.md`` §0 item 2, §2).
+job, not by the Workload (Kueue ``pkg/controller/jobs/pod/pod_controller.go``: pod groups and
+``retriable-in-group``).
 
 The key, most specific first:
 

@@ -1,6 +1,7 @@
 """The relaunch race: a finished Workload that would swallow a SkyPilot relaunch.
 
-Why this exists (``docs/kueue.md`` §2, "Unretriable groups"): when Kueue preempts a
+Why this exists (Kueue ``pkg/controller/jobs/pod/pod_controller.go`` (pod groups, ``retriable-in-group``)): when
+Kueue preempts a
 SkyPilot pod group (``kueue.x-k8s.io/retriable-in-group: "false"``), the Workload ends
 ``Finished`` ("Pods succeeded: 0/N.") and is garbage-collected once its pods are gone.
 SkyPilot relaunches under the *same* group name. If the new pods arrive while the finished

@@ -1,7 +1,8 @@
 """The controller's own durable state next to the history: watch cursors and a heartbeat.
 
 Why a watch cursor: a SkyPilot pod group preempted by Kueue ends ``Finished`` and is
-garbage-collected within seconds (``docs/kueue.md`` §1.4 step 5). A controller that was down
+garbage-collected within seconds (Kueue ``pkg/controller/jobs/pod/pod_controller.go``: an
+unretriable group is finished once its pods are gone). A controller that was down
 during that window and simply re-lists on restart never sees the object, so the preemption
 would be lost. Instead the controller remembers the ``resourceVersion`` of the last Workload
 event it fully handled and, on restart, watches *from there*: the API server replays every

@@ -6,12 +6,12 @@ after Kueue created it, so a relaunch that finds free capacity may be admitted (
 preempted again) at its old priority before the controller's patch lands. A recovery
 strategy acts *before* the relaunch: it relabels the task so that every pod of the new group
 carries the aged ``kueue.x-k8s.io/priority-class``, and Kueue creates the Workload with that
-class's priority (``docs/skypilot.md`` §3.5 item 2). Kueue reads the label from the first
+class's priority (SkyPilot 0.14.1 ``sky/jobs/recovery_strategy.py``). Kueue reads the label from the first
 pod of a group, so it goes into ``kubernetes.pod_config`` for all of them; the jobs
 controller's priority refresh (``_refresh_priority_from_persisted_dag``) copies only
 ``priority``/``priority_class`` and leaves the label alone.
 
-The mechanism, as SkyPilot 0.14.1 provides it (``docs/skypilot.md`` §7):
+The mechanism, as SkyPilot 0.14.1 provides it (``sky/server/plugins.py``):
 
 * ``~/.sky/plugins.yaml`` (or ``$SKYPILOT_SERVER_PLUGINS_CONFIG``) names
   :class:`KueueAgingPlugin` (``configs/plugins.yaml``); SkyPilot's loader instantiates it

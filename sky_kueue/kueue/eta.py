@@ -1,7 +1,8 @@
 """When will a pending workload be admitted? An estimate from expected run times.
 
 Kueue cannot know: a parked workload is reconsidered only when quota is freed in its
-cohort tree (``kueue-model.md`` §8). So the estimate simulates exactly that: it settles the
+cohort tree (Kueue ``pkg/scheduler/scheduler.go`` ``requeueAndUpdate``). So the estimate simulates exactly that: it
+settles the
 cluster with the exact model, then repeatedly lets the quota holder expected to finish
 first finish (its quota is freed and the tree's parked workloads return to their queues,
 as in Kueue), settles again, and records when each workload of interest is admitted. Jobs

@@ -1,7 +1,7 @@
 """From a kubeconfig (and context) to a configured ``kubernetes`` API client.
 
-Why explicit settings rather than the client's defaults (``fake-apiserver.md``, "client
-pitfalls"):
+Why explicit settings rather than the client's defaults (what the ``kubernetes`` client does
+in ``client/rest.py`` and ``watch/watch.py``, read for 29-35):
 
 * urllib3's default retry policy silently retries GET/PUT/DELETE on dropped connections,
   timeouts and 429/503. That hides exactly the failures an informer must see (a dropped

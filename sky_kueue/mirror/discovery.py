@@ -2,7 +2,7 @@
 
 Why discovery rather than a fixed version: Kueue serves ``v1beta2`` (storage) and the
 deprecated ``v1beta1`` today, older clusters serve only ``v1beta1``, and a future release
-will drop ``v1beta1`` (``kueue.md`` §5). The mirror asks ``/apis/kueue.x-k8s.io`` once,
+will drop ``v1beta1`` (Kueue ``apis/kueue/v1beta1/*_conversion.go``). The mirror asks ``/apis/kueue.x-k8s.io`` once,
 prefers ``v1beta2``, and reads everything in the chosen version; the model's parser
 normalises either spelling (``cohort``/``cohortName``, priority-class fields).
 

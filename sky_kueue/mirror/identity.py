@@ -1,8 +1,9 @@
 """Who a pod group belongs to in SkyPilot's terms, read from its pods.
 
-Why from pods: Kueue names a pod group's Workload after the group (``kueue.md`` §2) and copies
+Why from pods: Kueue names a pod group's Workload after the group (Kueue
+``pkg/controller/jobs/pod/pod_controller.go`` (pod groups, ``retriable-in-group``)) and copies
 pod labels onto it only for keys an admin lists in ``integrations.labelKeysToCopy``; the
-SkyPilot facts live on the pods (``skypilot.md`` §2.3): annotations
+SkyPilot facts live on the pods (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``): annotations
 ``skypilot-managed-job-id`` and ``skypilot-managed-job-name`` (managed jobs), labels
 ``skypilot-cluster-name`` (and the deprecated ``skypilot-cluster``) and ``skypilot-user``
 (sanitized; the raw user name is the annotation of the same key), and Kueue's

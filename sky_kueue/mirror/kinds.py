@@ -7,7 +7,8 @@ without it) is data. Kueue's kinds are served under the version discovery picked
 
 Which pods: only those of SkyPilot pod groups (label ``parent=skypilot`` plus Kueue's
 ``kueue.x-k8s.io/pod-group-name``). They carry the SkyPilot identity of a Workload (managed-job
-id and name, cluster, user; ``skypilot.md`` §2.3) that Kueue does not copy onto the Workload,
+id and name, cluster, user; SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``) that Kueue does not copy onto
+the Workload,
 and nothing else about a cluster's pods matters here, so the rest are not even listed.
 
 ``required`` kinds are the ones without which the mirror cannot describe Kueue's state: if
@@ -25,13 +26,14 @@ from dataclasses import dataclass
 from sky_kueue.kueue import api as kueue_api
 
 KUEUE_GROUP = kueue_api.KUEUE_GROUP
-#: Served Kueue versions, preferred first (v1beta2 is the storage version; ``kueue.md`` §5).
+#: Served Kueue versions, preferred first (v1beta2 is the storage version; Kueue
+#: ``apis/kueue/v1beta1/*_conversion.go``).
 KUEUE_VERSIONS: tuple[str, ...] = ("v1beta2", "v1beta1")
 CORE_VERSION = "v1"
 
 #: Kueue's pod-group label (SkyPilot sets it when a LocalQueue is configured).
 POD_GROUP_NAME_KEY = "kueue.x-k8s.io/pod-group-name"
-#: Label SkyPilot puts on every pod it creates (``skypilot.md`` §2.3).
+#: Label SkyPilot puts on every pod it creates (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``).
 SKYPILOT_PARENT_SELECTOR = "parent=skypilot"
 #: Label selector of the pods the mirror keeps: members of SkyPilot pod groups.
 SKYPILOT_POD_GROUP_SELECTOR = f"{SKYPILOT_PARENT_SELECTOR},{POD_GROUP_NAME_KEY}"

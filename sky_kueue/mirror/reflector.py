@@ -2,7 +2,8 @@
 server, by listing once and then watching. No polling.
 
 Informer semantics, and why each rule (client-go ``tools/cache/reflector.go`` is the
-reference; ``fake-apiserver.md`` lists how the Python client surfaces each failure):
+reference; the ``kubernetes`` client's ``watch/watch.py`` and ``client/rest.py`` show how the
+Python client surfaces each failure):
 
 1. **List, then watch from the list's resourceVersion** with ``allowWatchBookmarks``. The list
    is paged (:data:`~sky_kueue.mirror.source.LIST_PAGE_SIZE_OBJECTS` per page) through a

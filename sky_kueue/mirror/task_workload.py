@@ -2,7 +2,8 @@
 
 Why: "what happens if I launch this?" is asked before anything exists on the cluster, so
 ``sky-kueue predict --task TASK.yaml`` must build the Workload Kueue's pod-group integration
-would build from SkyPilot's pods (``skypilot.md`` §2.3-2.4, ``kueue.md`` §2):
+would build from SkyPilot's pods (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``, Kueue
+``pkg/controller/jobs/pod/pod_controller.go`` (pod groups, ``retriable-in-group``)):
 
 * one Workload per SkyPilot cluster, named after the pod group (SkyPilot's
   ``cluster_name_on_cloud``; before launch we use ``<task name>-what-if``), annotated

@@ -2,13 +2,16 @@
 
 Why derive them from object states rather than from Events: Kueue's Events are best-effort,
 rate-limited and expire after an hour; the Workload's conditions are the record
-(``kueue.md`` §1). A watch delivers every state change in order, including the last state of
+(Kueue ``apis/kueue/v1beta2/workload_types.go`` and ``pkg/scheduler/preemption/preemption.go``). A watch delivers
+every state change in order, including the last state of
 a deleted object, so comparing each state with the previous one yields every transition,
 even for a preempted SkyPilot pod group that finishes and is garbage-collected within a
-second (``kueue.md`` §1.4 step 5: "record the preemption from the watch event, before the
-object disappears").
+second (Kueue ``pkg/controller/jobs/pod/pod_controller.go``: an unretriable group is
+finished once its pods are gone): the preemption must be recorded from the watch event,
+before the object disappears.
 
-The rules, per condition (``kueue.md`` §1.2, §1.6):
+The rules, per condition (Kueue ``apis/kueue/v1beta2/workload_types.go`` and
+``pkg/scheduler/preemption/preemption.go``):
 
 * ``created``: the object appeared.
 * ``quota-reserved`` / ``admitted``: ``QuotaReserved`` / ``Admitted`` became True.
@@ -237,7 +240,8 @@ def eviction_count(obj: Mapping[str, Any] | None, reason: str | None = None) -> 
 
 
 def preemption_count(obj: Mapping[str, Any] | None) -> int:
-    """How often the Workload was preempted (``schedulingStats``; ``kueue.md`` §1.3)."""
+    """How often the Workload was preempted (``status.schedulingStats`` in Kueue
+    ``apis/kueue/v1beta2/workload_types.go``)."""
     return eviction_count(obj, EVICTED_BY_PREEMPTION)
 
 

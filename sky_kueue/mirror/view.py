@@ -10,7 +10,8 @@ age, queue position, Kueue's own reason, the predicted outcome
 
 Positions come from Kueue's visibility API when the caller has them
 (:mod:`sky_kueue.mirror.visibility`), else from the model's queue order (priority, then
-queue-order timestamp, then UID; ``kueue.md`` §0 item 3).
+queue-order timestamp, then UID; Kueue ``pkg/cache/queue/cluster_queue.go`` ordering and ``pkg/workload``
+``GetQueueOrderTimestamp``).
 
 A Workload the model cannot read is left out of the picture and named in
 :attr:`QueueView.notes`, rather than hiding the whole cluster.
@@ -179,7 +180,8 @@ def _quotas(cq: o.ClusterQueue) -> dict[FR, o.ResourceQuota]:
 
 
 def _usage(state: o.ClusterState) -> dict[str, dict[FR, int]]:
-    """Quota held per ClusterQueue: reserving, unfinished, active workloads (``kueue.md`` §1.1)."""
+    """Quota held per ClusterQueue: reserving, unfinished, active workloads (Kueue ``pkg/workload``
+    ``HasQuotaReservation``/``IsFinished``)."""
     usage: dict[str, dict[FR, int]] = {}
     for wl in state.workloads.values():
         if wl.admission is None or not wl.has_quota_reservation or wl.is_finished or not wl.active:

@@ -1,6 +1,7 @@
 """Queue positions from Kueue's own pending-workloads API, when it is served.
 
-Why prefer it: the visibility API (``kueue.md`` §4) reports Kueue's live queue order, which
+Why prefer it: the visibility API (``apis/visibility/v1beta2`` in Kueue) reports Kueue's live queue
+order, which
 includes state no object shows: the sticky preemptor at the head of a BestEffortFIFO queue,
 admission-fair-sharing usage, in-flight workloads. Computing positions with the model is the
 fallback when the API is not served, forbidden, or failing.

@@ -5,7 +5,7 @@ model (:mod:`sky_kueue.kueue`), so every trace must become what that model reads
 :class:`~sky_kueue.kueue.objects.ClusterState` with one ClusterQueue and LocalQueue per
 team, and every launch attempt of a job a pending
 :class:`~sky_kueue.kueue.objects.Workload` shaped like the pod group SkyPilot creates
-(``docs/skypilot.md`` §2.4): one pod set of identical pods, each requesting CPU, memory
+(SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``): one pod set of identical pods, each requesting CPU, memory
 and GPUs. Quota and usage are GPUs first; CPU and memory quotas are sized with slack so
 that GPUs are the binding resource, as on real GPU clusters.
 

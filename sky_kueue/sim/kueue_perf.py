@@ -16,7 +16,7 @@ Two adaptations, both parameters:
 * **Time is scaled** by :data:`DEFAULT_TIME_SCALE` (1000: the test's milliseconds become
   seconds). Kueue's test measures the scheduler's throughput, so its jobs last
   milliseconds; SkyPilot jobs last minutes, and SkyPilot's relaunch after a preemption
-  takes a minute or more (``docs/skypilot.md`` §3.2). Scaling arrivals and run times
+  takes a minute or more (SkyPilot 0.14.1 ``sky/jobs/recovery_strategy.py``). Scaling arrivals and run times
   together keeps the offered load (about 118 % of nominal quota while all three streams
   run) and makes the relaunch delay comparable to a small job's run time, as in practice.
 """

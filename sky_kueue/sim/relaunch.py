@@ -2,8 +2,8 @@
 
 Why model it: a preempted SkyPilot pod group never returns to Kueue's queue; SkyPilot's
 jobs controller notices the loss, tears the cluster down and launches it again, which
-creates a *new* Workload at the back of its priority level (``docs/skypilot.md`` §3,
-``docs/kueue-model.md`` §8). The time between the preemption and the new Workload is
+creates a *new* Workload at the back of its priority level (SkyPilot 0.14.1 ``sky/jobs/recovery_strategy.py``,
+Kueue ``pkg/scheduler/scheduler.go`` ``requeueAndUpdate``). The time between the preemption and the new Workload is
 quota the job does not compete for, and the relaunch order decides who starves.
 
 The model, per preemption of a job:

@@ -18,7 +18,8 @@ happens around Kueue:
   new Workload and re-ages waiting ones, as the controller would;
 * **burst**: a launch attempt that waited in Kueue longer than its team's limit gives up
   and runs in a public cloud (SkyPilot's ``admission_timeout`` with ``ordered:``
-  resources, ``docs/skypilot.md`` §6), at a cost per GPU-hour.
+  resources, SkyPilot 0.14.1 ``sky/backends/cloud_vm_ray_backend.py`` failover and ``kueue.admission_timeout``), at a
+  cost per GPU-hour.
 
 Time is simulated (floats, seconds from the trace's start; Kueue objects get
 ``EPOCH + t``), never slept. Randomness (relaunch delays) is drawn from an RNG derived

@@ -2,7 +2,8 @@
 
 Why it is decided at submission: SkyPilot 0.14.1 fails over from a Kubernetes context to the
 next ``ordered:`` candidate only after ``kubernetes.kueue.admission_timeout`` expires while
-Kueue still gates the pods (24 h by default; ``skypilot.md`` §6). The policy knows the
+Kueue still gates the pods (24 h by default; SkyPilot 0.14.1 ``sky/backends/cloud_vm_ray_backend.py`` failover and
+``kueue.admission_timeout``). The policy knows the
 team's tolerance for waiting and, when a cluster view is available, a prediction of Kueue's
 admission, so it chooses up front:
 

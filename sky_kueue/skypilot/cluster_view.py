@@ -298,7 +298,7 @@ def hypothetical_workload(
     """The Workload Kueue would create for a SkyPilot pod group, as a v1beta1 document.
 
     SkyPilot's pods share one shape, so Kueue builds one pod set of ``num_nodes`` pods
-    (``skypilot.md`` §2.4); the Workload takes its priority from the
+    (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``); the Workload takes its priority from the
     ``kueue.x-k8s.io/priority-class`` pod label.
     """
     requests = {resource: _quantity(resource, amount) for resource, amount in sorted(demand.per_pod.items())}

@@ -1,6 +1,7 @@
 """Apply a :class:`~sky_kueue.skypilot.decision.Placement` to a task and its SkyPilot config.
 
-Where each setting goes, and why (SkyPilot 0.14.1; ``skypilot.md`` §2):
+Where each setting goes, and why (SkyPilot 0.14.1: ``sky/skypilot_config.py`` and
+``sky/clouds/kubernetes.py``):
 
 * ``kubernetes.kueue.local_queue_name`` and ``kubernetes.kueue.admission_timeout`` go into
   the task's own config override (``_cluster_config_overrides``, i.e. the task YAML's

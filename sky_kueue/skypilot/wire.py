@@ -1,6 +1,7 @@
 """SkyPilot's RestfulAdminPolicy wire format, decoded and encoded without importing SkyPilot.
 
-The format (SkyPilot 0.14.1, ``sky/admin_policy.py``; verified offline, ``skypilot.md`` §1.5):
+The format (SkyPilot 0.14.1, ``sky/admin_policy.py`` ``RestfulAdminPolicy``; the tests run it
+against this server offline):
 
 * Request: ``POST`` with ``requests.post(json=user_request.encode())``. ``encode()`` already
   returns JSON text, so the HTTP body is a JSON *string* whose content is the JSON object

@@ -2,7 +2,8 @@
 
 Why aging at all: Kueue orders a ClusterQueue by priority, then by the Workload's creation
 time, and a SkyPilot relaunch is a *new* Workload, so a preempted job returns to the back
-of its priority band and can be preempted again and again (``docs/kueue.md`` §0 item 3).
+of its priority band and can be preempted again and again (Kueue ``pkg/cache/queue/cluster_queue.go`` ordering and
+``pkg/workload`` ``GetQueueOrderTimestamp``).
 Kueue has no aging across priority levels (kueue#754); KEP-7990 adds the
 ``kueue.x-k8s.io/priority-boost`` annotation and leaves the policy to an external
 controller. This module is that policy, as a pure function of the job's history.

@@ -4,8 +4,8 @@ Why: no Kubernetes cluster, container runtime or kube-apiserver binary is availa
 sky-kueue is developed and demonstrated, yet the mirror, controller, policy and demo must be
 exercised through the official ``kubernetes`` client and ``kubectl`` over HTTP, with faults.
 This package is a purpose-built server on the standard library whose storage core has the
-apiserver's semantics (see ``docs/fake-apiserver.md`` in the shared docs for what was measured
-and why the alternatives were rejected).
+apiserver's semantics (resourceVersion, watch with bookmarks and 410 Gone, label and field
+selectors, the three patch types, status subresources; see "Known gaps" below).
 
 Layout, one concept per module:
 
