@@ -85,6 +85,13 @@ class _OneLineCommand(click.Command):
     default=None,
     help="Simulate the jobs submitted in the first H hours.",
 )
+@click.option(
+    "--load",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Offered load (GPU demand over capacity): synthetic draws exactly this much work; kueue-perf "
+    "spreads its arrivals to it (below its own 1.18 only).",
+)
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--plot",
@@ -157,6 +164,7 @@ def simulate(
     seed: int,
     jobs: int | None,
     hours: float | None,
+    load: float | None,
     output: str,
     plot_path: Path | None,
     config_path: Path | None,
@@ -199,7 +207,9 @@ def simulate(
         except plots.PlotError as err:
             errors.fail(str(err), EXIT_BAD_INPUT)
     try:
-        trace = traces.load_trace(trace_source, seed=seed, jobs=jobs, hours=hours, cluster_yaml=cluster_yaml)
+        trace = traces.load_trace(
+            trace_source, seed=seed, jobs=jobs, hours=hours, load=load, cluster_yaml=cluster_yaml
+        )
     except (traces.TraceError, ModelError) as err:
         errors.fail(str(err), EXIT_BAD_INPUT)
     config = simulator.SimConfig(seed=seed, relaunch=RelaunchModel(backoff=not no_relaunch_backoff))

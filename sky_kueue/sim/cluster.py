@@ -127,6 +127,8 @@ class SimCluster:
     gpu_capacity: int
     #: Burst limit per team (seconds in Kueue per launch attempt), where one is set.
     wait_limits: dict[str, float] = field(default_factory=dict)
+    #: Nominal GPUs per team (the denominator of a team's offered load).
+    team_gpus: dict[str, int] = field(default_factory=dict)
 
     def priority_value(self, class_name: str) -> int:
         pc = self.state.priority_classes.get(class_name)
@@ -207,6 +209,7 @@ def build_cluster(spec: ClusterSpec) -> SimCluster:
         queues=queues,
         gpu_capacity=sum(t.gpus for t in spec.teams),
         wait_limits=wait_limits,
+        team_gpus={t.name: t.gpus for t in spec.teams},
     )
 
 
@@ -243,7 +246,17 @@ def cluster_from_state(state: o.ClusterState, teams: list[str]) -> SimCluster:
             for flavor in group.flavors:
                 quota = flavor.resources.get(GPU_RESOURCE)
                 capacity += quota.nominal if quota is not None else 0
-    return SimCluster(state=state, queues=queues, gpu_capacity=capacity)
+    team_gpus = {team: _nominal_gpus(state.cluster_queues[ref.cluster_queue]) for team, ref in queues.items()}
+    return SimCluster(state=state, queues=queues, gpu_capacity=capacity, team_gpus=team_gpus)
+
+
+def _nominal_gpus(cq: o.ClusterQueue) -> int:
+    total = 0
+    for group in cq.resource_groups:
+        for flavor in group.flavors:
+            quota = flavor.resources.get(GPU_RESOURCE)
+            total += quota.nominal if quota is not None else 0
+    return int(total)
 
 
 def pod_layout(gpus: int) -> tuple[tuple[int, int], ...]:

@@ -32,6 +32,8 @@ def to_json(comparison: Comparison) -> dict[str, Any]:
             "teams": len(trace.cluster.queues),
             "gpu_capacity": trace.cluster.gpu_capacity,
             "arrival_end_s": trace.arrival_end_s,
+            "realized_load": trace.realized_load()[0],
+            "realized_load_per_team": trace.realized_load()[1],
         },
         "config": {
             "seed": config.seed,
@@ -73,7 +75,8 @@ def render(comparison: Comparison) -> Group:
     trace = comparison.trace
     header = Text(
         f"{trace.description}\nseed {comparison.config.seed}, {len(trace.jobs)} jobs, "
-        f"{trace.cluster.gpu_capacity} GPUs, cycle every {comparison.config.cycle_interval_s:g}s"
+        f"{trace.cluster.gpu_capacity} GPUs, cycle every {comparison.config.cycle_interval_s:g}s, "
+        f"offered load {trace.realized_load()[0]:g}"
     )
     waits = Table(title="Wait per priority class (time not running before the run that counted)")
     for column in ("policy", "class", "jobs", "p50", "p95", "p99", "max", "starved", "preemptions"):

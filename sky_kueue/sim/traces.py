@@ -61,6 +61,38 @@ class Trace:
         """When the last job is submitted: the end of the loaded period."""
         return self.jobs[-1].submit_s if self.jobs else 0.0
 
+    def spread_to_load(self, load: float) -> Trace:
+        """The same jobs with arrivals spread out in time so the offered load is ``load``.
+
+        Raises:
+            TraceError: ``load`` is above what the trace offers (spreading only lowers it).
+        """
+        offered, _ = self.realized_load()
+        if load > offered:
+            raise TraceError(f"--load {load:g}: trace {self.name!r} offers {offered:g}; it can only be lowered")
+        stretch = offered / load
+        jobs = tuple(replace(job, submit_s=round(job.submit_s * stretch, 6)) for job in self.jobs)
+        return replace(self, jobs=jobs, description=f"{self.description}, arrivals spread to load {load:g}")
+
+    def realized_load(self) -> tuple[float, dict[str, float]]:
+        """Offered load as it came out: GPU-seconds submitted over GPU-seconds of capacity in
+        the arrival period ``[0, arrival_end_s]``, for the cluster and per team (team demand
+        over the team's own nominal GPUs). What a trace's ``load`` parameter promised is a
+        mean; this is what the run actually offered, and what claims must be made against.
+        """
+        window = self.arrival_end_s
+        if window <= 0 or self.cluster.gpu_capacity <= 0:
+            return 0.0, {}
+        demand: dict[str, float] = {}
+        for job in self.jobs:
+            demand[job.team] = demand.get(job.team, 0.0) + job.gpus * job.duration_s
+        quotas = self.cluster.team_gpus
+        total = sum(demand.values()) / (self.cluster.gpu_capacity * window)
+        per_team = {
+            team: round(demand.get(team, 0.0) / (quotas[team] * window), 4) for team in sorted(quotas) if quotas[team]
+        }
+        return round(total, 4), per_team
+
     def class_order(self) -> list[str]:
         """Priority classes used by the jobs, lowest priority first."""
         used = {job.priority_class for job in self.jobs}
@@ -87,6 +119,7 @@ def load_trace(
     seed: int,
     jobs: int | None = None,
     hours: float | None = None,
+    load: float | None = None,
     cluster_yaml: Path | None = None,
 ) -> Trace:
     """Builds the trace named by ``--trace``: ``synthetic``, ``kueue-perf`` or a CSV path.
@@ -96,6 +129,8 @@ def load_trace(
         seed: seeds the synthetic generator (other sources are deterministic).
         jobs: keep (or generate) this many jobs.
         hours: keep (or generate) the jobs submitted in the first ``hours`` hours.
+        load: the offered load: the synthetic generator draws exactly this much work; the
+            Kueue perf mix is spread out in time to it (it can only be lowered); not for CSV.
         cluster_yaml: Kueue objects to run a CSV trace on (default: generated per team).
 
     Raises:
@@ -107,8 +142,12 @@ def load_trace(
         raise TraceError(f"--jobs must be at least 1, got {jobs}")
     if hours is not None and hours <= 0:
         raise TraceError(f"--hours must be positive, got {hours}")
+    if load is not None and load <= 0:
+        raise TraceError(f"--load must be positive, got {load}")
     if source == SYNTHETIC:
         params = synthetic.SyntheticParams()
+        if load is not None:
+            params = replace(params, load=load)
         if jobs is not None:
             params = replace(params, jobs=jobs, hours=None)
         elif hours is not None:
@@ -117,7 +156,11 @@ def load_trace(
     if source == KUEUE_PERF:
         perf = kueue_perf.KueuePerfParams()
         trace = kueue_perf.generate(perf.scaled_to(jobs) if jobs is not None else perf)
+        if load is not None:
+            trace = trace.spread_to_load(load)
     else:
+        if load is not None:
+            raise TraceError("--load applies to the synthetic and kueue-perf traces, not to a CSV trace")
         path = Path(source)
         if path.suffix.lower() != ".csv" and not path.exists():
             raise TraceError(f"--trace {source!r}: expected {', '.join(BUILTIN_TRACES)} or a CSV file path")

@@ -31,8 +31,9 @@ def test_same_seed_same_run_for_every_policy():
 
 
 def test_relaunch_jitter_depends_on_the_seed():
-    trace = contended_trace(5)
+    trace = contended_trace(7)
     a = simulate(trace, policies.resolve("baseline"), SimConfig(seed=1))
+    assert sum(j.preemptions for j in a.jobs) > 0, "the trace must exercise relaunches"
     b = simulate(trace, policies.resolve("baseline"), SimConfig(seed=2))
     assert [j.wait_s for j in a.jobs] != [j.wait_s for j in b.jobs]
 
