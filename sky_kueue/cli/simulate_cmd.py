@@ -68,7 +68,8 @@ class _OneLineCommand(click.Command):
     "trace_source",
     default="synthetic",
     show_default=True,
-    help="synthetic, kueue-perf, or a CSV file (submit_time, duration, gpus, cpus, memory, priority_class, team).",
+    help="synthetic, kueue-perf, reclaim-storm, reclaim-storm-hot, or a CSV file (submit_time, duration, gpus, "
+    "cpus, memory, priority_class, team).",
 )
 @click.option(
     "--policies",

@@ -103,6 +103,8 @@ class ClusterSpec:
     within_cluster_queue: o.PreemptionPolicy = o.PreemptionPolicy.LOWER_PRIORITY
     reclaim_within_cohort: o.PreemptionPolicy = o.PreemptionPolicy.ANY
     borrow_within_cohort: o.BorrowWithinCohortPolicy = o.BorrowWithinCohortPolicy.NEVER
+    #: ``borrowWithinCohort.maxPriorityThreshold``: only victims at or below it (None: any).
+    max_priority_threshold: int | None = None
     queueing_strategy: o.QueueingStrategy = o.QueueingStrategy.BEST_EFFORT_FIFO
     #: Whether the ClusterQueues cover CPU and memory besides GPUs.
     cpu_and_memory: bool = True
@@ -195,6 +197,7 @@ def build_cluster(spec: ClusterSpec) -> SimCluster:
                 within_cluster_queue=spec.within_cluster_queue,
                 reclaim_within_cohort=spec.reclaim_within_cohort,
                 borrow_within_cohort=spec.borrow_within_cohort,
+                max_priority_threshold=spec.max_priority_threshold,
             ),
         )
         state.local_queues[f"{namespace}/queue"] = o.LocalQueue(

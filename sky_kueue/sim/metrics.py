@@ -42,6 +42,12 @@ TARGET_HIGH_P95_SLACK_SECONDS = 60.0
 TARGET_UTILIZATION_MAX_DELTA_POINTS = 1.0
 
 
+#: Kueue's reason for a preemption by a higher-priority Workload of the same ClusterQueue.
+IN_QUEUE_REASON = "InClusterQueue"
+#: A starved job preempted at least this often counts as starved by relaunches.
+RELAUNCH_STARVED_MIN_PREEMPTIONS = 2
+
+
 @dataclass(frozen=True)
 class StarvationRule:
     runtime_multiple: float = DEFAULT_STARVATION_RUNTIME_MULTIPLE
@@ -103,6 +109,13 @@ class PolicyMetrics:
     wall_s: float
     eta: EtaSummary | None = None
     preemptions_by_reason: dict[str, int] = field(default_factory=dict)
+    #: Starved jobs that were never preempted (they only queued) and that were.
+    starved_never_preempted: int = 0
+    starved_preempted: int = 0
+    #: Starved jobs preempted at least twice: the relaunch starvation aging exists to end.
+    relaunch_starved: int = 0
+    #: Jobs preempted at least once.
+    preempted_jobs: int = 0
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -113,6 +126,14 @@ class PolicyMetrics:
             "preemptions_per_job_mean": round(self.preemptions_per_job_mean, 4),
             "preemptions_per_job_max": self.preemptions_per_job_max,
             "preemptions_by_reason": dict(self.preemptions_by_reason),
+            "in_queue_preemptions": self.preemptions_by_reason.get(IN_QUEUE_REASON, 0),
+            "starved_never_preempted": self.starved_never_preempted,
+            "starved_preempted": self.starved_preempted,
+            "preempted_jobs": {
+                "count": self.preempted_jobs,
+                "max_preemptions": self.preemptions_per_job_max,
+                "relaunch_starved": self.relaunch_starved,
+            },
             "lost_gpu_hours": round(self.lost_gpu_hours, 3),
             "gpu_utilization": round(self.gpu_utilization, 4),
             "gpu_goodput": round(self.gpu_goodput, 4),
@@ -165,6 +186,7 @@ def summarize(
         )
     denominator = run.gpu_capacity * run.window_s
     preemptions = [j.preemptions for j in run.jobs]
+    starved_jobs = [j for j in run.jobs if rule.starved(j)]
     outcomes = Counter(j.outcome.value for j in run.jobs)
     return PolicyMetrics(
         policy=run.policy,
@@ -185,6 +207,10 @@ def summarize(
         wall_s=run.wall_s,
         eta=eta,
         preemptions_by_reason=dict(run.preemptions_by_reason),
+        starved_never_preempted=sum(1 for j in starved_jobs if j.preemptions == 0),
+        starved_preempted=sum(1 for j in starved_jobs if j.preemptions > 0),
+        relaunch_starved=sum(1 for j in starved_jobs if j.preemptions >= RELAUNCH_STARVED_MIN_PREEMPTIONS),
+        preempted_jobs=sum(1 for p in preemptions if p > 0),
     )
 
 

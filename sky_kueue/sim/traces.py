@@ -110,7 +110,9 @@ class Trace:
 
 SYNTHETIC = "synthetic"
 KUEUE_PERF = "kueue-perf"
-BUILTIN_TRACES = (SYNTHETIC, KUEUE_PERF)
+RECLAIM_STORM = "reclaim-storm"
+RECLAIM_STORM_HOT = "reclaim-storm-hot"
+BUILTIN_TRACES = (SYNTHETIC, KUEUE_PERF, RECLAIM_STORM, RECLAIM_STORM_HOT)
 
 
 def load_trace(
@@ -153,7 +155,18 @@ def load_trace(
         elif hours is not None:
             params = replace(params, jobs=None, hours=hours)
         return synthetic.generate(params, random.Random(seed))
-    if source == KUEUE_PERF:
+    if source in (RECLAIM_STORM, RECLAIM_STORM_HOT):
+        from sky_kueue.sim import reclaim_storm
+
+        if load is not None:
+            raise TraceError(f"--load: {source} fixes its own loads (team-b 1.6x or 2.0x of its quota)")
+        storm = reclaim_storm.STORMS[source]
+        if hours is not None:
+            storm = replace(storm, hours=hours)
+        trace = reclaim_storm.generate(storm, random.Random(seed))
+        if jobs is not None:
+            trace = trace.head(jobs)
+    elif source == KUEUE_PERF:
         perf = kueue_perf.KueuePerfParams()
         trace = kueue_perf.generate(perf.scaled_to(jobs) if jobs is not None else perf)
         if load is not None:

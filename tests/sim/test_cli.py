@@ -53,7 +53,9 @@ def one_line_error(result, fragment):
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     one_line_error(invoke("--policies", "baseline,fifo"), "unknown policy 'fifo'")
-    one_line_error(invoke("--trace", "nope"), "expected synthetic, kueue-perf or a CSV file path")
+    one_line_error(
+        invoke("--trace", "nope"), "expected synthetic, kueue-perf, reclaim-storm, reclaim-storm-hot or a CSV file path"
+    )
     one_line_error(invoke("--jobs", "5", "--hours", "1"), "give --jobs or --hours, not both")
     one_line_error(invoke("--jobs", "0"), "Invalid value for '--jobs'")
     one_line_error(invoke("--aging-set", "max_age_seconds=-1"), "max_age_seconds")
