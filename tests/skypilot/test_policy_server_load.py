@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from sky_kueue.skypilot.config_cache import ConfigCache
-from sky_kueue.skypilot.policy_server import LISTEN_BACKLOG, PolicyRequestHandler, PolicyServer, serve_in_thread
+from sky_kueue.skypilot.policy_server import LISTEN_BACKLOG, PolicyRequestHandler, PolicyServer
 from tests.skypilot.builders import DEMO_CONFIG, TEMPLATES
+from tests.skypilot.test_policy_server import running
 
 STORM_REQUESTS = 300
 STORM_CLIENTS = 50
@@ -45,14 +46,7 @@ def _post(port: int, body: bytes) -> tuple[int, str]:
 def small_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyServer]:
     """Four workers and a half-second client timeout, so stalls are quick to show."""
     monkeypatch.setattr(PolicyRequestHandler, "timeout", 0.5)
-    server = PolicyServer(("127.0.0.1", 0), ConfigCache(DEMO_CONFIG), workers=4)
-    thread = serve_in_thread(server)
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    yield from running(PolicyServer(("127.0.0.1", 0), ConfigCache(DEMO_CONFIG), workers=4))
 
 
 def test_a_launch_storm_gets_an_answer_for_every_request(small_server: PolicyServer) -> None:
