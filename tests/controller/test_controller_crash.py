@@ -190,12 +190,18 @@ class Killer:
             self.error = err
 
     def finish(self) -> subprocess.Popen[bytes]:
-        """Stops killing; returns the running controller process."""
+        """Stops killing; returns the running controller process once it has started.
+
+        The last kill may have been followed by a restart a moment ago: a SIGTERM sent before
+        the new process installed its handlers would kill it outright (exit -15) and test
+        nothing about the graceful stop.
+        """
         self.stop.set()
         self.thread.join()
         if self.error is not None:
             raise self.error
         assert self.proc is not None
+        assert self.ready.wait(STARTUP_TIMEOUT_SECONDS), "the last controller did not start"
         return self.proc
 
     def kill_now(self) -> None:
