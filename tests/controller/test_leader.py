@@ -121,3 +121,35 @@ def test_only_the_leader_acts_and_the_follower_takes_over(tmp_path: Path) -> Non
         preempt_and_relaunch("2", b)
         assert live.workload("team-b", "dev-2-fcd1e5cf")["spec"]["priority"] == 200  # type: ignore[index]
         assert live.history("2").preemptions and live.history("2").current_boost == 100
+
+
+def test_writes_are_fenced_once_the_lease_is_lost(tmp_path: Path) -> None:
+    """The actuator the controller gives its engine refuses to write when this replica no
+    longer leads: the next leader will actuate the step. Removing the fence fails this test
+    (a replica that lost its Lease kept writing priorities another replica now owns)."""
+    from sky_kueue.controller.actuators import ActuationError, ActuationOutcome, WorkloadPatch, WorkloadRef
+    from sky_kueue.controller.aging import ActuatorKind
+
+    with live_sandbox(tmp_path) as live:
+        a = live.new_controller(demo_aging(), identity="replica-a")
+        dev = group_pod("dev", "1", "team-b", "dev-priority", "5")
+        live.apply(dev, controller=a)
+        live.step(controller=a)
+        workload = live.workload("team-b", "dev-1-fcd1e5cf")
+        assert workload is not None
+        target = WorkloadRef("team-b", "dev-1-fcd1e5cf", workload["metadata"]["uid"])
+
+        def patch(priority: int) -> WorkloadPatch:
+            return WorkloadPatch(
+                target, {"spec": {"priority": priority}}, ActuatorKind.SPEC_PRIORITY, priority - 100, priority, "test"
+            )
+
+        fenced = a._new_engine()._actuator  # what every reconcile writes through
+        assert a.is_leader()
+        assert fenced.apply(patch(150)).outcome is ActuationOutcome.APPLIED
+        live.lease_clock.advance(DEADLINE + 0.5)
+        assert not a.is_leader()
+        with pytest.raises(ActuationError, match="not the leader"):
+            fenced.apply(patch(175))
+        after = live.workload("team-b", "dev-1-fcd1e5cf")
+    assert after is not None and after["spec"]["priority"] == 150
