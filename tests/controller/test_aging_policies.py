@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from sky_kueue.controller import aging
-from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
 
@@ -98,7 +98,7 @@ def test_the_boost_never_exceeds_max_boost(max_boost: int, expected: int) -> Non
     [
         (300, True, None, 199),  # base 100 may rise to just below the preemptor's class 300
         (300, False, None, 700),  # unless configured otherwise
-        (None, True, None, 700),  # preemptor priority unknown: only max_boost applies
+        (None, True, None, 700),  # preemptor priority unknown: only max_boost bounds preemption steps
         (50, True, None, 0),  # a preemptor below the job's class leaves no room
         (101, True, None, 0),  # nor does one a single point above it
         (300, True, 250, 150),  # an absolute ceiling_priority applies on top
@@ -188,7 +188,10 @@ def test_preemptions_after_a_decay_count_in_full() -> None:
     assert (decision.preemption_credit, decision.boost) == (2.0, 200)
 
 
-AGE_ONLY = AgingSettings(policy="age", age_weight=100, max_age_seconds=1_000.0, max_boost=10_000)
+#: The age formula alone (the class cap, which zeroes age-only boosts without a ladder, is tested below).
+AGE_ONLY = AgingSettings(
+    policy="age", age_weight=100, max_age_seconds=1_000.0, max_boost=10_000, cap_at_preemptor_priority=False
+)
 
 
 @pytest.mark.parametrize(
@@ -274,3 +277,48 @@ def test_registry_lists_built_ins_and_rejects_unknown_or_duplicate_names() -> No
 def test_decide_uses_the_configured_policy() -> None:
     history = preempted_times(4)
     assert aging.decide(history, replace(STEPS_ONLY, policy="none"), 10_000).policy == "none"
+
+
+#: Age only, saturating after one hour at 500 points: enough to cross any class gap below.
+AGE_SATURATED_IN_AN_HOUR = AgingSettings(
+    preemptions_per_step=1,
+    boost_per_step=0,
+    age_weight=500,
+    max_age_seconds=HOUR,
+    max_boost=10_000,
+    decay_after_run_seconds=NEVER,
+)
+LADDER = (PriorityClassRung(100, "low"), PriorityClassRung(300, "medium"), PriorityClassRung(1000, "high"))
+
+
+@pytest.mark.parametrize(
+    ("base", "ladder", "cap", "expected"),
+    [
+        (100, (), True, 0),  # never preempted, no ladder: no class above is known, so age is worth 0
+        (100, LADDER, True, 199),  # a never-preempted low job stays below medium (300 - 1 - 100)
+        (600, LADDER, True, 399),  # a base between rungs stays below the next one (1000 - 1 - 600)
+        (300, LADDER, True, 500),  # a medium job has room below high (699) for the full age weight
+        (1000, LADDER, True, 500),  # the top class has no class above: only the age weight applies
+        (100, (), False, 500),  # with the class cap switched off, age alone may cross classes
+    ],
+)
+def test_age_alone_never_boosts_across_a_class(
+    base: int, ladder: tuple[PriorityClassRung, ...], cap: bool, expected: int
+) -> None:
+    settings = replace(AGE_SATURATED_IN_AN_HOUR, priority_class_ladder=ladder, cap_at_preemptor_priority=cap)
+    history = job(base).queued("w0", 0.0)
+    assert boost(history, settings, now=12 * HOUR) == expected
+
+
+def test_a_known_preemptor_class_still_bounds_the_boost_when_a_ladder_is_set() -> None:
+    settings = replace(STEPS_ONLY, priority_class_ladder=LADDER)
+    assert boost(preempted_times(12, preemptor=PROD), settings) == PROD - 1 - BASE  # raw 1200, capped at 899
+
+
+def test_with_an_unknown_preemptor_steps_count_but_age_stays_below_the_next_class() -> None:
+    settings = replace(AGE_SATURATED_IN_AN_HOUR, boost_per_step=100, priority_class_ladder=LADDER)
+    history = preempted_times(2, preemptor=None)
+    decision = aging.get_policy("bounded").decide(history, settings, 12 * HOUR)
+    assert (decision.preemption_points, decision.age_points, decision.boost) == (200, 199, 399)
+    (age_step,) = [step for step in decision.steps if step.rule == "age"]
+    assert age_step.detail.endswith("; age capped: no preemptor known: next class 300 - 1 - base 100 = 199")

@@ -27,14 +27,22 @@ Then::
 
     steps      = floor(credit / preemptions_per_step)
     age_factor = min(aged_wait / max_age_seconds, 1)            # Slurm's age factor
-    raw        = steps * boost_per_step + floor(age_weight * age_factor)
+    age_points = floor(age_weight * age_factor)
+                 capped at next_class - 1 - base if cap_at_preemptor_priority and none known
+    raw        = steps * boost_per_step + age_points
     limit      = min(max_boost,
                      preemptor_class - 1 - base   if cap_at_preemptor_priority and known,
                      ceiling_priority - base  if ceiling_priority is set)
     boost      = min(max(raw, 0), max(limit, 0))
 
 ``preemptor_class`` is the highest class priority among the job's recorded preemptors: a
-dev job preempted by prod may rise to just below prod, unless configured otherwise. Just
+dev job preempted by prod may rise to just below prod, unless configured otherwise. Age
+alone never lifts a job across a class: with no preemptor class known (never preempted,
+or preempted by an unknown Workload), the age points stay below ``next_class``, the lowest
+``priority_class_ladder`` rung above the base; with no ladder no class above is known and
+age is worth 0, and a base at or above every rung leaves only the other limits. Issue 13
+measured why: without this, a low job that waited ~12 h outranked running mediums and
+preempted them. Preemption steps with an unknown preemptor keep only ``max_boost``. Just
 below, not equal: Kueue's ``LowerPriority`` policies preempt only *strictly* lower
 priorities, so a job boosted to prod's own value could no longer be preempted by prod,
 and prod would queue behind it, inverting the order the cluster's classes declare. The
@@ -76,6 +84,7 @@ class _Parts:
     preemption_points: int
     age_factor: float
     age_points: int
+    age_cap: str
     raw: int
     limit: int
     limit_reasons: tuple[str, ...]
@@ -134,6 +143,11 @@ class _Fold:
         preemption_points = steps * s.boost_per_step
         age_factor = min(self.aged_wait / s.max_age_seconds, 1.0) if self.policy.use_age else 0.0
         age_points = math.floor(s.age_weight * age_factor)
+        age_cap = ""
+        if s.cap_at_preemptor_priority and self.preemptor_class is None:
+            class_room, age_cap = self._class_room_without_preemptor()
+            if class_room is not None:
+                age_points = min(age_points, max(class_room, 0))
         raw = preemption_points + age_points
         limit = s.max_boost
         reasons = [f"max_boost {s.max_boost}"]
@@ -153,11 +167,27 @@ class _Fold:
             preemption_points,
             age_factor,
             age_points,
+            age_cap,
             raw,
             limit,
             tuple(reasons),
             min(max(raw, 0), limit),
         )
+
+    def _class_room_without_preemptor(self) -> tuple[int | None, str]:
+        """Room for age points when no preemptor class is known, and why.
+
+        The next class above the base comes from ``priority_class_ladder``; with no ladder no
+        class above is known, so the room is 0 rather than unbounded: age must never lift a
+        job past a class it cannot see. ``None``: the base is at or above every rung.
+        """
+        above = [rung.value for rung in self.settings.priority_class_ladder if rung.value > self.base]
+        if above:
+            room = min(above) - 1 - self.base
+            return room, f"no preemptor known: next class {min(above)} - 1 - base {self.base} = {room}"
+        if not self.settings.priority_class_ladder:
+            return 0, "no preemptor known and no priority_class_ladder: no class bound, so 0"
+        return None, ""
 
     def run(self) -> AgingDecision:
         history, settings = self.history, self.settings
@@ -295,7 +325,8 @@ class _Fold:
                     f"+{parts.age_points}",
                     f"min(aged wait {_seconds(self.aged_wait)} / "
                     f"max_age_seconds {_seconds(s.max_age_seconds)}, 1) = "
-                    f"{parts.age_factor:.3f} x age_weight {s.age_weight}",
+                    f"{parts.age_factor:.3f} x age_weight {s.age_weight}"
+                    + (f"; age capped: {parts.age_cap}" if parts.age_cap else ""),
                 )
             )
         steps.append(

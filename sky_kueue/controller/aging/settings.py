@@ -42,7 +42,8 @@ DEFAULT_AGE_WEIGHT_POINTS = 100
 DEFAULT_MAX_BOOST_POINTS = 500
 #: Absolute cap on the effective priority (base + boost); None = no absolute cap.
 DEFAULT_CEILING_PRIORITY: int | None = None
-#: Keep the effective priority strictly below the class priority of the job's preemptors.
+#: Keep the effective priority strictly below the class priority of the job's preemptors; with
+#: none known, keep the age points below the next ``priority_class_ladder`` rung (0 without one).
 DEFAULT_CAP_AT_PREEMPTOR_PRIORITY = True
 #: A job admitted with a boost must run this long before a preemption counts again.
 DEFAULT_MIN_RUN_BEFORE_REBOOST_SECONDS = 600.0
