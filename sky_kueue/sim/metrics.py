@@ -116,6 +116,8 @@ class PolicyMetrics:
     relaunch_starved: int = 0
     #: Jobs preempted at least once.
     preempted_jobs: int = 0
+    #: Preemptions of a job whose class is above the preemptor's class (boost inversions).
+    inverted_preemptions: int = 0
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -127,6 +129,7 @@ class PolicyMetrics:
             "preemptions_per_job_max": self.preemptions_per_job_max,
             "preemptions_by_reason": dict(self.preemptions_by_reason),
             "in_queue_preemptions": self.preemptions_by_reason.get(IN_QUEUE_REASON, 0),
+            "inverted_preemptions": self.inverted_preemptions,
             "starved_never_preempted": self.starved_never_preempted,
             "starved_preempted": self.starved_preempted,
             "preempted_jobs": {
@@ -211,6 +214,7 @@ def summarize(
         starved_preempted=sum(1 for j in starved_jobs if j.preemptions > 0),
         relaunch_starved=sum(1 for j in starved_jobs if j.preemptions >= RELAUNCH_STARVED_MIN_PREEMPTIONS),
         preempted_jobs=sum(1 for p in preemptions if p > 0),
+        inverted_preemptions=run.inverted_preemptions,
     )
 
 

@@ -105,10 +105,24 @@ def generate(params: StormParams, rng: random.Random) -> Trace:
         for i in range(rng.randint(*PROD_BURST_JOBS)):
             drafts.append((start + 10.0 * i, PROD_JOB_GPUS, rng.uniform(*PROD_RUN_SECONDS), "high", "team-a"))
         burst_at += params.burst_every_hours * 3600.0
-    drafts += _steady(rng, "team-b", TEAM_B_GPUS * params.team_b_load * window, window,
-                      DEV_GPU_WEIGHTS, DEV_MEDIAN_RUN_SECONDS, DEV_CLASS_MIX)
-    drafts += _steady(rng, "team-c", TEAM_C_GPUS * params.team_c_load * window, window,
-                      LIGHT_GPU_WEIGHTS, LIGHT_MEDIAN_RUN_SECONDS, LIGHT_CLASS_MIX)
+    drafts += _steady(
+        rng,
+        "team-b",
+        TEAM_B_GPUS * params.team_b_load * window,
+        window,
+        DEV_GPU_WEIGHTS,
+        DEV_MEDIAN_RUN_SECONDS,
+        DEV_CLASS_MIX,
+    )
+    drafts += _steady(
+        rng,
+        "team-c",
+        TEAM_C_GPUS * params.team_c_load * window,
+        window,
+        LIGHT_GPU_WEIGHTS,
+        LIGHT_MEDIAN_RUN_SECONDS,
+        LIGHT_CLASS_MIX,
+    )
     drafts.sort(key=lambda d: d[0])
     jobs = tuple(
         JobSpec(

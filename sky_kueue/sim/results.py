@@ -74,6 +74,8 @@ class RunResult:
     useful_gpu_s: float
     cycles: int
     preemptions_by_reason: dict[str, int] = field(default_factory=dict)
+    #: Preemptions whose victim's class priority was above the preemptor's class priority.
+    inverted_preemptions: int = 0
     timeline_cq: str = ""
     timeline: tuple[TimelinePoint, ...] = ()
     wall_s: float = 0.0

@@ -175,6 +175,7 @@ class Simulator:
         self.busy_gpu_s = 0.0
         self.useful_gpu_s = 0.0
         self.preemptions_by_reason: dict[str, int] = {}
+        self.inverted_preemptions = 0
         self.used_gpus: dict[str, int] = {name: 0 for name in state.cluster_queues}
         self.pending_count: dict[str, int] = {name: 0 for name in state.cluster_queues}
         #: admissions per ClusterQueue, in time order (for rate estimates)
@@ -245,6 +246,7 @@ class Simulator:
             useful_gpu_s=self.useful_gpu_s,
             cycles=self.cycles,
             preemptions_by_reason=dict(sorted(self.preemptions_by_reason.items())),
+            inverted_preemptions=self.inverted_preemptions,
             timeline_cq=self.timeline_cq,
             timeline=tuple(self.timeline),
             wall_s=time.perf_counter() - started,
@@ -392,6 +394,9 @@ class Simulator:
         self._usage_delta(job, -job.alloc_gpus, instant)
         job.preemptions += 1
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
+        if preemptor_priority is not None and preemptor_priority < job.base_priority:
+            # The preemptor's class is below the victim's: only a boost can have done this.
+            self.inverted_preemptions += 1
         if job.history is not None:
             job.history = job.history.with_preemption(
                 PreemptionRecord(

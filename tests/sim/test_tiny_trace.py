@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.sim import policies
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.results import JobOutcome
@@ -146,3 +149,32 @@ def test_model_eta_at_submission_matches_the_wait_when_nothing_else_arrives():
     run = Simulator(trace, policies.resolve("baseline"), NO_DELAY, on_arrival=probe).run()
     assert [(e.job_id, e.model_s) for e in probe.estimates] == [("late", 110.0)]
     assert by_id(run)["late"].wait_s == 110
+
+
+def aged_low_job_behind_a_running_medium():
+    # One team, 4 GPUs. A medium job holds them all from t=0 for a long time; a low job
+    # arrives at t=1 and only waits (never preempted). Age alone is its only claim.
+    return (
+        TraceBuilder()
+        .team("a", gpus=4)
+        .job("medium-1", at=0, gpus=4, run=20_000, klass="medium")
+        .job("low-1", at=1, gpus=4, run=100, klass="low")
+        .trace()
+    )
+
+
+def test_age_alone_crossing_a_class_is_counted_as_an_inverted_preemption():
+    # Age worth 100 points after 1000 s lifts low (50) above medium (100) once the class
+    # cap is off: the low job preempts the running medium, an inverted preemption.
+    uncapped = AgingSettings(
+        policy="age", age_weight=100, max_age_seconds=1_000.0, max_boost=1_000, cap_at_preemptor_priority=False
+    )
+    run = simulate(aged_low_job_behind_a_running_medium(), policies.resolve("aging", uncapped), NO_DELAY)
+    assert by_id(run)["medium-1"].preemptions == 1
+    assert run.inverted_preemptions == 1
+    # With the class cap (the default), a never-preempted job's age cannot cross medium.
+    capped = replace(uncapped, cap_at_preemptor_priority=True)
+    run = simulate(aged_low_job_behind_a_running_medium(), policies.resolve("aging", capped), NO_DELAY)
+    assert by_id(run)["medium-1"].preemptions == 0
+    assert run.inverted_preemptions == 0
+    assert by_id(run)["low-1"].max_boost == 0
