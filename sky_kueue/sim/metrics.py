@@ -116,7 +116,8 @@ class PolicyMetrics:
     relaunch_starved: int = 0
     #: Jobs preempted at least once.
     preempted_jobs: int = 0
-    #: Preemptions of a job whose class is above the preemptor's class (boost inversions).
+    #: Preemptions of a job whose class is above the preemptor's class: boosts, plus owners
+    #: reclaiming borrowed quota under ``reclaimWithinCohort: Any`` (the baseline's count).
     inverted_preemptions: int = 0
 
     def to_json(self) -> dict[str, object]:

@@ -74,7 +74,8 @@ class RunResult:
     useful_gpu_s: float
     cycles: int
     preemptions_by_reason: dict[str, int] = field(default_factory=dict)
-    #: Preemptions whose victim's class priority was above the preemptor's class priority.
+    #: Preemptions whose victim's class priority was above the preemptor's class priority
+    #: (a boost, or a lower-class owner reclaiming borrowed quota under reclaimWithinCohort: Any).
     inverted_preemptions: int = 0
     timeline_cq: str = ""
     timeline: tuple[TimelinePoint, ...] = ()

@@ -395,7 +395,8 @@ class Simulator:
         job.preemptions += 1
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
         if preemptor_priority is not None and preemptor_priority < job.base_priority:
-            # The preemptor's class is below the victim's: only a boost can have done this.
+            # The preemptor's class is below the victim's: a boost did this, or an owner
+            # reclaiming borrowed quota under reclaimWithinCohort: Any (baseline shows that part).
             self.inverted_preemptions += 1
         if job.history is not None:
             job.history = job.history.with_preemption(
