@@ -133,6 +133,19 @@ class _OneLineCommand(click.Command):
 )
 @click.option("--burst-cost", type=click.FloatRange(min=0), default=None, help="Cloud price per GPU-hour (USD).")
 @click.option(
+    "--allow-burst",
+    is_flag=True,
+    help="Let the controller's policies send preempted jobs to a cloud: after burst_after_preemptions "
+    "preemptions (default 3), or when a relaunch waits burst_max_predicted_wait_seconds (default 1800). "
+    "The baseline keeps SkyPilot's behaviour.",
+)
+@click.option(
+    "--checkpoint-every",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Jobs checkpoint every S seconds of run time and resume from it after a preemption.",
+)
+@click.option(
     "--starve-factor",
     type=click.FloatRange(min=0),
     default=None,
@@ -174,6 +187,8 @@ def simulate(
     cycle_interval: float | None,
     burst_after: float | None,
     burst_cost: float | None,
+    allow_burst: bool,
+    checkpoint_every: float | None,
     starve_factor: float | None,
     starve_after: float | None,
     eta_sample: int,
@@ -193,6 +208,8 @@ def simulate(
     if not names:
         errors.fail("--policies: give at least one policy", EXIT_BAD_INPUT)
     settings = _settings(config_path, aging_overrides)
+    if allow_burst:
+        settings = policies.with_burst_defaults(settings)
     for name in names:
         try:
             policies.resolve(name, settings)
@@ -220,6 +237,7 @@ def simulate(
         config = replace(config, wait_limit_s=burst_after)
     if burst_cost is not None:
         config = replace(config, burst_cost_per_gpu_hour=burst_cost)
+    config = replace(config, allow_burst=allow_burst, checkpoint_every_s=checkpoint_every)
     rule = metrics.StarvationRule()
     if starve_factor is not None:
         rule = replace(rule, runtime_multiple=starve_factor)

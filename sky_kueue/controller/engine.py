@@ -45,6 +45,7 @@ from sky_kueue.controller.actuators import (
     resolve_mechanism,
 )
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
+from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.detection import Detection, DetectionKind, Preemptor
@@ -111,6 +112,14 @@ class AgingEngine:
         self._settings = settings
         self._clock = clock
         self._policy = aging.get_policy(settings.policy)
+        if isinstance(self._policy, BandPolicy):
+            # A band level is only safe when admitted Workloads are raised to the band's floor
+            # too; patching waiting ones alone could put a relaunch above a running peer.
+            raise aging.SettingsError(
+                f"aging.policy: {settings.policy!r} needs the actuator for admitted Workloads, which the "
+                "controller does not have yet; compare it with 'sky-kueue simulate --policies "
+                f"baseline,{settings.policy}' and 'sky-kueue aging explain', and run the controller with a boost policy"
+            )
         self._mechanism = resolve_mechanism(settings.actuator, priority_boost_gate)
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.

@@ -55,6 +55,22 @@ DEFAULT_DECAY_FACTOR = 0.5
 DEFAULT_BURST_AFTER_PREEMPTIONS: int | None = None
 #: Mark the job for cloud fallback when its predicted wait exceeds this many seconds.
 DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS: float | None = None
+#: Band policies (:mod:`sky_kueue.controller.aging.band`): priority levels below the class value
+#: that order waiting relaunches ahead of fresh arrivals.
+DEFAULT_RANK_LEVELS = 8
+#: Band policies: a waiting job's rank rises one level each time its age since first submission
+#: doubles from this many seconds (None: one level per preemption instead).
+DEFAULT_RANK_AGE_STEP_SECONDS: float | None = None
+#: Band policies: priority levels below the class value that order readmitted relaunches as
+#: the last victims of their class.
+DEFAULT_PROTECT_LEVELS = 8
+#: Band policies: a job is protected once readmitted only after this many preemptions (the first
+#: ones leave Kueue's own victim order, newest admission first, which loses the least work).
+DEFAULT_PROTECT_AFTER_PREEMPTIONS = 1
+#: Band policies: how long a readmitted relaunch stays protected (None: until its run ends).
+DEFAULT_PROTECT_SECONDS: float | None = None
+#: Largest rank_levels/protect_levels accepted (a band wider than this would swallow classes).
+MAX_BAND_LEVELS = 1_000
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -123,6 +139,17 @@ class AgingSettings:
     burst_max_predicted_wait_seconds: float | None = field(
         default=DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS, metadata=_spec("seconds", "seconds>0?")
     )
+    rank_levels: int = field(default=DEFAULT_RANK_LEVELS, metadata=_spec("priority points", "int", 0, MAX_BAND_LEVELS))
+    rank_age_step_seconds: float | None = field(
+        default=DEFAULT_RANK_AGE_STEP_SECONDS, metadata=_spec("seconds", "seconds>0?")
+    )
+    protect_levels: int = field(
+        default=DEFAULT_PROTECT_LEVELS, metadata=_spec("priority points", "int", 0, MAX_BAND_LEVELS)
+    )
+    protect_after_preemptions: int = field(
+        default=DEFAULT_PROTECT_AFTER_PREEMPTIONS, metadata=_spec("preemptions", "int", 1, INT32_MAX)
+    )
+    protect_seconds: float | None = field(default=DEFAULT_PROTECT_SECONDS, metadata=_spec("seconds", "seconds>0?"))
     actuator: ActuatorKind = field(default=ActuatorKind.AUTO, metadata=_spec("actuator", "actuator"))
     priority_class_ladder: tuple[PriorityClassRung, ...] = field(
         default=(), metadata=_spec("WorkloadPriorityClasses", "ladder")
