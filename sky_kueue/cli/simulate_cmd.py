@@ -136,7 +136,7 @@ class _OneLineCommand(click.Command):
     "--allow-burst",
     is_flag=True,
     help="Let the controller's policies send preempted jobs to a cloud: after burst_after_preemptions "
-    "preemptions (default 3), or when a relaunch waits burst_max_predicted_wait_seconds (default 1800). "
+    "preemptions (default 2), or when a relaunch waits burst_max_predicted_wait_seconds (default 900). "
     "The baseline keeps SkyPilot's behaviour.",
 )
 @click.option(

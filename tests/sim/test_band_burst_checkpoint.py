@@ -61,10 +61,15 @@ def protect_trace():
 def test_kueue_preempts_the_newest_admission_again_and_protection_moves_it_to_a_fresh_victim():
     baseline = by_id(simulate(protect_trace(), policies.resolve("baseline"), NO_DELAY))
     assert (baseline["low-a"].preemptions, baseline["low-b"].preemptions) == (2, 0)
+    # Kueue's newest-first order loses the least work: 5 s, then 40 s, of low-a's 4 GPUs.
+    assert baseline["low-a"].lost_gpu_s + baseline["low-b"].lost_gpu_s == 4 * (5 + 40)
     for name in ("protect", "keep-place"):
         protected = by_id(simulate(protect_trace(), policies.resolve(name), NO_DELAY))
         assert (protected["low-a"].preemptions, protected["low-b"].preemptions) == (1, 1), name
         assert protected["high-2"].wait_s == 0
+        # The minimal counter-example to "halve repeated preemption at no cost": the same
+        # two preemptions spread over two jobs take low-b's 100 s of work instead of 40 s.
+        assert protected["low-a"].lost_gpu_s + protected["low-b"].lost_gpu_s == 4 * (5 + 100)
 
 
 def test_protection_can_end_after_a_bounded_run():
@@ -83,8 +88,8 @@ def repeatedly_preempted_trace():
 
 
 def test_allow_burst_sends_the_relaunch_to_a_cloud_after_burst_after_preemptions():
-    settings = policies.with_burst_defaults(AgingSettings())
-    assert settings.burst_after_preemptions == policies.ALLOW_BURST_DEFAULT_PREEMPTIONS == 3
+    settings = replace(policies.with_burst_defaults(AgingSettings()), burst_after_preemptions=3)
+    assert policies.with_burst_defaults(AgingSettings()).burst_after_preemptions == 2
     config = replace(NO_DELAY, allow_burst=True, burst_cost_per_gpu_hour=3.6)
     run = simulate(repeatedly_preempted_trace(), policies.resolve("keep-place", settings), config)
     low = by_id(run)["low"]
