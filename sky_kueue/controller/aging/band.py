@@ -39,7 +39,7 @@ than ``P + K`` apart, so a band never reaches the class below
 (:func:`check_class_gaps`); thresholds (``maxPriorityThreshold``) set to class values.
 With the defaults (8 + 8) classes 100 apart, or Kueue's example values, are far enough.
 
-The registered policies: ``keep-place`` (rank and protect, the default), ``rank`` (rank
+The registered policies: ``keep-place`` (rank and protect), ``rank`` (rank
 only, admitted Workloads at ``c``) and ``protect`` (protect only, waiting at ``c - P``).
 """
 
@@ -205,7 +205,7 @@ def check_class_gaps(values: Sequence[int], policy: BandPolicy, settings: AgingS
 KEEP_PLACE = register_policy(
     BandPolicy(
         name="keep-place",
-        summary="inside the class: relaunches wait ahead of fresh arrivals and are readmitted protected (default)",
+        summary="inside the class: relaunches wait ahead of fresh arrivals and are readmitted protected",
         rank=True,
         protect=True,
     )
