@@ -41,6 +41,7 @@ from sky_kueue.controller.actuators import (
     WorkloadRef,
     burst_annotation_patch,
     choose_priority_class,
+    plan_band_patch,
     plan_kueue_patch,
     resolve_mechanism,
 )
@@ -54,6 +55,7 @@ from sky_kueue.controller.history import (
     BurstRecord,
     EvictionRecord,
     HistoryStore,
+    JobHistory,
     PreemptionRecord,
     StepDecision,
     StepState,
@@ -94,6 +96,33 @@ class ReconcileOutcome:
     notes: tuple[str, ...] = field(default=())
 
 
+def _band_mechanism(settings: AgingSettings) -> ActuatorKind:
+    """How a band policy reaches Kueue, or why the settings cannot run one.
+
+    A band level sits *below* the class value, so it is written to ``spec.priority`` (always
+    mutable, lowered and raised alike); the boost annotation and the SkyPilot-level relabel
+    only raise. Protection for a bounded time needs a timer on admitted Workloads, which the
+    controller does not run (the simulator measured it worse than protection for the whole
+    run, README "Does aging end starvation?").
+
+    Raises:
+        SettingsError: an actuator or ``protect_seconds`` a band policy cannot honour.
+    """
+    if settings.protect_seconds is not None:
+        raise aging.SettingsError(
+            f"aging.protect_seconds: policy {settings.policy!r} in the controller protects for the whole run; "
+            "remove protect_seconds (the simulator alone models a bounded protection)"
+        )
+    if settings.actuator in (ActuatorKind.AUTO, ActuatorKind.SPEC_PRIORITY):
+        return ActuatorKind.SPEC_PRIORITY
+    if settings.actuator is ActuatorKind.RECORD_ONLY:
+        return ActuatorKind.RECORD_ONLY
+    raise aging.SettingsError(
+        f"aging.actuator: policy {settings.policy!r} sets spec.priority to levels below the class value; "
+        f"{settings.actuator.value!r} can only raise it; use 'auto', 'spec-priority' or 'record-only'"
+    )
+
+
 class AgingEngine:
     """Records history and actuates aging for SkyPilot Workloads, exactly once."""
 
@@ -112,15 +141,10 @@ class AgingEngine:
         self._settings = settings
         self._clock = clock
         self._policy = aging.get_policy(settings.policy)
-        if isinstance(self._policy, BandPolicy):
-            # A band level is only safe when admitted Workloads are raised to the band's floor
-            # too; patching waiting ones alone could put a relaunch above a running peer.
-            raise aging.SettingsError(
-                f"aging.policy: {settings.policy!r} needs the actuator for admitted Workloads, which the "
-                "controller does not have yet; compare it with 'sky-kueue simulate --policies "
-                f"baseline,{settings.policy}' and 'sky-kueue aging explain', and run the controller with a boost policy"
-            )
+        self._band = self._policy if isinstance(self._policy, BandPolicy) else None
         self._mechanism = resolve_mechanism(settings.actuator, priority_boost_gate)
+        if self._band is not None:
+            self._mechanism = _band_mechanism(settings)
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}
@@ -128,6 +152,11 @@ class AgingEngine:
     @property
     def mechanism(self) -> ActuatorKind:
         return self._mechanism
+
+    @property
+    def actuates_admitted(self) -> bool:
+        """Whether admitted Workloads are patched too (band policies), so resyncs must visit them."""
+        return self._band is not None
 
     def reconcile(
         self,
@@ -222,19 +251,32 @@ class AgingEngine:
                 self._waiting[job_key] = detection
                 while len(self._waiting) > MAX_WAITING_SNAPSHOTS:
                     self._waiting.pop(next(iter(self._waiting)))
-                step, decision, plan_patch, actuation, burst, age_notes = self._age(
-                    detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                )
+                if self._band is not None:
+                    decision, plan_patch, actuation, burst, age_notes = self._level(
+                        detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                    )
+                else:
+                    step, decision, plan_patch, actuation, burst, age_notes = self._age(
+                        detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                    )
                 notes.extend(age_notes)
+        elif self._band is not None and actuate and facts.holds_quota and eviction is None:
+            decision, plan_patch, actuation, burst, age_notes = self._level(detection, job_key, now, None, None)
+            notes.extend(age_notes)
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
         if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
-                step, decision, plan_patch, actuation, burst, age_notes = self._age(
-                    waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                )
+                if self._band is not None:
+                    decision, plan_patch, actuation, burst, age_notes = self._level(
+                        waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                    )
+                else:
+                    step, decision, plan_patch, actuation, burst, age_notes = self._age(
+                        waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                    )
                 notes.extend(age_notes)
         return ReconcileOutcome(
             kind=detection.kind,
@@ -312,20 +354,7 @@ class AgingEngine:
                 explanation=decision.explanation(),
             ),
         )
-        burst = None
-        if history.burst is None:
-            verdict = decide_burst(
-                history,
-                self._settings,
-                now,
-                predicted_wait_seconds=predicted_wait_seconds,
-                wait_limit_seconds=wait_limit_seconds,
-            )
-            if verdict is not None:
-                burst = self._store.record_burst(identity, verdict.record(now))
-                notes.append(f"burst: {burst.detail}")
-                if self._mechanism is not ActuatorKind.RECORD_ONLY:
-                    notes.append(self._annotate_burst(facts.uid, WorkloadRef.of(facts), burst))
+        burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
         if step.state is not StepState.DECIDED:
             return step, decision, None, None, burst, notes
 
@@ -351,6 +380,79 @@ class AgingEngine:
         else:
             step = self._store.mark_skipped(step.key, now, f"{result.outcome.value}: {result.detail}")
         return step, decision, plan.patch, result, burst, notes
+
+    def _burst(
+        self,
+        detection: Detection,
+        history: JobHistory,
+        now: float,
+        predicted_wait_seconds: float | None,
+        wait_limit_seconds: float | None,
+        notes: list[str],
+    ) -> BurstRecord | None:
+        """Records the burst verdict once per job (and surfaces it on the Workload)."""
+        identity, facts = detection.identity, detection.workload
+        assert identity is not None
+        if history.burst is not None:
+            return None
+        verdict = decide_burst(
+            history,
+            self._settings,
+            now,
+            predicted_wait_seconds=predicted_wait_seconds,
+            wait_limit_seconds=wait_limit_seconds,
+        )
+        if verdict is None:
+            return None
+        burst = self._store.record_burst(identity, verdict.record(now))
+        notes.append(f"burst: {burst.detail}")
+        if self._mechanism is not ActuatorKind.RECORD_ONLY:
+            notes.append(self._annotate_burst(facts.uid, WorkloadRef.of(facts), burst))
+        return burst
+
+    def _level(
+        self,
+        detection: Detection,
+        job_key: str,
+        now: float,
+        predicted_wait_seconds: float | None,
+        wait_limit_seconds: float | None,
+    ) -> tuple[AgingDecision, WorkloadPatch | None, ActuationResult | None, BurstRecord | None, list[str]]:
+        """Band policies: sets the Workload's ``spec.priority`` to its waiting or admitted level.
+
+        No aging step is stored: setting a level is idempotent (the same history gives the
+        same level, and a Workload already at it is not patched), so a crash or a replay at
+        worst repeats a no-op. What must not happen is a level planned on a stale snapshot
+        landing on a Workload that changed phase since; the patch carries the snapshot's
+        resourceVersion (:func:`plan_band_patch`), and a 409 just waits for the next snapshot.
+        """
+        assert self._band is not None
+        facts = detection.workload
+        notes: list[str] = []
+        history = self._store.load(job_key)
+        assert history is not None, f"job {job_key} vanished from the store"
+        decision = self._band.decide(history, self._settings, now)
+        burst = None
+        if detection.is_pending:
+            level, offset = "waiting", decision.boost
+            burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
+        else:
+            level = "admitted"
+            offset = decision.admitted_boost if decision.admitted_boost is not None else 0
+        if self._mechanism is ActuatorKind.RECORD_ONLY:
+            notes.append(f"actuator record-only: {level} level {decision.base_priority + offset} not patched")
+            return decision, None, None, burst, notes
+        plan = plan_band_patch(facts, priority=decision.base_priority + offset, level=level)
+        notes.append(plan.reason)
+        if plan.patch is None:
+            return decision, None, None, burst, notes
+        try:
+            result = self._actuator.apply(plan.patch)
+        except ActuationError as err:
+            notes.append(f"actuation failed, the next snapshot or resync retries it: {err}")
+            log.warning("band level for %s not set yet: %s", facts.name, err)
+            return decision, plan.patch, None, burst, notes
+        return decision, plan.patch, result, burst, notes
 
     def _plan(self, detection: Detection, base: int, step: AgingStep) -> PatchPlan:
         facts = detection.workload

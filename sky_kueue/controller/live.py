@@ -387,7 +387,8 @@ class _Session:
         if self._list_version is not None:
             return  # still replaying history: boosts are decided once the replay is done
         for obj in sorted(self._c.workloads(), key=lambda o: (_created(o), _key(o))):
-            self._reconcile(obj, actuate=True, only_pending=True)
+            # Band policies also set admitted Workloads' levels; a failed patch is retried here.
+            self._reconcile(obj, actuate=True, only_pending=not self.engine.actuates_admitted)
 
     def _detect(self, obj: Mapping[str, Any] | None) -> Detection | None:
         if obj is None:

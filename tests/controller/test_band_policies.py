@@ -96,13 +96,24 @@ def test_band_settings_are_validated_like_every_aging_setting() -> None:
     assert AgingSettings.from_mapping({"protect_seconds": 1800}).protect_seconds == 1800.0
 
 
-@pytest.mark.parametrize("name", ["keep-place", "rank", "protect"])
-def test_the_controller_refuses_a_band_policy_until_it_can_actuate_admitted_workloads(name: str, tmp_path) -> None:
-    from sky_kueue.controller.engine import AgingEngine
-    from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+def test_a_band_patch_lands_only_on_the_snapshot_it_was_planned_on() -> None:
+    from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION, plan_band_patch
+    from sky_kueue.controller.detection import workload_facts
 
-    from .fakes import RecordingActuator
+    from .builders import WorkloadBuilder
 
-    store = SqliteHistoryStore(tmp_path / "state.db")
-    with pytest.raises(SettingsError, match="needs the actuator for admitted Workloads"):
-        AgingEngine(store, RecordingActuator(), AgingSettings(policy=name))
+    obj = WorkloadBuilder("x-1").priority(100).pending(10.0).obj()
+    obj["metadata"]["resourceVersion"] = "41"
+    facts = workload_facts(obj)
+    plan = plan_band_patch(facts, priority=92, level="waiting")
+    assert plan.patch is not None
+    # A lower level is written (not only raises), with the snapshot's UID and resourceVersion:
+    # planned on a stale "pending" snapshot, it gets a 409 instead of lowering an admitted Workload.
+    assert plan.patch.body == {
+        "metadata": {"uid": facts.uid, "resourceVersion": "41", "annotations": {BAND_LEVEL_ANNOTATION: "waiting"}},
+        "spec": {"priority": 92},
+    }
+    assert plan_band_patch(facts, priority=100, level="waiting").satisfied
+    del obj["metadata"]["resourceVersion"]
+    unversioned = plan_band_patch(workload_facts(obj), priority=92, level="waiting")
+    assert unversioned.patch is None and "resourceVersion" in unversioned.reason

@@ -44,9 +44,11 @@ only, admitted Workloads at ``c``) and ``protect`` (protect only, waiting at ``c
 Measured against SkyPilot alone (``benchmarks/anti_starvation.py``, seeds 0-2): ``rank`` does
 no harm on the reclaim storms and halves the wait after a preemption on the hot one;
 protection halves the maximum preemptions per job but loses more work, because the victim
-it spares is the one that had run least. The controller cannot apply a band policy yet: it
-patches only waiting Workloads, and admitted ones must be raised to the band's floor too
-(:class:`sky_kueue.controller.engine.AgingEngine` refuses them with that reason).
+it spares is the one that had run least. In the controller
+(:meth:`sky_kueue.controller.engine.AgingEngine.reconcile`) a band policy sets ``spec.priority``
+of every waiting *and* admitted Workload of a job to its level, each patch conditional on the
+snapshot's resourceVersion, so a level planned while the Workload waited never lands after
+it was admitted.
 """
 
 from __future__ import annotations
