@@ -46,7 +46,7 @@ from sky_kueue.controller.actuators import (
     resolve_mechanism,
 )
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
-from sky_kueue.controller.aging.band import BandPolicy
+from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
 from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.detection import Detection, DetectionKind, Preemptor
@@ -145,6 +145,7 @@ class AgingEngine:
         self._mechanism = resolve_mechanism(settings.actuator, priority_boost_gate)
         if self._band is not None:
             self._mechanism = _band_mechanism(settings)
+            check_class_gaps([rung.value for rung in settings.priority_class_ladder], self._band, settings)
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}

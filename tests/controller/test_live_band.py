@@ -85,3 +85,7 @@ def test_a_band_policy_refuses_settings_it_cannot_honour(tmp_path: Path) -> None
             live.new_controller(AgingSettings(policy="rank", actuator=ActuatorKind.BOOST_ANNOTATION))
         with pytest.raises(SettingsError, match="protects for the whole run"):
             live.new_controller(AgingSettings(policy="keep-place", protect_seconds=600.0))
+        close = {"priority_class_ladder": {"dev": 100, "dev-plus": 110}}
+        ladder = AgingSettings.from_mapping(close).priority_class_ladder
+        with pytest.raises(SettingsError, match="more than rank_levels \\+ protect_levels = 16 apart"):
+            live.new_controller(AgingSettings(policy="keep-place", priority_class_ladder=ladder))
