@@ -38,7 +38,7 @@ CONTROLLER_USER_AGENT = "sky-kueue-controller"
 
 
 def demo_aging(**overrides: Any) -> AgingSettings:
-    values: dict[str, Any] = {"preemptions_per_step": 1, "boost_per_step": 100}
+    values: dict[str, Any] = {"policy": "bounded", "preemptions_per_step": 1, "boost_per_step": 100}
     values.update(overrides)
     return AgingSettings(**values)
 

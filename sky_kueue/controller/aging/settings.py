@@ -28,8 +28,9 @@ from typing import Any
 from sky_kueue.controller.aging import registry
 from sky_kueue.kueue.api import INT32_MAX, INT32_MIN
 
-#: The default policy (see :mod:`sky_kueue.controller.aging.policies`).
-DEFAULT_POLICY_NAME = "bounded"
+#: The default policy (see :mod:`sky_kueue.controller.aging.band`): the only one that did no harm
+#: against SkyPilot alone on the reclaim storms, seeds 0-2 (``benchmarks/anti_starvation.py``).
+DEFAULT_POLICY_NAME = "rank"
 #: One boost step every N counted preemptions (KEP-7990: "bump only every Nth preemption").
 DEFAULT_PREEMPTIONS_PER_STEP = 2
 #: Priority points added per step.
