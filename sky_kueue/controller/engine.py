@@ -252,14 +252,9 @@ class AgingEngine:
                 self._waiting[job_key] = detection
                 while len(self._waiting) > MAX_WAITING_SNAPSHOTS:
                     self._waiting.pop(next(iter(self._waiting)))
-                if self._band is not None:
-                    decision, plan_patch, actuation, burst, age_notes = self._level(
-                        detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                    )
-                else:
-                    step, decision, plan_patch, actuation, burst, age_notes = self._age(
-                        detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                    )
+                step, decision, plan_patch, actuation, burst, age_notes = self._act(
+                    detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                )
                 notes.extend(age_notes)
         elif self._band is not None and actuate and facts.holds_quota and eviction is None:
             decision, plan_patch, actuation, burst, age_notes = self._level(detection, job_key, now, None, None)
@@ -270,14 +265,9 @@ class AgingEngine:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
-                if self._band is not None:
-                    decision, plan_patch, actuation, burst, age_notes = self._level(
-                        waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                    )
-                else:
-                    step, decision, plan_patch, actuation, burst, age_notes = self._age(
-                        waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                    )
+                step, decision, plan_patch, actuation, burst, age_notes = self._act(
+                    waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
+                )
                 notes.extend(age_notes)
         return ReconcileOutcome(
             kind=detection.kind,
@@ -381,6 +371,24 @@ class AgingEngine:
         else:
             step = self._store.mark_skipped(step.key, now, f"{result.outcome.value}: {result.detail}")
         return step, decision, plan.patch, result, burst, notes
+
+    def _act(
+        self,
+        detection: Detection,
+        job_key: str,
+        now: float,
+        predicted_wait_seconds: float | None,
+        wait_limit_seconds: float | None,
+    ) -> tuple[
+        AgingStep | None, AgingDecision, WorkloadPatch | None, ActuationResult | None, BurstRecord | None, list[str]
+    ]:
+        """A waiting Workload: its band level (band policies, no stored step) or its aging step."""
+        if self._band is not None:
+            decision, patch, actuation, burst, notes = self._level(
+                detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
+            )
+            return None, decision, patch, actuation, burst, notes
+        return self._age(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
 
     def _burst(
         self,

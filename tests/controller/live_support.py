@@ -23,6 +23,7 @@ from sky_kueue.controller.live import Controller, ControllerSettings, Recorder
 from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.sandbox.apiserver.clock import ManualClock
+from sky_kueue.sandbox.apiserver.events import EventType
 from sky_kueue.sandbox.apiserver.watch import Watcher
 from sky_kueue.sandbox.sandbox import Sandbox
 from sky_kueue.sandbox.seed import seed_setup
@@ -35,6 +36,24 @@ TEST_LEASE = {"lease_duration_seconds": 15.0, "renew_deadline_seconds": 10.0, "r
 USER_HASH = "fcd1e5cf"
 #: The controller's requests carry this User-Agent (as ``controller run`` sets it).
 CONTROLLER_USER_AGENT = "sky-kueue-controller"
+
+
+def updates(events: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(previous version, new version) of every Workload update a watch delivered."""
+    previous: dict[str, dict[str, Any]] = {}
+    pairs = []
+    for event in events:
+        new = event.obj
+        old = previous.get(new["metadata"]["uid"])
+        previous[new["metadata"]["uid"]] = new
+        if old is not None and event.type is EventType.MODIFIED:
+            pairs.append((old, new))
+    return pairs
+
+
+def held_quota(obj: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
+    return conditions.get("QuotaReserved") == "True"
 
 
 def demo_aging(**overrides: Any) -> AgingSettings:

@@ -17,7 +17,7 @@ import pytest
 
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings, SettingsError
 
-from .live_support import WORKLOADS, group_pod, live_sandbox
+from .live_support import WORKLOADS, group_pod, held_quota, live_sandbox, updates
 from .test_live_actuators import _run
 
 DEV = 100
@@ -25,19 +25,12 @@ DEV = 100
 
 def _level_writes(events: list[Any]) -> list[tuple[str, int, bool]]:
     """(workload, new spec.priority, was it holding quota) for every spec.priority change in team-b."""
-    previous: dict[str, dict[str, Any]] = {}
-    writes = []
-    for event in events:
-        new = event.obj
-        old = previous.get(new["metadata"]["uid"])
-        previous[new["metadata"]["uid"]] = new
-        if old is None or old["spec"].get("priority") == new["spec"].get("priority"):
-            continue
-        if new["metadata"]["namespace"] != "team-b":
-            continue  # team-a's prod jobs get their own class's levels (992 waiting, 1000 admitted)
-        conditions = {c["type"]: c["status"] for c in (old.get("status") or {}).get("conditions") or []}
-        writes.append((new["metadata"]["name"], new["spec"]["priority"], conditions.get("QuotaReserved") == "True"))
-    return writes
+    return [
+        (new["metadata"]["name"], new["spec"]["priority"], held_quota(old))
+        for old, new in updates(events)
+        # team-a's prod jobs get their own class's levels (992 waiting, 1000 admitted)
+        if new["metadata"]["namespace"] == "team-b" and old["spec"].get("priority") != new["spec"].get("priority")
+    ]
 
 
 @pytest.mark.parametrize(
