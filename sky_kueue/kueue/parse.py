@@ -24,7 +24,7 @@ from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue import quantity, resources
+from sky_kueue.kueue import quantity, resources, schema
 from sky_kueue.kueue.errors import ModelError
 
 KUEUE_GROUP = kueue_api.KUEUE_GROUP
@@ -587,7 +587,9 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
         if kind == "Namespace":
             if api_version != "v1":
                 raise ModelError(f"{where}: apiVersion {api_version!r}: expected v1")
+            schema.check_document(kind, doc, where)
             ns = parse_namespace(doc)
+            _unique(state.namespaces, ns.name, where)
             state.namespaces[ns.name] = ns
             continue
         if kind not in KUEUE_KINDS:
@@ -599,6 +601,7 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
             raise ModelError(
                 f"{where}: apiVersion {api_version!r}: expected {KUEUE_GROUP}/v1beta2 or {KUEUE_GROUP}/v1beta1"
             )
+        schema.check_document(kind, doc, where)
         if kind == "ResourceFlavor":
             rf = parse_resource_flavor(doc)
             _unique(state.resource_flavors, rf.name, where)
