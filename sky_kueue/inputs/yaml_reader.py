@@ -104,15 +104,17 @@ class _StrictConstructorLoader(_BaseLoader):  # type: ignore[misc,valid-type]
     """The safe loader with scalar constructors that fail with a location, not ``ValueError``."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    if key_node.value in seen:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key_node.value!r}", key_node.start_mark
-                        )
-                    seen.add(key_node.value)
+        if isinstance(node, yaml.MappingNode) and len(node.value) > 1:
+            keys = [key.value for key, _ in node.value if type(key) is yaml.ScalarNode]
+            if len(set(keys)) != len(keys):
+                seen: set[str] = set()
+                for key, _ in node.value:
+                    if type(key) is yaml.ScalarNode and key.tag != "tag:yaml.org,2002:merge":
+                        if key.value in seen:
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"duplicate key {key.value!r}", key.start_mark
+                            )
+                        seen.add(key.value)
         return super().construct_mapping(node, deep=deep)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue import quantity, resources, schema
+from sky_kueue.kueue import quantity, resources, schema, validation
 from sky_kueue.kueue.errors import ModelError
 
 KUEUE_GROUP = kueue_api.KUEUE_GROUP
@@ -625,6 +625,10 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
         elif kind == "Workload":
             workload_docs.append(doc)
         # AdmissionCheck objects are accepted but not modelled.
+    depth_errors = validation.cohort_depth_errors(state)
+    if depth_errors:
+        # Checked here, at the boundary, because every later walk of the tree is per level.
+        raise ModelError(depth_errors[0])
     for doc in workload_docs:
         wl = parse_workload(doc, state.priority_classes)
         _unique(state.workloads, wl.key, _where("Workload", _mapping(doc.get("metadata"), "Workload", "metadata")))
