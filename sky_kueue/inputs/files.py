@@ -51,19 +51,19 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file", max_bytes: int 
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file; give a {what}") from None
+        raise InputError(os.fspath(path), f"no such file; give a {what}") from None
     except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
+        raise InputError(os.fspath(path), "permission denied") from None
     except IsADirectoryError:
-        raise InputError(f"{path}: is a directory; give a {what}") from None
+        raise InputError(os.fspath(path), f"is a directory; give a {what}") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot open: {exc.strerror or exc}") from None
+        raise InputError(os.fspath(path), f"cannot open: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{path}: is {_kind_of(info.st_mode)}; give a {what}")
+            raise InputError(os.fspath(path), f"is {_kind_of(info.st_mode)}; give a {what}")
         if info.st_size > max_bytes:
-            raise InputError(f"{path}: {info.st_size} bytes is larger than the {max_bytes} accepted")
+            raise InputError(os.fspath(path), f"{info.st_size} bytes is larger than the {max_bytes} accepted")
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -72,10 +72,10 @@ def read_bytes(path: str | os.PathLike[str], what: str = "file", max_bytes: int 
                 break
             total += len(chunk)
             if total > max_bytes:
-                raise InputError(f"{path}: larger than the {max_bytes} bytes accepted")
+                raise InputError(os.fspath(path), f"larger than the {max_bytes} bytes accepted")
             chunks.append(chunk)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise InputError(os.fspath(path), f"cannot read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -90,7 +90,7 @@ def decode_text(data: bytes, source: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{source}: not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8") from None
+        raise InputError(source, f"not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8") from None
 
 
 def read_text(path: str | os.PathLike[str], what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:

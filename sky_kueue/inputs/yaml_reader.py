@@ -58,7 +58,8 @@ def check_limits(text: str, source: str) -> None:
                 depth += 1
                 if depth > MAX_YAML_DEPTH:
                     raise InputError(
-                        f"{source}: nested deeper than {MAX_YAML_DEPTH} levels{_where(event.start_mark)}"
+                        source,
+                        f"nested deeper than {MAX_YAML_DEPTH} levels{_where(event.start_mark)}"
                     )
                 nodes += 1
                 open_anchors.append((event.anchor, nodes))
@@ -74,18 +75,20 @@ def check_limits(text: str, source: str) -> None:
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:
-                    raise InputError(f"{source}: more than {MAX_YAML_ALIASES} YAML aliases{_where(event.start_mark)}")
+                    raise InputError(source, f"more than {MAX_YAML_ALIASES} YAML aliases{_where(event.start_mark)}")
                 size = sizes.get(event.anchor) if event.anchor is not None else None
                 if size is None:
                     raise InputError(
-                        f"{source}: alias *{event.anchor} refers to an undefined or enclosing anchor"
+                        source,
+                        f"alias *{event.anchor} refers to an undefined or enclosing anchor"
                         f"{_where(event.start_mark)}"
                     )
                 expanded += size
                 nodes += size
                 if expanded > MAX_YAML_ALIAS_EXPANSION_NODES:
                     raise InputError(
-                        f"{source}: YAML aliases expand to more than {MAX_YAML_ALIAS_EXPANSION_NODES} nodes"
+                        source,
+                        f"YAML aliases expand to more than {MAX_YAML_ALIAS_EXPANSION_NODES} nodes"
                         f"{_where(event.start_mark)}"
                     )
             elif isinstance(event, yaml.DocumentStartEvent):
@@ -97,7 +100,8 @@ def check_limits(text: str, source: str) -> None:
 def _syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["parse error"])[0]
-    return InputError(f"{source}: invalid YAML{_where(mark)}: {problem}")
+    line = mark.line + 1 if mark is not None else None
+    return InputError(source, f"invalid YAML{_where(mark)}: {problem}", line, f"not valid YAML: {problem}")
 
 
 class _StrictConstructorLoader(_BaseLoader):  # type: ignore[misc,valid-type]
@@ -160,5 +164,5 @@ def load_one(text: str, source: str = "<input>") -> Any:
     """
     documents = load_all(text, source)
     if len(documents) > 1:
-        raise InputError(f"{source}: expected one YAML document, found {len(documents)}")
+        raise InputError(source, f"expected one YAML document, found {len(documents)}")
     return documents[0] if documents else None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
@@ -452,7 +452,9 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
 
 # --- header ---------------------------------------------------------------------------
 
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+#: Longest duration accepted (Go's time.Duration is int64 nanoseconds: about 292 years).
+MAX_DURATION_SECONDS = Decimal(2**63 - 1) / Decimal(10**9)
+_DURATION_RE = re.compile(r"([0-9]{1,30}(?:\.[0-9]{1,30})?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS_SECONDS = {
     "ns": Decimal("1e-9"),
     "us": Decimal("1e-6"),
@@ -480,6 +482,8 @@ def parse_duration_seconds(text: str) -> Decimal:
             raise ModelError(f"invalid duration {text!r}")
         total += Decimal(match.group(1)) * _DURATION_UNITS_SECONDS[match.group(2)]
         pos = match.end()
+        if total > MAX_DURATION_SECONDS:
+            raise ModelError(f"invalid duration {text[:40]!r}: longer than {MAX_DURATION_SECONDS} seconds")
     return total
 
 
@@ -540,9 +544,12 @@ def _parse_afs(params: list[str]) -> o.AdmissionFairSharingConfig:
             if not sep:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: expected resource:weight")
             try:
-                weights[res] = Decimal(weight)
-            except InvalidOperation as exc:
+                value = quantity.parse_quantity(weight)
+            except quantity.QuantityError as exc:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: invalid weight") from exc
+            if value < 0:
+                raise ModelError(f"admissionFairSharing resourceWeights {item!r}: must be 0 or more")
+            weights[res] = value
     return o.AdmissionFairSharingConfig(
         usage_half_life_seconds=parse_duration_seconds(values.get("usageHalfLifeTime", "0s")),
         usage_sampling_interval_seconds=parse_duration_seconds(values.get("usageSamplingInterval", "5m")),
