@@ -104,7 +104,7 @@ def _syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
     return InputError(source, f"invalid YAML{_where(mark)}: {problem}", line, f"not valid YAML: {problem}")
 
 
-class _StrictConstructorLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+class _StrictConstructorLoader(_BaseLoader):
     """The safe loader with scalar constructors that fail with a location, not ``ValueError``."""
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:

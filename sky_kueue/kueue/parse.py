@@ -544,12 +544,12 @@ def _parse_afs(params: list[str]) -> o.AdmissionFairSharingConfig:
             if not sep:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: expected resource:weight")
             try:
-                value = quantity.parse_quantity(weight)
+                weight_value = quantity.parse_quantity(weight)
             except quantity.QuantityError as exc:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: invalid weight") from exc
-            if value < 0:
+            if weight_value < 0:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: must be 0 or more")
-            weights[res] = value
+            weights[res] = weight_value
     return o.AdmissionFairSharingConfig(
         usage_half_life_seconds=parse_duration_seconds(values.get("usageHalfLifeTime", "0s")),
         usage_sampling_interval_seconds=parse_duration_seconds(values.get("usageSamplingInterval", "5m")),
