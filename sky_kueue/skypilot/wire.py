@@ -26,6 +26,7 @@ import yaml
 
 from sky_kueue.inputs import yaml_reader
 from sky_kueue.inputs.errors import InputError
+from sky_kueue.skypilot import task_schema
 from sky_kueue.skypilot.request import PolicyRequest, RequestOptions, UserIdentity
 
 
@@ -71,7 +72,13 @@ def decode_request(body: bytes) -> PolicyRequest:
     task = _yaml_mapping(_required_str(inner, "task"), "task")
     if not task:
         raise WireError("'task' is empty")
+    problem = task_schema.task_problem(task)
+    if problem is not None:
+        raise WireError(f"'task' is not a valid SkyPilot task: {problem}")
     skypilot_config = _yaml_mapping(_optional_str(inner, "skypilot_config"), "skypilot_config")
+    problem = task_schema.config_problem(skypilot_config)
+    if problem is not None:
+        raise WireError(f"'skypilot_config' is not a valid SkyPilot config: {problem}")
     request_name = _required_str(inner, "request_name").strip()
     if not request_name:
         raise WireError("'request_name' is empty")
