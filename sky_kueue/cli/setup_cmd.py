@@ -30,7 +30,7 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
     "--teams",
     "teams_path",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="The compact team spec (see configs/teams.yaml).",
 )
 @click.option(

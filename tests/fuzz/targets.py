@@ -68,8 +68,11 @@ def run_cli(args: list[str]) -> Outcome:
     """Run ``sky-kueue ARGS`` in-process."""
     runner = CliRunner(mix_stderr=False)
     started = time.perf_counter()
-    with time_limit(MUTANT_TIME_LIMIT_SECONDS):
-        result = runner.invoke(cli, args, catch_exceptions=True)
+    try:
+        with time_limit(MUTANT_TIME_LIMIT_SECONDS):
+            result = runner.invoke(cli, args, catch_exceptions=True)
+    except MutantTimeout as timeout:
+        return Outcome(-1, "", "", timeout, time.perf_counter() - started)
     exception = result.exception if not isinstance(result.exception, SystemExit) else None
     return Outcome(result.exit_code, result.stdout, result.stderr, exception, time.perf_counter() - started)
 
