@@ -181,5 +181,3 @@ def test_policy_server_request_body(policy_server: PolicyServer) -> None:
         if found is not None:
             problems.append(f"#{index} [{mutant.label}] ({'valid' if mutant.valid else 'invalid'}): {found}")
     assert_clean(problems, tally)
-
-
