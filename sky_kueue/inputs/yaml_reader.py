@@ -97,9 +97,17 @@ def check_limits(text: str, source: str) -> None:
         raise _syntax_error(exc, source) from None
 
 
+#: libyaml's scanner has its own flow-nesting limit (1,000), which it may reach while reading
+#: ahead of the events this module checks; its message is replaced by ours, so a deep input
+#: gets one message whichever check sees it first.
+_LIBYAML_DEPTH_PROBLEM = "exceeded maximum nesting depth"
+
+
 def _syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["parse error"])[0]
+    if problem == _LIBYAML_DEPTH_PROBLEM:
+        return InputError(source, f"nested deeper than {MAX_YAML_DEPTH} levels{_where(mark)}")
     line = mark.line + 1 if mark is not None else None
     return InputError(source, f"invalid YAML{_where(mark)}: {problem}", line, f"not valid YAML: {problem}")
 

@@ -30,7 +30,7 @@ SNAPSHOT_CASES = {
     "requests-is-a-list": "requests: expected a mapping",
     "timestamp-out-of-range": "invalid timestamp",
     "integer-4301-digits": "invalid integer",
-    "nesting-1000-deep": "nest",
+    "nesting-1000-deep": "nested deeper than",
     "quantity-1e999999": "larger than",
     "decimal-overflow": "larger than",
     "billion-laughs": "aliases",
