@@ -57,10 +57,7 @@ def check_limits(text: str, source: str) -> None:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_YAML_DEPTH:
-                    raise InputError(
-                        source,
-                        f"nested deeper than {MAX_YAML_DEPTH} levels{_where(event.start_mark)}"
-                    )
+                    raise InputError(source, f"nested deeper than {MAX_YAML_DEPTH} levels{_where(event.start_mark)}")
                 nodes += 1
                 open_anchors.append((event.anchor, nodes))
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
@@ -80,8 +77,7 @@ def check_limits(text: str, source: str) -> None:
                 if size is None:
                     raise InputError(
                         source,
-                        f"alias *{event.anchor} refers to an undefined or enclosing anchor"
-                        f"{_where(event.start_mark)}"
+                        f"alias *{event.anchor} refers to an undefined or enclosing anchor{_where(event.start_mark)}",
                     )
                 expanded += size
                 nodes += size
@@ -89,7 +85,7 @@ def check_limits(text: str, source: str) -> None:
                     raise InputError(
                         source,
                         f"YAML aliases expand to more than {MAX_YAML_ALIAS_EXPANSION_NODES} nodes"
-                        f"{_where(event.start_mark)}"
+                        f"{_where(event.start_mark)}",
                     )
             elif isinstance(event, yaml.DocumentStartEvent):
                 sizes.clear()
