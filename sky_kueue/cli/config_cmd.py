@@ -11,7 +11,7 @@ from sky_kueue.skypilot.config import ConfigError, load_config
 
 
 @click.command("check-config")
-@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("config_path", type=click.Path(path_type=Path))
 def check_config(config_path: Path) -> None:
     """Validate CONFIG_PATH; print one line per team, or one error line and exit 2."""
     try:

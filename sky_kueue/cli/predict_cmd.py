@@ -35,7 +35,7 @@ TAKEN_AT_HEADER = "taken at:"
 @click.option(
     "--snapshot",
     "snapshot",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     required=False,
     help="Multi-document YAML of Kueue objects (as `kubectl get -o yaml` prints them).",
 )
@@ -51,14 +51,14 @@ TAKEN_AT_HEADER = "taken at:"
     "--add",
     "add",
     multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="A hypothetical pending Workload to add (what-if); repeatable.",
 )
 @click.option(
     "--task",
     "tasks",
     multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="A SkyPilot task YAML to add as the pod-group Workload it would create; repeatable.",
 )
 @click.option(

@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, WorkloadDemand
@@ -78,12 +78,13 @@ def load_manifests(paths: Iterable[str]) -> list[dict[str, Any]]:
     documents: list[dict[str, Any]] = []
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-            loaded = list(yaml.safe_load_all(text))
-        except OSError as exc:
-            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+            text = files.read_text(path, "YAML manifest")
+        except InputError as exc:
+            raise ManifestError(f"{path}: cannot read: {exc.reason}") from None
+        try:
+            loaded = yaml_reader.load_all(text, str(path))
+        except InputError as exc:
+            raise ManifestError(str(exc)) from None
         documents.extend(doc for doc in loaded if isinstance(doc, dict))
     return documents
 

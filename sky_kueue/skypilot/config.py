@@ -30,10 +30,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeInt,
-    PositiveInt,
     ValidationError,
 )
+
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 
 #: Environment variable naming the plugin config file for the in-process admin policy.
 CONFIG_ENV_VAR = "SKY_KUEUE_CONFIG"
@@ -116,7 +117,13 @@ DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
 BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
-AdmissionTimeoutSeconds = Annotated[int, AfterValidator(_admission_timeout)]
+#: Kubernetes' priorities (and Kueue's priority values) are 32-bit; counts of seconds and
+#: GPUs are bounded the same way so no later arithmetic (timedelta, float) can overflow.
+INT32_MAX = 2**31 - 1
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+BoundedCount = Annotated[int, Field(ge=0, le=INT32_MAX)]
+BoundedPositive = Annotated[int, Field(gt=0, le=INT32_MAX)]
+AdmissionTimeoutSeconds = Annotated[int, Field(le=INT32_MAX), AfterValidator(_admission_timeout)]
 
 
 class _Section(BaseModel):
@@ -163,8 +170,8 @@ class TeamLimits(_Section):
         max_cpus: most CPUs one job may request.
     """
 
-    max_gpus: NonNegativeInt | None = None
-    max_cpus: Decimal | None = Field(default=None, ge=0)
+    max_gpus: BoundedCount | None = None
+    max_cpus: Decimal | None = Field(default=None, ge=0, le=2**63 - 1)
 
 
 class BurstSettings(_Section):
@@ -178,7 +185,7 @@ class BurstSettings(_Section):
             false, every task of the team may burst unless labeled ``"false"``.
     """
 
-    max_queue_wait_seconds: PositiveInt
+    max_queue_wait_seconds: BoundedPositive
     clouds: tuple[BurstInfra, ...] = Field(min_length=1)
     opt_in: bool = False
 
@@ -276,7 +283,7 @@ class PluginConfig(_Section):
 
     version: Literal[1] = 1
     kubernetes: KubernetesSettings = KubernetesSettings()
-    priority_classes: dict[DnsSubdomain, int] = Field(default_factory=dict)
+    priority_classes: dict[DnsSubdomain, Int32] = Field(default_factory=dict)
     teams: dict[DnsLabel, TeamConfig] = Field(min_length=1)
     aging: AgingSettings = AgingSettings()
     policy: PolicySettings = PolicySettings()
@@ -345,9 +352,9 @@ def load_config(path: str | os.PathLike[str]) -> PluginConfig:
     """
     source = os.fspath(path)
     try:
-        text = Path(source).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
+        text = files.read_text(source, "YAML config file")
+    except InputError as exc:
+        raise ConfigError(source, "", f"cannot read the config file: {exc.reason}") from None
     config = parse_config(text, source)
     base = Path(source).resolve().parent
     manifests = tuple(str((base / m).resolve()) for m in config.cluster.manifests)
@@ -372,12 +379,9 @@ def parse_config(text: str, source: str = "<memory>") -> PluginConfig:
         ConfigError: the text is not YAML or fails validation.
     """
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(source, "", f"not valid YAML: {problem}", line) from None
+        data = yaml_reader.load_one(text, source)
+    except InputError as exc:
+        raise ConfigError(source, "", exc.problem, exc.line) from None
     if not isinstance(data, dict):
         raise ConfigError(source, "", "the config must be a YAML mapping with a 'teams' key")
     return validate_config(data, source, text)
