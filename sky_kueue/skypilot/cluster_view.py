@@ -431,6 +431,10 @@ class ModelClusterView:
         if verdict is None:
             return AdmissionVerdict(AdmissionOutcome.UNKNOWN, "the Kueue model returned no verdict")
         translated = _translate(verdict, model_predictor.VerdictKind)
+        if translated.preempts:
+            victims = [state.workloads[key] for key in translated.preempts if key in state.workloads]
+            if victims:
+                translated = dataclasses.replace(translated, preempted_priority=max(wl.priority for wl in victims))
         if translated.outcome is AdmissionOutcome.WAIT:
             from sky_kueue.kueue import eta as model_eta
 
