@@ -248,3 +248,31 @@ def test_launch_dry_run_finds_the_cluster_through_kubeconfig_alone(
             "ordered": True,
         }
     ]
+
+
+def test_queue_shows_every_context_side_by_side(clusters: Clusters) -> None:
+    from click.testing import CliRunner
+
+    from sky_kueue.cli.main import cli
+
+    fill(clusters.a)
+    base = ["queue", "--kubeconfig", str(clusters.kubeconfig)]
+    listed = CliRunner().invoke(cli, [*base, "--all-contexts", "-o", "json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.output)["clusters"]
+    assert [r["context"] for r in rows] == [CONTEXT_A, CONTEXT_B]
+    admitted = {r["context"]: sum(len(cq["admitted"]) for cq in r["view"]["clusterQueues"]) for r in rows if r["view"]}
+    assert admitted == {CONTEXT_A: 2, CONTEXT_B: 0}
+
+    text = CliRunner().invoke(cli, [*base, "--context", CONTEXT_A, "--context", CONTEXT_B, "--no-predict"])
+    assert text.exit_code == 0, text.output
+    assert f"context {CONTEXT_A}" in text.output and f"context {CONTEXT_B}" in text.output
+
+    clusters.a.stop()
+    partial = CliRunner().invoke(cli, [*base, "--all-contexts", "-o", "json", "--no-predict"])
+    assert partial.exit_code == 0, partial.output
+    rows = json.loads(partial.output)["clusters"]
+    assert rows[0]["view"] is None and rows[0]["error"]
+    assert rows[1]["view"] is not None
+    refused = CliRunner().invoke(cli, [*base, "--all-contexts", "--watch"])
+    assert refused.exit_code == 2
