@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"failover {failover:>7.0f}s seed {seed}: p95 {fixed['p95_wait_s']:>9.0f}s fixed / "
                 f"{predicted['p95_wait_s']:>7.0f}s predicted (ratio {ratio}); max {fixed['max_wait_s']:.0f} / "
                 f"{predicted['max_wait_s']:.0f}; utilisation fixed {fixed['utilisation']} predicted "
-                f"{predicted['utilisation']}",
+                f"{predicted['utilisation']}; goodput {fixed['goodput']} / {predicted['goodput']}; "
+                f"preemptions {fixed['preemptions']} / {predicted['preemptions']}",
                 file=sys.stderr,
             )
     document = {"jobs": jobs, "load": LOAD, "clusters": CLUSTERS, "goal_p95_ratio": GOAL_P95_RATIO, "runs": runs}

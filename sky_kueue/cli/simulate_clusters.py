@@ -65,12 +65,15 @@ def run(
     click.echo(
         f"{clusters} clusters, policy {data['policy']}, failover after {data['failover_after_s']:.0f}s in one queue"
     )
-    click.echo(f"{'placement':<12} {'p50 wait':>10} {'p95 wait':>10} {'max wait':>10}  utilisation per cluster")
+    click.echo(
+        f"{'placement':<12} {'p50 wait':>10} {'p95 wait':>10} {'max wait':>10} {'goodput':>8} {'preempt':>8}  "
+        "utilisation per cluster"
+    )
     for row in data["runs"]:  # type: ignore[attr-defined]
         util = " / ".join(f"{u:.1%}" for u in row["utilisation"])
         click.echo(
-            f"{row['strategy']:<12} {row['p50_wait_s']:>9.0f}s {row['p95_wait_s']:>9.0f}s {row['max_wait_s']:>9.0f}s  "
-            f"{util}"
+            f"{row['strategy']:<12} {row['p50_wait_s']:>9.0f}s {row['p95_wait_s']:>9.0f}s {row['max_wait_s']:>9.0f}s "
+            f"{row['goodput']:>8.1%} {row['preemptions']:>8}  {util}"
         )
     ratios = data["fixed_over_predicted"]
     click.echo(f"fixed order / predicted: {ratios}")

@@ -308,6 +308,9 @@ class PlacementRun:
         utilisation: GPU utilisation per cluster over the loaded period (0..1).
         first_choice: jobs whose first choice was each cluster.
         failovers: launches moved to the next cluster after the admission timeout.
+        goodput: GPU-seconds of runs that were not preempted over the fleet's capacity in the
+            loaded period (utilisation counts preempted runs too, which are thrown away).
+        preemptions: preemptions over all jobs.
         run: the underlying run.
     """
 
@@ -318,6 +321,8 @@ class PlacementRun:
     utilisation: tuple[float, ...]
     first_choice: tuple[int, ...]
     failovers: int
+    goodput: float
+    preemptions: int
     run: RunResult = field(repr=False)
 
     def to_json(self) -> dict[str, object]:
@@ -329,6 +334,8 @@ class PlacementRun:
             "utilisation": [round(u, 4) for u in self.utilisation],
             "first_choice": list(self.first_choice),
             "failovers": self.failovers,
+            "goodput": round(self.goodput, 4),
+            "preemptions": self.preemptions,
             "wall_s": round(self.run.wall_s, 2),
         }
 
@@ -363,5 +370,11 @@ def run_placement(
         utilisation=tuple(sim.utilisation()),
         first_choice=tuple(sim.first_choice),
         failovers=sim.failovers,
+        goodput=(
+            result.useful_gpu_s / (result.gpu_capacity * result.window_s)
+            if result.gpu_capacity and result.window_s
+            else 0.0
+        ),
+        preemptions=sum(job.preemptions for job in result.jobs),
         run=result,
     )
