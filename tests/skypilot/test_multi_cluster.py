@@ -276,3 +276,26 @@ def test_queue_shows_every_context_side_by_side(clusters: Clusters) -> None:
     assert rows[1]["view"] is not None
     refused = CliRunner().invoke(cli, [*base, "--all-contexts", "--watch"])
     assert refused.exit_code == 2
+
+
+def test_a_queue_set_in_a_context_scope_cannot_beat_the_teams_queue(sky_env: SkyEnv) -> None:
+    """SkyPilot resolves the queue per context, and a context scope of the config beats a
+    task's own ``config:`` (``_get_effective_scoped_config_value``); the policy therefore
+    rewrites the queue where such a scope sets one, in the config the job is launched with."""
+    from sky import skypilot_config
+    from sky.server.requests.request_names import AdminPolicyRequestName
+    from sky.utils import admin_policy_utils
+
+    from tests.skypilot.builders import CONTEXT
+
+    legacy = skypilot_config.to_dict()
+    legacy.set_nested(("kubernetes", "context_configs", CONTEXT, "quota", "queue"), "someone-elses-lq")
+    with skypilot_config.replace_skypilot_config(legacy):
+        sky_task = sky_env.sky.Task.from_yaml_config(task(team="team-b"))
+        dag, mutated = admin_policy_utils.apply(sky_task, request_name=AdminPolicyRequestName("jobs.launch"))
+    resources = list(dag.tasks[0].resources)[0]
+    with skypilot_config.replace_skypilot_config(mutated):
+        queue = skypilot_config.get_effective_queue_name(
+            "kubernetes", region=CONTEXT, override_configs=resources.cluster_config_overrides
+        )
+    assert queue == "team-b-lq"
