@@ -234,7 +234,7 @@ class LiveClusterView:
         unreachable = ContextHealth.UNREACHABLE
         if self._mirror is None:
             if now < self._next_attempt:
-                return self._offline("not connected; retrying"), unreachable, f"{self._label} is not reachable"
+                return self._offline("not connected; retrying"), unreachable, "cannot be reached (retrying)"
             first = self._next_attempt == 0.0
             try:
                 self._mirror = _live_mirror(
@@ -243,7 +243,7 @@ class LiveClusterView:
             except MirrorError as exc:
                 self._next_attempt = now + LIVE_RECONNECT_INTERVAL_SECONDS
                 logger.warning("sky-kueue: %s unavailable (%s); using the offline view", self._label, exc)
-                return self._offline("unreachable"), unreachable, f"unreachable ({exc})"
+                return self._offline("unreachable"), unreachable, f"cannot be reached: {exc}"
         if not self._mirror.synced:
             detail = f"its mirror did not sync within {LIVE_SYNC_TIMEOUT_SECONDS:.0f}s"
             return self._offline("syncing"), ContextHealth.NOT_SYNCED, detail
@@ -252,7 +252,7 @@ class LiveClusterView:
             # cluster that is gone. One cheap request tells a dropped stream from a dead server.
             problem = _probe(self._mirror)
             if problem is not None:
-                return self._offline("unreachable"), unreachable, f"unreachable ({problem})"
+                return self._offline("unreachable"), unreachable, f"cannot be reached: {problem}"
             self._errors_seen = self._mirror.error_count
         try:
             kueue_config = (

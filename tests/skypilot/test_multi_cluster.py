@@ -166,7 +166,7 @@ def test_the_launch_goes_to_the_cluster_that_admits_now_and_follows_the_clusters
         (CONTEXT_B, "wait"),
         (CONTEXT_A, "unreachable"),
     ]
-    assert any(note.startswith(f"context {CONTEXT_A} skipped: unreachable") for note in decision.notes)
+    assert any(note.startswith(f"context {CONTEXT_A} skipped: cannot be reached") for note in decision.notes)
 
 
 def test_skypilot_applies_the_policy_and_parses_the_ranked_task(
@@ -293,7 +293,7 @@ def test_a_queue_set_in_a_context_scope_cannot_beat_the_teams_queue(sky_env: Sky
     with skypilot_config.replace_skypilot_config(legacy):
         sky_task = sky_env.sky.Task.from_yaml_config(task(team="team-b"))
         dag, mutated = admin_policy_utils.apply(sky_task, request_name=AdminPolicyRequestName("jobs.launch"))
-    resources = list(dag.tasks[0].resources)[0]
+    resources = next(iter(dag.tasks[0].resources))
     with skypilot_config.replace_skypilot_config(mutated):
         queue = skypilot_config.get_effective_queue_name(
             "kubernetes", region=CONTEXT, override_configs=resources.cluster_config_overrides
