@@ -289,9 +289,13 @@ class LiveContextViews:
 
     Why per context: each cluster runs its own Kueue; the mirrors are shared per
     (kubeconfig, context) by the process (:func:`_live_mirror`), so a policy server and the
-    launch CLI hold one watch set per cluster however many teams use it. A plugin config that
-    names ``cluster.context`` and gives no team several clusters keeps its meaning: that
-    context is the one watched, whatever name SkyPilot knows the cluster by.
+    launch CLI hold one watch set per cluster however many teams use it.
+
+    A single-cluster plugin config (no team lists ``clusters``, at most one context in
+    ``kubernetes.contexts``) keeps its meaning: its context is watched as ``cluster.context``
+    (default: the kubeconfig's current one), whatever name SkyPilot knows the cluster by.
+    In-cluster credentials reach only the cluster the process runs in, so every context
+    maps to it.
     """
 
     def __init__(
@@ -307,12 +311,23 @@ class LiveContextViews:
         self._clock = clock
         self._lock = threading.Lock()
         self._views: dict[str | None, LiveClusterView] = {}
-        single = not any(team.clusters for team in config.teams.values())
-        self._fixed_context = config.cluster.context if single else None
+        single = not any(team.clusters for team in config.teams.values()) and len(config.kubernetes.contexts) <= 1
+        self._legacy_contexts = (
+            {*config.kubernetes.contexts, config.kubernetes.default_context} - {None} if single else set()
+        )
+        self._in_cluster = kubeconfig is None
+
+    def mirrored_context(self, context: str | None) -> str | None:
+        """The kubeconfig context watched for ``context`` (None: the current one)."""
+        if self._in_cluster:
+            return None
+        if context is None or context in self._legacy_contexts:
+            return self._config.cluster.context
+        return context
 
     def view(self, context: str | None) -> LiveClusterView:
         """The live view of ``context`` (None: the kubeconfig's current context)."""
-        key = self._fixed_context if self._fixed_context is not None else context
+        key = self.mirrored_context(context)
         with self._lock:
             view = self._views.get(key)
             if view is None:

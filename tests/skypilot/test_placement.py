@@ -215,3 +215,18 @@ def test_placement_modules_import_no_io_library() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+
+
+def test_live_views_keep_a_single_cluster_config_on_its_watched_context() -> None:
+    from sky_kueue.skypilot.cluster_view import LiveContextViews
+    from sky_kueue.skypilot.config_view import ConfigClusterView
+
+    single = config(cluster={"context": "admin-name"})
+    views = LiveContextViews(single, "/kubeconfig", ConfigClusterView(single))
+    assert views.mirrored_context("sky-kueue-sandbox") == "admin-name"  # the config's one context
+    assert views.mirrored_context(None) == "admin-name"
+    assert views.mirrored_context("elsewhere") == "elsewhere"  # e.g. from SkyPilot's allowed_contexts
+    assert LiveContextViews(single, None, ConfigClusterView(single)).mirrored_context("x") is None  # in-cluster
+    several = config(kubernetes={"contexts": ["a", "b"]}, teams={"team-b": {"clusters": [{"context": "a"}]}})
+    views = LiveContextViews(several, "/kubeconfig", ConfigClusterView(several))
+    assert (views.mirrored_context("a"), views.mirrored_context("b")) == ("a", "b")
