@@ -299,3 +299,24 @@ def test_a_queue_set_in_a_context_scope_cannot_beat_the_teams_queue(sky_env: Sky
             "kubernetes", region=CONTEXT, override_configs=resources.cluster_config_overrides
         )
     assert queue == "team-b-lq"
+
+
+def test_a_cluster_not_synced_in_time_is_ranked_last_not_dropped(
+    clusters: Clusters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sky_kueue.sandbox.apiserver.faults import FaultKind
+
+    monkeypatch.setattr(cluster_view, "LIVE_SYNC_TIMEOUT_SECONDS", 0.5)
+    clusters.a.inject(FaultKind.DELAY, verb="list", resource="workloads", delay_seconds=3.0)
+    fill(clusters.b)  # B: team-b would wait; A would admit now, once anyone can tell
+    plugin_config = multi_config(clusters.kubeconfig)
+    views = cluster_view.build_views(plugin_config)
+
+    result = team_b_launch(plugin_config, views)
+    ranking = placed(result).ranking.clusters
+    assert [(r.cluster.context, r.outcome) for r in ranking] == [(CONTEXT_B, "wait"), (CONTEXT_A, "unknown")]
+    assert "did not sync" in ranking[1].reason
+    assert [c["infra"] for c in candidates(result.task)] == [f"kubernetes/{CONTEXT_B}", f"kubernetes/{CONTEXT_A}"]
+
+    synced = eventually(lambda: team_b_launch(plugin_config, views), CONTEXT_A)
+    assert placed(synced).verdict.outcome.value == "admit-now"
