@@ -130,20 +130,26 @@ def queue(
 
 
 def _kubeconfig_contexts(kubeconfig: Path | None) -> list[str]:
-    """Every context of the kubeconfig (``$KUBECONFIG``'s files merged, as kubectl does)."""
-    from sky_kueue.mirror import connection
-    from sky_kueue.mirror.errors import KubeconfigError
+    """Every context of the kubeconfig, found and merged as kubectl does (``$KUBECONFIG``)."""
+    import os
 
-    path = str(kubeconfig) if kubeconfig is not None else connection._default_kubeconfig()
-    if path is None:
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    from sky_kueue.skypilot.cluster_discovery import find_kubeconfig
+
+    found = find_kubeconfig(str(kubeconfig) if kubeconfig is not None else None, os.environ, os.path.exists)
+    if found is None or found.path is None:
         errors.fail("--all-contexts needs a kubeconfig: pass --kubeconfig FILE or set $KUBECONFIG", EXIT_BAD_INPUT)
     try:
-        contexts, _current = connection._kubeconfig_contexts(path)
-    except KubeconfigError as exc:
-        errors.fail(str(exc), EXIT_BAD_INPUT)
-    names = [str(c.get("name")) for c in contexts]
+        contexts, _current = kube_config.list_kube_config_contexts(config_file=found.path)
+    except (ConfigException, OSError) as exc:
+        errors.fail(
+            f"kubeconfig {found.path}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'}", EXIT_BAD_INPUT
+        )
+    names = [str(c.get("name")) for c in contexts or []]
     if not names:
-        errors.fail(f"kubeconfig {path} has no contexts", EXIT_BAD_INPUT)
+        errors.fail(f"kubeconfig {found.path} has no contexts", EXIT_BAD_INPUT)
     return names
 
 
