@@ -230,3 +230,20 @@ def test_live_views_keep_a_single_cluster_config_on_its_watched_context() -> Non
     several = config(kubernetes={"contexts": ["a", "b"]}, teams={"team-b": {"clusters": [{"context": "a"}]}})
     views = LiveContextViews(several, "/kubeconfig", ConfigClusterView(several))
     assert (views.mirrored_context("a"), views.mirrored_context("b")) == ("a", "b")
+
+
+def test_a_cluster_where_the_task_never_fits_is_left_out_and_the_other_placed() -> None:
+    views = PerContext(
+        {"a": verdict(AdmissionOutcome.NEVER_FITS), "b": verdict(AdmissionOutcome.WAIT, expected_wait_seconds=60)}, {}
+    )
+    for v in views.views.values():
+        v.queues = {("team-b", q): _facts(q) for q in ("team-b-lq", "team-b-remote")}
+    decision = decide(request(task(team="team-b")), TWO, views)
+    assert isinstance(decision, Placement)
+    assert [(r.cluster.context, r.outcome) for r in decision.ranking.clusters] == [("b", "wait"), ("a", "never-fits")]
+    assert [t.context for t in decision.targets] == ["b"]
+    everywhere = PerContext({c: verdict(AdmissionOutcome.NEVER_FITS) for c in ("a", "b")}, {})
+    for v in everywhere.views.values():
+        v.queues = views.views["a"].queues
+    rejected = decide(request(task(team="team-b")), TWO, everywhere)
+    assert isinstance(rejected, Rejection) and rejected.code is RejectionCode.EXCEEDS_CAPACITY
