@@ -347,6 +347,10 @@ class PluginConfig(_Section):
                 ``kubernetes.allowed_contexts``), used only when neither the team nor
                 ``kubernetes`` names a context.
 
+        A team that names no context runs on the one context the config implies (its
+        ``default_context``, or the only entry of ``contexts``), else on every entry of
+        ``kubernetes.contexts``, else on every discovered context, else on the default one.
+
         Returns:
             One entry per cluster; a single entry with context None means "the default
             context" (as before several clusters existed).
@@ -363,8 +367,9 @@ class PluginConfig(_Section):
                 for c in team.clusters
             )
         context = self.context_for(team)
-        if context is None and discovered:
-            return tuple(TeamCluster(ctx, team.namespace, team.local_queue, allowed) for ctx in discovered)
+        pool = self.kubernetes.contexts or discovered
+        if context is None and pool:
+            return tuple(TeamCluster(ctx, team.namespace, team.local_queue, allowed) for ctx in pool)
         return (TeamCluster(context, team.namespace, team.local_queue, allowed),)
 
     def context_for(self, team: TeamConfig) -> str | None:

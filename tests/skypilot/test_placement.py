@@ -247,3 +247,12 @@ def test_a_cluster_where_the_task_never_fits_is_left_out_and_the_other_placed() 
         v.queues = views.views["a"].queues
     rejected = decide(request(task(team="team-b")), TWO, everywhere)
     assert isinstance(rejected, Rejection) and rejected.code is RejectionCode.EXCEEDS_CAPACITY
+
+
+def test_a_team_without_a_context_runs_on_every_configured_context_unless_one_is_the_default() -> None:
+    pool = config(kubernetes={"contexts": ["a", "b"]})
+    decision = decide(request(task(team="team-b")), pool)
+    assert isinstance(decision, Placement) and [t.context for t in decision.targets] == ["a", "b"]
+    pinned = config(kubernetes={"contexts": ["a", "b"], "default_context": "b"})
+    decision = decide(request(task(team="team-b")), pinned)
+    assert isinstance(decision, Placement) and [t.context for t in decision.targets] == ["b"]
