@@ -89,14 +89,15 @@ def write_kubeconfig(path: Path, servers: dict[str, str]) -> Path:
 @pytest.fixture
 def clusters(tmp_path: Path) -> Iterator[Clusters]:
     clock = ManualClock(datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.timezone.utc))
-    with Sandbox(clock=clock, run_emulator=False) as a, Sandbox(clock=clock, run_emulator=False) as b:
-        for box in (a, b):
-            box.apply(SEED_SETUP)
-        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", {CONTEXT_A: a.url, CONTEXT_B: b.url})
-        try:
+    try:
+        with Sandbox(clock=clock, run_emulator=False) as a, Sandbox(clock=clock, run_emulator=False) as b:
+            for box in (a, b):
+                box.apply(SEED_SETUP)
+            kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", {CONTEXT_A: a.url, CONTEXT_B: b.url})
             yield Clusters(a, b, kubeconfig)
-        finally:
-            cluster_view.close_live_mirrors()
+    finally:
+        # After the servers are gone: open watches end at once instead of at their timeout.
+        cluster_view.close_live_mirrors()
 
 
 def multi_config(kubeconfig: Path) -> Any:
@@ -206,26 +207,18 @@ def test_launch_dry_run_finds_the_cluster_through_kubeconfig_alone(
     from sky_kueue.cli.main import cli
 
     clock = ManualClock(datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.timezone.utc))
-    with Sandbox(clock=clock, run_emulator=False) as box:
-        box.apply([d for d in yaml.safe_load_all(SEED_SCENARIO.read_text()) if d and d["kind"] != "Workload"])
-        box.apply([_filler(0)])
-        assert "kubeconfig" not in demo_config_data().get("cluster", {})
-        monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{box.kubeconfig_path}")
-        try:
+    try:
+        with Sandbox(clock=clock, run_emulator=False) as box:
+            box.apply([d for d in yaml.safe_load_all(SEED_SCENARIO.read_text()) if d and d["kind"] != "Workload"])
+            box.apply([_filler(0)])
+            assert "kubeconfig" not in demo_config_data().get("cluster", {})
+            monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'missing'}:{box.kubeconfig_path}")
+            task_path = str(TEMPLATES / "team-a-gpu-train.yaml")
             result = CliRunner().invoke(
-                cli,
-                [
-                    "launch",
-                    str(TEMPLATES / "team-a-gpu-train.yaml"),
-                    "--dry-run",
-                    "-o",
-                    "json",
-                    "--config",
-                    str(DEMO_CONFIG),
-                ],
+                cli, ["launch", task_path, "--dry-run", "-o", "json", "--config", str(DEMO_CONFIG)]
             )
-        finally:
-            cluster_view.close_live_mirrors()
+    finally:
+        cluster_view.close_live_mirrors()
     assert result.exit_code == 0, result.output
     described = json.loads(result.output)
     assert described["prediction"]["outcome"] == "admit-after-preemption"
