@@ -171,6 +171,21 @@ class _OneLineCommand(click.Command):
     help="Threshold T of the 'admitted within T' check, seconds (default 600).",
 )
 @click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
+@click.option(
+    "--clusters",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Split the trace's cluster into N clusters and compare placement by prediction with SkyPilot's fixed "
+    "order (first policy of --policies).",
+)
+@click.option(
+    "--failover-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --clusters: seconds a launch waits in one cluster's queue before SkyPilot tries the next "
+    "(kubernetes.kueue.admission_timeout; default SkyPilot's 86400).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(
     trace_source: str,
@@ -194,6 +209,8 @@ def simulate(
     eta_sample: int,
     eta_within: float | None,
     no_relaunch_backoff: bool,
+    clusters: int,
+    failover_after: float | None,
     quiet: bool,
 ) -> None:
     """Compare resubmission policies (SkyPilot today vs aging) on a trace."""
@@ -225,9 +242,7 @@ def simulate(
         except plots.PlotError as err:
             errors.fail(str(err), EXIT_BAD_INPUT)
     try:
-        trace = traces.load_trace(
-            trace_source, seed=seed, jobs=jobs, hours=hours, load=load, cluster_yaml=cluster_yaml
-        )
+        trace = traces.load_trace(trace_source, seed=seed, jobs=jobs, hours=hours, load=load, cluster_yaml=cluster_yaml)
     except (traces.TraceError, ModelError) as err:
         errors.fail(str(err), EXIT_BAD_INPUT)
     config = simulator.SimConfig(seed=seed, relaunch=RelaunchModel(backoff=not no_relaunch_backoff))
@@ -266,6 +281,12 @@ def simulate(
             progress.update(task, completed=done, total=total, sim=report.duration(sim_s))
 
         return update
+
+    if clusters > 1:
+        from sky_kueue.cli import simulate_clusters
+
+        simulate_clusters.run(trace, policies.resolve(names[0], settings), clusters, config, failover_after, output)
+        return
 
     with progress:
         result = compare.compare(
