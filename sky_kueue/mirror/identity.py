@@ -127,7 +127,8 @@ def identity_from_workload(workload: Mapping[str, Any]) -> SkyPilotIdentity | No
 
 
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a pod the mirror keeps: identity, group, phase and Kueue's pod conditions.
+    """The part of a pod the mirror keeps: identity, group, phase, scheduling gates and Kueue's
+    pod conditions.
 
     A full pod is ~10 KB of JSON; this is a few hundred bytes.
     """
@@ -149,4 +150,14 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     kept_status: dict[str, Any] = {"phase": status.get("phase")}
     if conditions:
         kept_status["conditions"] = conditions
-    return {"apiVersion": pod.get("apiVersion", "v1"), "kind": "Pod", "metadata": kept_meta, "status": kept_status}
+    trimmed: dict[str, Any] = {
+        "apiVersion": pod.get("apiVersion", "v1"),
+        "kind": "Pod",
+        "metadata": kept_meta,
+        "status": kept_status,
+    }
+    raw_spec = pod.get("spec")
+    gates = raw_spec.get("schedulingGates") if isinstance(raw_spec, dict) else None
+    if gates:
+        trimmed["spec"] = {"schedulingGates": gates}  # the relaunch race: pods Kueue holds back
+    return trimmed

@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 
-from sky_kueue.mirror.transitions import Transition, TransitionKind
+from sky_kueue.mirror.transitions import WORKLOAD_KINDS, Transition, TransitionKind
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +35,16 @@ class Subscription:
     """One consumer's ordered queue of transitions."""
 
     def __init__(self, kinds: Collection[TransitionKind] | None, on_close: Callable[[Subscription], None]) -> None:
-        self.kinds: frozenset[TransitionKind] | None = frozenset(kinds) if kinds is not None else None
+        #: What this subscription receives; None subscribes to every Workload transition
+        #: (stream markers are delivered only when named).
+        self.kinds: frozenset[TransitionKind] = frozenset(kinds) if kinds is not None else WORKLOAD_KINDS
         self._queue: collections.deque[Transition] = collections.deque()
         self._ready = threading.Condition(threading.Lock())
         self._closed = False
         self._on_close = on_close
 
     def wants(self, transition: Transition) -> bool:
-        return self.kinds is None or transition.kind in self.kinds
+        return transition.kind in self.kinds
 
     def offer(self, transitions: Iterable[Transition]) -> None:
         """Append (called by the hub, in stream order)."""

@@ -45,6 +45,7 @@ from datetime import datetime
 from typing import Any
 
 from sky_kueue.mirror.identity import SkyPilotIdentity
+from sky_kueue.mirror.kinds import KindName
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
@@ -77,6 +78,35 @@ class TransitionKind(str, enum.Enum):
     FINISHED = "finished"
     DELETED = "deleted"
     UPDATED = "updated"
+    # Stream markers: not changes of one Workload. A subscription receives them only when it
+    # names them (``kinds=None`` means the Workload kinds above).
+    #: A list of ``object_kind`` was stored (initial sync, or a relist after a gap); with
+    #: ``resuming``, changes since the resumed resourceVersion follow as ``resumed`` transitions.
+    SYNCED = "synced"
+    #: A resumed watch has replayed every change up to the list it started with.
+    CAUGHT_UP = "caught-up"
+    #: The watch of ``object_kind`` reached ``resource_version`` (a bookmark: nothing changed).
+    BOOKMARK = "bookmark"
+    #: A pod of a SkyPilot group was added or changed (``key``: the group's Workload).
+    POD_CHANGED = "pod-changed"
+    #: A pod of a SkyPilot group is gone.
+    POD_DELETED = "pod-deleted"
+
+
+#: The transitions of one Workload (what ``kinds=None`` subscribes to).
+WORKLOAD_KINDS: frozenset[TransitionKind] = frozenset(
+    {
+        TransitionKind.CREATED,
+        TransitionKind.QUOTA_RESERVED,
+        TransitionKind.ADMITTED,
+        TransitionKind.EVICTED,
+        TransitionKind.PREEMPTED,
+        TransitionKind.REQUEUED,
+        TransitionKind.FINISHED,
+        TransitionKind.DELETED,
+        TransitionKind.UPDATED,
+    }
+)
 
 
 class ChangeSource(str, enum.Enum):
@@ -88,6 +118,13 @@ class ChangeSource(str, enum.Enum):
     WATCH = "watch"
     #: synthesized from the current state for a late subscriber (``replay=True``)
     REPLAY = "replay"
+    #: an event of a watch resumed from an older resourceVersion, at or before the list the
+    #: mirror started with: a past state (the store already holds a newer one, or none if
+    #: the object was deleted while nobody watched)
+    RESUMED = "resumed"
+    #: a relist after a gap (410 Gone, or an API server that lost our resourceVersion):
+    #: changes in between were not seen
+    RELIST = "relist"
 
 
 @dataclass(frozen=True)
@@ -143,6 +180,9 @@ class Transition:
         source: list, watch or replay.
         observed_at: when the mirror processed it (the mirror's clock).
         resource_version: the object's resourceVersion after the change.
+        object_kind: the kind a marker speaks of (Workload for Workload transitions).
+        pod: for ``pod-changed``/``pod-deleted``, the pod (trimmed, see ``identity.trim_pod``).
+        resuming: for ``synced``, a resumed watch replays older changes next.
     """
 
     sequence: int
@@ -159,6 +199,14 @@ class Transition:
     identity: SkyPilotIdentity | None = None
     cluster_queue: str | None = None
     resource_version: str = ""
+    object_kind: KindName = KindName.WORKLOAD
+    pod: Mapping[str, Any] | None = None
+    resuming: bool = False
+
+    @property
+    def is_marker(self) -> bool:
+        """Not a change of one Workload (see :data:`WORKLOAD_KINDS`)."""
+        return self.kind not in WORKLOAD_KINDS
 
     @property
     def namespace(self) -> str:
