@@ -2,7 +2,7 @@
 
 ``controller run`` connects with a kubeconfig (or the pod's service account), takes part in
 leader election, and while leading watches Workloads and pod-group pods, records each
-SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.live`).
+SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.manager`).
 Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watches close, the
 watch cursor is saved, the Lease is released so a follower takes over at once, and the
 process exits 0.
@@ -137,7 +137,7 @@ def run(
         raise InputError("--no-reage and --reage-interval contradict each other; give one")
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
-    from sky_kueue.controller.live import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
+    from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.runtime_state import RuntimeState
     from sky_kueue.controller.sqlite_store import SqliteHistoryStore
     from sky_kueue.skypilot.config import resolve_config_path

@@ -2,7 +2,7 @@
 
 What runs, all on this machine with no cluster: the sandbox API server on 127.0.0.1 with its
 Kueue emulation (the exact scheduling model), the seed setup (team-a and team-b sharing the
-``team-ab`` cohort), and the real controller (:class:`sky_kueue.controller.live.Controller`)
+``team-ab`` cohort), and the real controller (:class:`sky_kueue.controller.manager.Controller`)
 talking to the sandbox over HTTP through the official client: leader election, watches,
 history in a temporary SQLite file, ``spec.priority`` (or ``priority-boost``) patches.
 
@@ -44,12 +44,13 @@ from typing import TYPE_CHECKING, Any
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.detection import DetectionKind
-from sky_kueue.controller.identity import managed_job_key
-from sky_kueue.controller.live import ControllerEvent, ControllerEventKind, outcome_applied
+from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.identity import managed_job_key
+from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
 
 if TYPE_CHECKING:
-    from sky_kueue.controller.live import Controller
+    from sky_kueue.controller.manager import Controller
     from sky_kueue.sandbox.sandbox import Sandbox
 
 #: Cluster seconds per emulation step.
@@ -315,7 +316,7 @@ class _Run:
         }
         want_pods = {
             f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
-            for o in sb.store.list("pods", label_selector="kueue.x-k8s.io/pod-group-name").items
+            for o in sb.store.list("pods", label_selector=SKYPILOT_POD_GROUP_SELECTOR).items
         }
         return workloads == want_workloads and pods == want_pods
 
@@ -350,7 +351,7 @@ class _Run:
 
     def run(self) -> RunResult:
         from sky_kueue.controller.leader import LeaseSettings
-        from sky_kueue.controller.live import Controller, ControllerSettings
+        from sky_kueue.controller.manager import Controller, ControllerSettings
         from sky_kueue.controller.runtime_state import RuntimeState
         from sky_kueue.controller.sqlite_store import SqliteHistoryStore
         from sky_kueue.sandbox.apiserver.clock import ManualClock

@@ -47,7 +47,7 @@ from sky_kueue.controller.actuators import (
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
 from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.clock import Clock, system_clock
-from sky_kueue.controller.detection import Detection, DetectionKind, Preemptor
+from sky_kueue.controller.detection import Detection, DetectionKind
 from sky_kueue.controller.history import (
     AgingStep,
     BurstRecord,
@@ -60,8 +60,9 @@ from sky_kueue.controller.history import (
     TransitionCause,
     transition_key,
 )
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.identity import JobIdentity
+from sky_kueue.mirror.preemption_message import PreemptionMessage
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +71,10 @@ log = logging.getLogger(__name__)
 MAX_WAITING_SNAPSHOTS = 10_000
 
 #: Resolves a preemptor to its class priority (e.g. through the mirror, by UID).
-PreemptorPriority = Callable[[Preemptor], "int | None"]
+PreemptorPriority = Callable[[PreemptionMessage], "int | None"]
 
 
-def message_priority(preemptor: Preemptor) -> int | None:
+def message_priority(preemptor: PreemptionMessage) -> int | None:
     """Default resolver: the priority printed in the message (events carry it)."""
     return preemptor.class_priority
 
@@ -159,7 +160,7 @@ class AgingEngine:
         if eviction is not None and eviction_key is not None:
             at = eviction.at if eviction.at is not None else now
             if eviction.kind.is_preemption:
-                preemptor = eviction.preemptor or Preemptor()
+                preemptor = eviction.preemptor or PreemptionMessage()
                 record = PreemptionRecord(
                     key=eviction_key,
                     at=at,

@@ -58,13 +58,13 @@ from sky_kueue.controller.history import (
     TransitionCause,
     transition_key,
 )
-from sky_kueue.controller.identity import (
+from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.identity import (
     MANAGED_JOB_KEY_PREFIX,
     JobIdentity,
     managed_job_key,
     pod_group_key,
 )
-from sky_kueue.controller.keys import EpisodeKey
 
 #: Bumped on every incompatible schema change; a newer file is refused, not rewritten.
 SCHEMA_VERSION = 1

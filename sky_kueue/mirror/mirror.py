@@ -63,12 +63,15 @@ class Mirror:
         rng: random.Random | None = None,
         resume: Mapping[kinds.KindName, str] | None = None,
         namespace: str | None = None,
+        owns_connection: bool = True,
     ) -> None:
         """Args:
         resume: per kind, a resourceVersion a consumer handled everything up to; the
             mirror replays what changed since (see :mod:`.reflector`, rule 5).
         namespace: mirror namespaced kinds of this namespace only (None: all).
+        owns_connection: :meth:`stop` closes the connection (False: the caller shares it).
         """
+        self._owns_connection = owns_connection
         self.connection = conn
         self.api = api
         self.clock: Clock = clock or SystemClock()
@@ -136,7 +139,8 @@ class Mirror:
             reflector.join(STOP_JOIN_SECONDS)
         self.store.hub.close_all()
         self.store.wake_waiters()
-        self.connection.close()
+        if self._owns_connection:
+            self.connection.close()
 
     def __enter__(self) -> Mirror:
         return self.start()
@@ -234,9 +238,10 @@ class Mirror:
         *,
         replay: bool = False,
         callback: Callable[[Transition], None] | None = None,
+        sink: Callable[[Transition], None] | None = None,
     ) -> Subscription:
         """Transitions from now on, in order (see :meth:`MirrorStore.subscribe`)."""
-        return self.store.subscribe(kinds_wanted, replay=replay, callback=callback)
+        return self.store.subscribe(kinds_wanted, replay=replay, callback=callback, sink=sink)
 
     def documents(self, warnings: list[str] | None = None) -> list[dict[str, Any]]:
         """The model's documents as of now (see :func:`sky_kueue.mirror.export.documents`)."""

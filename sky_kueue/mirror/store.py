@@ -346,8 +346,10 @@ class MirrorStore:
         *,
         replay: bool = False,
         callback: Callable[[Transition], None] | None = None,
+        sink: Callable[[Transition], None] | None = None,
     ) -> Subscription:
-        """Subscribe to transitions from now on (with ``replay``, first the current state).
+        """Subscribe to transitions from now on (with ``replay``, first the current state;
+        ``callback`` and ``sink``: see :mod:`sky_kueue.mirror.subscriptions`).
 
         The replay is built and queued under the store lock, so no live transition can
         precede or be lost relative to it.
@@ -355,7 +357,7 @@ class MirrorStore:
         kind_set = None if kinds is None else frozenset(kinds)
         with self._lock:
             backlog = self.replay(kind_set) if replay else []
-            return self.hub.subscribe(kind_set, callback=callback, backlog=backlog)
+            return self.hub.subscribe(kind_set, callback=callback, backlog=backlog, sink=sink)
 
     # ---- Workload indexes -----------------------------------------------------------------
 

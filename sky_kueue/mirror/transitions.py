@@ -38,34 +38,23 @@ Several transitions from one change are emitted in the order above.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import SkyPilotIdentity
 from sky_kueue.mirror.kinds import KindName
+from sky_kueue.mirror.preemption_message import PreemptionReason, parse_preemptor, preemption_reason
 
-QUOTA_RESERVED = "QuotaReserved"
-ADMITTED = "Admitted"
-EVICTED = "Evicted"
-PREEMPTED = "Preempted"
-REQUEUED = "Requeued"
-FINISHED = "Finished"
-#: ``Evicted`` reason of a preemption.
-EVICTED_BY_PREEMPTION = "Preempted"
-
-_UID_RE = re.compile(r"\bUID:\s*([^,)\s;]+)")
-_JOB_UID_RE = re.compile(r"\bJobUID:\s*([^,)\s;]+)")
-_PREEMPTOR_PATH_RE = re.compile(r"preemptor path:\s*([^;\s]+)")
-#: The human reason in a preemption message -> the ``Preempted`` condition reason.
-_HUMAN_PREEMPTION_REASONS: tuple[tuple[str, str], ...] = (
-    ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
-    ("reclamation within the cohort", "InCohortReclamation"),
-    ("Fair Sharing within the cohort", "InCohortFairSharing"),
-    ("prioritization in the ClusterQueue", "InClusterQueue"),
-)
+QUOTA_RESERVED = kueue_api.CONDITION_QUOTA_RESERVED
+ADMITTED = kueue_api.CONDITION_ADMITTED
+EVICTED = kueue_api.CONDITION_EVICTED
+PREEMPTED = kueue_api.CONDITION_PREEMPTED
+REQUEUED = kueue_api.CONDITION_REQUEUED
+FINISHED = kueue_api.CONDITION_FINISHED
+EVICTED_BY_PREEMPTION = kueue_api.EVICTED_BY_PREEMPTION
 
 
 class TransitionKind(str, enum.Enum):
@@ -133,7 +122,7 @@ class Preemptor:
 
     Attributes:
         uid: the preemptor Workload's UID (from the condition message).
-        job_uid: the preemptor's job UID; ``UNKNOWN`` for pod groups.
+        job_uid: the preemptor's job UID; None for pod groups (Kueue writes ``UNKNOWN``).
         key: ``namespace/name`` of the preemptor Workload, if the mirror knows that UID.
         cluster_queue: the preemptor's ClusterQueue (from the message's preemptor path, or
             the resolved Workload).
@@ -299,24 +288,6 @@ def is_preempted(obj: Mapping[str, Any] | None) -> bool:
     return is_true(evicted) and evicted is not None and evicted.get("reason") == EVICTED_BY_PREEMPTION
 
 
-def parse_preemptor(message: str) -> tuple[str | None, str | None, str | None]:
-    """``(workload UID, job UID, preemptor ClusterQueue)`` from a preemption message."""
-    uid = _UID_RE.search(message)
-    job = _JOB_UID_RE.search(message)
-    path = _PREEMPTOR_PATH_RE.search(message)
-    cq = path.group(1).rstrip("/").rsplit("/", 1)[-1] if path else None
-    return (uid.group(1) if uid else None, job.group(1) if job else None, cq or None)
-
-
-def _preemption_reason(preempted: Mapping[str, Any] | None, message: str) -> str:
-    if is_true(preempted) and preempted is not None and preempted.get("reason"):
-        return str(preempted["reason"])
-    for human, reason in _HUMAN_PREEMPTION_REASONS:
-        if human in message:
-            return reason
-    return ""
-
-
 def _text(cond: Mapping[str, Any] | None, key: str) -> str:
     return str(cond.get(key) or "") if cond is not None else ""
 
@@ -350,15 +321,16 @@ def derive(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list
         preempted = reason == EVICTED_BY_PREEMPTION
     if preempted or _newly_true(old_pr, new_pr):
         message = _text(new_pr, "message") if is_true(new_pr) else _text(new_ev, "message")
-        uid, job_uid, cq = parse_preemptor(message)
+        said = parse_preemptor(message)
+        reason = preemption_reason(_text(new_pr, "reason") if is_true(new_pr) else None, said)
         changes.append(
             Change(
                 TransitionKind.PREEMPTED,
-                _preemption_reason(new_pr, message),
+                "" if reason is PreemptionReason.UNKNOWN else reason.value,
                 message,
-                preemptor_uid=uid,
-                preemptor_job_uid=job_uid,
-                preemptor_cluster_queue=cq,
+                preemptor_uid=said.workload_uid if said else None,
+                preemptor_job_uid=said.job_uid if said else None,
+                preemptor_cluster_queue=said.cluster_queue if said else None,
             )
         )
     old_rq, new_rq = condition(old, REQUEUED), condition(new, REQUEUED)

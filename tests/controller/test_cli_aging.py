@@ -12,9 +12,9 @@ from click.testing import CliRunner, Result
 
 from sky_kueue.cli.main import SUBCOMMANDS, cli
 from sky_kueue.controller.history import PreemptionRecord, StepDecision, Transition, TransitionCause, transition_key
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.mirror.identity import JobIdentity
 
 JOB = JobIdentity("team-b", pod_group="train-17-ab", managed_job_id="17", skypilot_owned=True)
 T = 1_767_225_600.0

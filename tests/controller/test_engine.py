@@ -50,8 +50,6 @@ class Cluster:
         return classify(builder.obj(), self.pods if with_pods else [])
 
 
-
-
 def engine_for(store: SqliteHistoryStore, clock: ManualClock, **kwargs: Any) -> tuple[AgingEngine, RecordingActuator]:
     actuator = kwargs.pop("actuator", None) or RecordingActuator()
     settings = kwargs.pop("settings", SETTINGS)

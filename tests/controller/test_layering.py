@@ -19,9 +19,14 @@ PURE = (
     "sky_kueue.controller.detection",
     "sky_kueue.controller.engine",
     "sky_kueue.controller.history",
-    "sky_kueue.controller.identity",
+    "sky_kueue.mirror.identity",
     "sky_kueue.controller.keys",
     "sky_kueue.kueue.api",
+    "sky_kueue.mirror.identity",
+    "sky_kueue.mirror.preemption_message",
+    "sky_kueue.mirror.transitions",
+    "sky_kueue.controller.relaunch",
+    "sky_kueue.controller.work_queue",
 )
 IO_MODULES = ("sqlite3", "kubernetes", "urllib3", "socket", "http.client", "sky")
 
