@@ -18,7 +18,7 @@ from typing import Any
 from sky_kueue import hooks
 from sky_kueue.controller.actuators import ActuationOutcome
 from sky_kueue.controller.detection import Detection
-from sky_kueue.controller.engine import ReconcileOutcome
+from sky_kueue.controller.engine import FactKind, ReconcileOutcome
 from sky_kueue.controller.relaunch import StaleWorkload
 
 log = logging.getLogger(__name__)
@@ -69,23 +69,16 @@ def outcome_applied(outcome: ReconcileOutcome | None) -> bool:
 
 def notify_user_hooks(obj: Mapping[str, Any], detection: Detection, outcome: ReconcileOutcome) -> None:
     """Tell the users' ``sky_kueue.on_preempted``/``on_resubmitted``/``on_burst`` callbacks."""
-    base = {"job": outcome.job_key, "workload": workload_key(obj), "uid": workload_uid(obj)}
+    job, key, uid = outcome.job_key, workload_key(obj), workload_uid(obj)
     eviction = detection.eviction
-    if eviction is not None and any(item.startswith("preemption ") for item in outcome.recorded):
+    if eviction is not None and outcome.recorded_any(FactKind.PREEMPTION):
         preemptor = eviction.preemptor
-        hooks.emit(
-            hooks.HookEvent.PREEMPTED,
-            {
-                **base,
-                "reason": eviction.preemption_reason.value if eviction.preemption_reason else eviction.reason,
-                "preemptor": preemptor.workload_uid if preemptor is not None else None,
-                "time": eviction.at,
-            },
-        )
+        reason = eviction.preemption_reason.value if eviction.preemption_reason else eviction.reason
+        hooks.emit(hooks.Preempted(job, key, uid, reason, preemptor.workload_uid if preemptor else None, eviction.at))
     if outcome_applied(outcome) and outcome.step:
-        hooks.emit(hooks.HookEvent.RESUBMITTED, {**base, "boost": outcome.step.boost, "step": outcome.step.key.token})
+        hooks.emit(hooks.Resubmitted(job, key, uid, outcome.step.boost, outcome.step.key.token))
     if outcome.burst is not None:
-        hooks.emit(hooks.HookEvent.BURST, {**base, "detail": outcome.burst.detail})
+        hooks.emit(hooks.Burst(job, key, uid, outcome.burst.detail))
 
 
 def log_reconcile(obj: Mapping[str, Any], detection: Detection, outcome: ReconcileOutcome, *, replay: bool) -> bool:
@@ -97,7 +90,7 @@ def log_reconcile(obj: Mapping[str, Any], detection: Detection, outcome: Reconci
         "workload": workload_key(obj),
         "uid": workload_uid(obj),
         "kind": detection.kind.value,
-        "recorded": list(outcome.recorded),
+        "recorded": [str(fact) for fact in outcome.recorded],
     }
     if replay:
         fields["replay"] = True
