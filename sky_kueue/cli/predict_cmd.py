@@ -183,7 +183,7 @@ def _add_task(
         ModelError: unreadable task, no LocalQueue, unknown priority class, name clash.
     """
     from sky_kueue.kueue import parse
-    from sky_kueue.mirror import task_workload
+    from sky_kueue.skypilot import task_workload
 
     queue_ns, queue_name = None, None
     if task_queue:

@@ -42,10 +42,8 @@ from sky_kueue.mirror.identity import (
     pod_group_of,
 )
 
-#: Kueue's scheduling gate on pods it has not admitted yet (``pod_webhook.go``).
-ADMISSION_GATE = "kueue.x-k8s.io/admission"
-#: Pod annotation SkyPilot sets on every pod of a queued cluster.
-RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+ADMISSION_GATE = kueue_api.ADMISSION_GATE
+RETRIABLE_IN_GROUP_ANNOTATION = kueue_api.RETRIABLE_IN_GROUP_ANNOTATION
 _TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
 

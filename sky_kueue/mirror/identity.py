@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.kinds import POD_GROUP_NAME_KEY
 
 MANAGED_JOB_ID_ANNOTATION = "skypilot-managed-job-id"
@@ -50,7 +51,7 @@ USER_KEY = "skypilot-user"
 PARENT_LABEL = "parent"
 PARENT_LABEL_VALUE = "skypilot"
 #: Workload annotation Kueue sets on pod-group Workloads.
-IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
+IS_GROUP_WORKLOAD_ANNOTATION = kueue_api.IS_GROUP_WORKLOAD_ANNOTATION
 MANAGED_JOB_KEY_PREFIX = "managed-job/"
 POD_GROUP_KEY_PREFIX = "pod-group/"
 

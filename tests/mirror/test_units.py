@@ -11,9 +11,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.kueue.errors import ModelError
-from sky_kueue.mirror import backoff, task_workload, view
+from sky_kueue.mirror import backoff, view
 from sky_kueue.mirror.preemption_message import PreemptionMessage, parse_preemptor
 from sky_kueue.mirror.transitions import TransitionKind, derive
+from sky_kueue.skypilot import task_workload
 from tests.mirror import builders
 
 K = TransitionKind
