@@ -12,9 +12,10 @@ across machines):
   HTTP, detection, four or five fsynced SQLite transactions (preemption, queued episode, the
   aging decision, the actuation mark), and the PATCH. The target is p99 < 100 ms.
 * ``baseline_watch_roundtrip_ms``: the same write seen by a bare watch client (the
-  controller's own :class:`~sky_kueue.controller.kube_watch.KindWatch`, in a separate
-  process like the controller) that merge-patches an annotation back at once: the floor
-  any watch-driven controller pays for "observe, then write".
+  mirror's :class:`~sky_kueue.mirror.source.KindSource` and raw watch, without store,
+  transitions or work queue, in a separate process like the controller) that
+  merge-patches an annotation back at once: the floor any watch-driven controller pays
+  for "observe, then write".
 * ``throughput``: ``BURST`` evictions written at once; preemptions handled (patched) per
   second until the last patch lands, against the bare watch client echoing the same burst.
 
@@ -57,27 +58,33 @@ ECHO_ANNOTATION = "bench.sky-kueue.io/echo"
 
 #: The bare watch client: observe a Workload change, merge-patch an annotation back.
 ECHO_CLIENT = f"""
-import signal, sys, threading
+import signal, sys
 from kubernetes import client, config
-from sky_kueue.controller.kube_watch import KindSpec, KindWatch, EventType
+from sky_kueue.mirror import kinds
+from sky_kueue.mirror.source import KindSource, RawWatch
 cfg = client.Configuration()
 config.load_kube_config(config_file=sys.argv[1], client_configuration=cfg)
 cfg.retries = False
 api = client.ApiClient(cfg)
 custom = client.CustomObjectsApi(api)
-def sink(event):
-    obj = event.obj
-    if event.type is not EventType.MODIFIED or obj is None:
-        return
-    annotations = obj["metadata"].get("annotations") or {{}}
-    if annotations.get("{ECHO_ANNOTATION}") == "ping":
-        custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", obj["metadata"]["namespace"], "workloads",
-            obj["metadata"]["name"], {{"metadata": {{"annotations": {{"{ECHO_ANNOTATION}": "pong"}}}}}})
-watch = KindWatch(api, KindSpec.workloads(), sink)
-signal.signal(signal.SIGTERM, lambda *_: watch.stop())
-items, version = watch.list()
+source = KindSource(api, kinds.WORKLOADS, "v1beta2")
+watcher = RawWatch(return_type=dict)
+signal.signal(signal.SIGTERM, lambda *_: watcher.stop())
+version = source.list_page(limit=500, continue_token=None, timeout=(5, 60)).resource_version
 print("ready", flush=True)
-watch.run(version)
+while not watcher._stop:
+    for event in source.watch(watcher, resource_version=version, timeout_seconds=300, request_timeout=(5, 330)):
+        obj = event.get("raw_object") if isinstance(event, dict) else None
+        if not isinstance(obj, dict):
+            continue
+        version = obj["metadata"].get("resourceVersion", version)
+        if event.get("type") != "MODIFIED":
+            continue
+        annotations = obj["metadata"].get("annotations") or {{}}
+        if annotations.get("{ECHO_ANNOTATION}") == "ping":
+            body = {{"metadata": {{"annotations": {{"{ECHO_ANNOTATION}": "pong"}}}}}}
+            custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", obj["metadata"]["namespace"],
+                "workloads", obj["metadata"]["name"], body)
 """
 
 SETUP: list[dict[str, Any]] = [

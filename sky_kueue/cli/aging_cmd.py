@@ -16,11 +16,11 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from sky_kueue.cli.errors import EXIT_BAD_INPUT
+from sky_kueue.cli import errors, options
 from sky_kueue.controller import aging as aging_policies
 from sky_kueue.controller.aging import AgingDecision, AgingSettings, SettingsError
 from sky_kueue.controller.detection import parse_time
@@ -28,47 +28,6 @@ from sky_kueue.controller.history import JobHistory, StoreError
 
 #: How many known jobs an "unknown job" error lists.
 MAX_JOBS_IN_ERROR = 10
-
-
-class InputError(click.ClickException):
-    """A one-line error about the user's input; exits with code 2."""
-
-    exit_code = EXIT_BAD_INPUT
-
-    def __init__(self, message: str) -> None:
-        super().__init__(" ".join(message.split()))
-
-
-class _OneLineCommand(click.Command):
-    """Reports click's own usage errors as one line instead of usage + hint + error."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as err:
-            raise InputError(f"{ctx.command_path}: {err.format_message()}") from None
-
-
-class _OneLineGroup(click.Group):
-    command_class = _OneLineCommand
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as err:
-            raise InputError(f"{ctx.command_path}: {err.format_message()}") from None
-
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        try:
-            return super().resolve_command(ctx, args)
-        except click.UsageError as err:
-            raise InputError(f"{ctx.command_path}: {err.format_message()}") from None
-
-
-def _fail(message: str) -> NoReturn:
-    raise InputError(message)
 
 
 def load_settings(config_path: Path | None) -> AgingSettings:
@@ -79,26 +38,26 @@ def load_settings(config_path: Path | None) -> AgingSettings:
     ``aging.parameters`` and the ladder from ``aging.ladder`` + ``priority_classes``.
 
     Raises:
-        InputError: the file is missing, invalid, or has a bad aging setting.
+        UserError: the file is missing, invalid, or has a bad aging setting.
     """
     if config_path is None:
         return AgingSettings()
     if not config_path.is_file():
-        _fail(f"config file {config_path} does not exist")
+        errors.fail(f"config file {config_path} does not exist")
     from sky_kueue.skypilot.config import ConfigError, load_config  # pydantic: only with --config
 
     try:
         config = load_config(config_path)
     except ConfigError as err:
-        _fail(str(err))
+        errors.fail(str(err))
     try:
         return AgingSettings.from_plugin_section(
             config.aging.parameters, config.aging_ladder(), where=f"{config_path}: aging.parameters"
         )
     except SettingsError as err:
-        _fail(str(err))
+        errors.fail(str(err))
     except KeyError as err:  # a ladder class missing from priority_classes (validated away)
-        _fail(f"{config_path}: aging.ladder: unknown priority class {err}")
+        errors.fail(f"{config_path}: aging.ladder: unknown priority class {err}")
 
 
 def _parse_at(text: str | None) -> float:
@@ -111,10 +70,10 @@ def _parse_at(text: str | None) -> float:
     except ValueError:
         parsed = parse_time(text)
         if parsed is None:
-            _fail(f"--at: expected POSIX seconds or an RFC 3339 time (2026-01-01T00:00:00Z), got {text!r}")
+            errors.fail(f"--at: expected POSIX seconds or an RFC 3339 time (2026-01-01T00:00:00Z), got {text!r}")
         return parsed
     if not math.isfinite(value):
-        _fail(f"--at: expected a finite time, got {text!r}")
+        errors.fail(f"--at: expected a finite time, got {text!r}")
     return value
 
 
@@ -122,9 +81,9 @@ def _load_history(state_path: Path, job_ref: str) -> JobHistory:
     from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 
     if not state_path.exists():
-        _fail(f"state file {state_path} does not exist")
+        errors.fail(f"state file {state_path} does not exist")
     if state_path.is_dir():
-        _fail(f"state path {state_path} is a directory, expected the history store file")
+        errors.fail(f"state path {state_path} is a directory, expected the history store file")
     try:
         with SqliteHistoryStore(state_path, read_only=True) as store:
             key = store.resolve(job_ref)
@@ -132,12 +91,12 @@ def _load_history(state_path: Path, job_ref: str) -> JobHistory:
                 known = [job.key for job in store.jobs()]
                 listed = ", ".join(known[:MAX_JOBS_IN_ERROR]) or "none"
                 more = f" (and {len(known) - MAX_JOBS_IN_ERROR} more)" if len(known) > MAX_JOBS_IN_ERROR else ""
-                _fail(f"no job matching {job_ref!r} in {state_path}; known jobs: {listed}{more}")
+                errors.fail(f"no job matching {job_ref!r} in {state_path}; known jobs: {listed}{more}")
             history = store.load(key)
     except StoreError as err:
-        _fail(str(err))
+        errors.fail(str(err))
     if history is None:
-        _fail(f"job {job_ref!r} disappeared from {state_path} while reading")
+        errors.fail(f"job {job_ref!r} disappeared from {state_path} while reading")
     return history
 
 
@@ -250,7 +209,7 @@ def _print_text(history: JobHistory, decision: AgingDecision) -> None:
         console.print(f"[bold]burst[/bold]: {history.burst.reason}: {history.burst.detail}")
 
 
-@click.group(name="aging", cls=_OneLineGroup)
+@click.group(name="aging")
 def aging() -> None:
     """Inspect priority aging of preempted SkyPilot jobs."""
 
@@ -263,7 +222,7 @@ def aging() -> None:
     "--policy", "policy_name", metavar="NAME", help="Evaluate with this policy instead of the configured one."
 )
 @click.option("--at", "at_text", metavar="TIME", help="Evaluate at this time (RFC 3339 or POSIX seconds).")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 def explain(
     job_ref: str | None,
     state_path: Path | None,
@@ -274,15 +233,15 @@ def explain(
 ) -> None:
     """Show how the boost of JOB is computed from the durable history."""
     if not job_ref or not job_ref.strip():
-        _fail("--job is required (a managed-job id, job key or pod-group name)")
+        errors.fail("--job is required (a managed-job id, job key or pod-group name)")
     if state_path is None:
-        _fail("--state is required (the controller's history store file)")
+        errors.fail("--state is required (the controller's history store file)")
     settings = load_settings(config_path)
     if policy_name is not None:
         try:
             policy = aging_policies.get_policy(policy_name)
         except aging_policies.UnknownPolicyError as err:
-            _fail(f"--policy: {err}")
+            errors.fail(f"--policy: {err}")
     else:
         policy = aging_policies.get_policy(settings.policy)
     now = _parse_at(at_text)
@@ -296,7 +255,7 @@ def explain(
 
 
 @aging.command("policies")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 def policies(output: str) -> None:
     """List the registered aging policies."""
     rows = [{"name": p.name, "summary": p.summary} for p in aging_policies.all_policies()]

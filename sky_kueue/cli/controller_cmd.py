@@ -2,7 +2,7 @@
 
 ``controller run`` connects with a kubeconfig (or the pod's service account), takes part in
 leader election, and while leading watches Workloads and pod-group pods, records each
-SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.live`).
+SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.manager`).
 Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watches close, the
 watch cursor is saved, the Lease is released so a follower takes over at once, and the
 process exits 0.
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sky_kueue.cli.aging_cmd import InputError, _OneLineGroup
+from sky_kueue.cli import options
+from sky_kueue.cli.errors import UserError
 from sky_kueue.controller.history import StoreError
 from sky_kueue.controller.runtime_state import resolve_state_path
 
@@ -68,10 +69,10 @@ def _api_client(kubeconfig: Path | None, context: str | None, in_cluster: bool) 
         else:
             path = os.fspath(kubeconfig) if kubeconfig is not None else None
             if path is not None and not Path(path).is_file():
-                raise InputError(f"--kubeconfig: {path} does not exist")
+                raise UserError(f"--kubeconfig: {path} does not exist")
             config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     except ConfigException as err:
-        raise InputError(f"cannot load the cluster credentials: {' '.join(str(err).split())}") from None
+        raise UserError(f"cannot load the cluster credentials: {' '.join(str(err).split())}") from None
     # The controller's own loops back off and resume; urllib3 must not retry behind them.
     configuration.retries = False
     api_client = client.ApiClient(configuration)
@@ -79,14 +80,14 @@ def _api_client(kubeconfig: Path | None, context: str | None, in_cluster: bool) 
     return api_client
 
 
-@click.group(name="controller", cls=_OneLineGroup)
+@click.group(name="controller")
 def controller() -> None:
     """Run the resubmission controller (priority aging of preempted SkyPilot jobs)."""
 
 
 @controller.command("run")
-@click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False), help="kubeconfig file.")
-@click.option("--context", help="kubeconfig context (default: the current one).")
+@options.kubeconfig_option()
+@options.context_option()
 @click.option("--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig.")
 @click.option("--state", "state_path", type=click.Path(path_type=Path, dir_okay=False), help="State file.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
@@ -134,10 +135,10 @@ def run(
 ) -> None:
     """Run the controller until SIGTERM/SIGINT."""
     if no_reage and reage_interval is not None:
-        raise InputError("--no-reage and --reage-interval contradict each other; give one")
+        raise UserError("--no-reage and --reage-interval contradict each other; give one")
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
-    from sky_kueue.controller.live import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
+    from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.runtime_state import RuntimeState
     from sky_kueue.controller.sqlite_store import SqliteHistoryStore
     from sky_kueue.skypilot.config import resolve_config_path
@@ -145,7 +146,7 @@ def run(
     try:
         loaded = load_controller_config(resolve_config_path(config_path))
     except ConfigFileError as err:
-        raise InputError(str(err)) from None
+        raise UserError(str(err)) from None
     try:
         lease_settings = leader.LeaseSettings(
             namespace=_lease_namespace(lease_namespace),
@@ -156,7 +157,7 @@ def run(
             retry_period_seconds=retry_period or leader.DEFAULT_RETRY_PERIOD_SECONDS,
         )
     except ValueError as err:
-        raise InputError(str(err)) from None
+        raise UserError(str(err)) from None
     api_client = _api_client(kubeconfig, context, in_cluster)
     state = resolve_state_path(state_path)
     try:
@@ -164,7 +165,7 @@ def run(
         store = SqliteHistoryStore(state)
         runtime = RuntimeState(state)
     except (OSError, StoreError) as err:
-        raise InputError(f"--state: {err}") from None
+        raise UserError(f"--state: {err}") from None
     logs.configure(log_format, log_level)
     gate = {"auto": None, "on": True, "off": False}[priority_boost_gate]
     settings = ControllerSettings(
@@ -212,9 +213,9 @@ def _status_document(state: Path) -> dict[str, Any]:
     from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 
     if not state.exists():
-        raise InputError(f"state file {state} does not exist (start the controller with --state {state})")
+        raise UserError(f"state file {state} does not exist (start the controller with --state {state})")
     if state.is_dir():
-        raise InputError(f"state path {state} is a directory, expected the controller's state file")
+        raise UserError(f"state path {state} is a directory, expected the controller's state file")
     try:
         with SqliteHistoryStore(state, read_only=True) as store:
             runtime = RuntimeState(state, read_only=True)
@@ -259,7 +260,7 @@ def _status_document(state: Path) -> dict[str, Any]:
                     }
                 )
     except StoreError as err:
-        raise InputError(str(err)) from None
+        raise UserError(str(err)) from None
     controller_info: dict[str, Any] | None = None
     if beat is not None:
         controller_info = {
@@ -308,7 +309,7 @@ def _print_status(document: dict[str, Any]) -> None:
 
 @controller.command("status")
 @click.option("--state", "state_path", type=click.Path(path_type=Path), help="State file.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 @click.option(
     "--max-heartbeat-age",
     type=float,

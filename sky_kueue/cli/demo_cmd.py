@@ -20,7 +20,7 @@ from importlib import resources
 
 import click
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 from sky_kueue.kueue.errors import ModelError
 
 SEED_SCENARIO = "seed-scenario.yaml"
@@ -50,7 +50,7 @@ def _predict(output: str) -> None:
 
 
 @click.command("demo")
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 @click.option("--predict-only", is_flag=True, help="Only predict the seed scenario with the Kueue model.")
 @click.option(
     "--priority-boost",

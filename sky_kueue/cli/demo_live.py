@@ -2,7 +2,7 @@
 
 What runs, all on this machine with no cluster: the sandbox API server on 127.0.0.1 with its
 Kueue emulation (the exact scheduling model), the seed setup (team-a and team-b sharing the
-``team-ab`` cohort), and the real controller (:class:`sky_kueue.controller.live.Controller`)
+``team-ab`` cohort), and the real controller (:class:`sky_kueue.controller.manager.Controller`)
 talking to the sandbox over HTTP through the official client: leader election, watches,
 history in a temporary SQLite file, ``spec.priority`` (or ``priority-boost``) patches.
 
@@ -33,23 +33,27 @@ code never imports the sandbox.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.detection import DetectionKind
-from sky_kueue.controller.identity import managed_job_key
-from sky_kueue.controller.live import ControllerEvent, ControllerEventKind, outcome_applied
+from sky_kueue.controller.engine import FactKind
+from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.identity import managed_job_key
+from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
 
 if TYPE_CHECKING:
-    from sky_kueue.controller.live import Controller
+    from sky_kueue.controller.manager import Controller
     from sky_kueue.sandbox.sandbox import Sandbox
 
 #: Cluster seconds per emulation step.
@@ -72,7 +76,21 @@ STARVATION_HORIZON_SECONDS = 1_300
 SEED_HORIZON_SECONDS = 900
 
 WORKLOADS = f"workloads.{kueue_api.KUEUE_GROUP}"
-EVENT_TYPES = ("submitted", "admitted", "preempted", "resubmitted", "aged", "burst", "finished")
+
+
+class TimelineKind(str, Enum):
+    """What a line of the demo's timeline says happened."""
+
+    SUBMITTED = "submitted"
+    ADMITTED = "admitted"
+    PREEMPTED = "preempted"
+    RESUBMITTED = "resubmitted"
+    AGED = "aged"
+    BURST = "burst"
+    FINISHED = "finished"
+
+
+EVENT_TYPES = tuple(kind.value for kind in TimelineKind)
 
 
 def demo_settings(policy: str = "bounded") -> AgingSettings:
@@ -179,21 +197,14 @@ def starvation_jobs() -> list[DemoJob]:
 @dataclass(frozen=True)
 class TimelineEvent:
     t: int
-    type: str
+    type: TimelineKind
     workload: str
     job: str
     priority: int
     detail: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "t": self.t,
-            "type": self.type,
-            "workload": self.workload,
-            "job": self.job,
-            "priority": self.priority,
-            "detail": self.detail,
-        }
+        return {**dataclasses.asdict(self), "type": self.type.value}
 
 
 @dataclass
@@ -243,7 +254,7 @@ class _Run:
 
     # --- recording ------------------------------------------------------------------
 
-    def _add(self, type_: str, job: DemoJob, priority: int, detail: str) -> None:
+    def _add(self, type_: TimelineKind, job: DemoJob, priority: int, detail: str) -> None:
         with self._lock:
             self.events.append(TimelineEvent(self.t, type_, job.workload, job.key, priority, detail))
 
@@ -257,27 +268,35 @@ class _Run:
             return
         state = self.jobs[job.key]
         effective = detection.workload.priority + (detection.workload.boost_annotation if self.priority_boost else 0)
-        if detection.kind is DetectionKind.PREEMPTED and any(r.startswith("preemption ") for r in outcome.recorded):
+        if detection.kind is DetectionKind.PREEMPTED and outcome.recorded_any(FactKind.PREEMPTION):
             eviction = detection.eviction
             preemptor = eviction.preemptor if eviction is not None else None
             by = self._uids.get(preemptor.workload_uid or "", "an unknown workload") if preemptor else "?"
             reason = eviction.preemption_reason.value if eviction and eviction.preemption_reason else "Unknown"
             state.preemptions += 1
             state.relaunch_at = self.t + RELAUNCH_DELAY_SECONDS
-            self._add("preempted", job, effective, f"by {by} ({reason})")
+            self._add(TimelineKind.PREEMPTED, job, effective, f"by {by} ({reason})")
         if outcome_applied(outcome) and outcome.patch is not None and outcome.decision is not None:
             decision = outcome.decision
             state.priority = outcome.patch.effective_priority
+            patch = outcome.patch
             self._add(
-                "aged",
+                TimelineKind.AGED,
                 job,
-                outcome.patch.effective_priority,
-                f"{outcome.patch.summary.split(' on ')[0]} ({decision.counted_preemptions} preemption(s) "
+                patch.effective_priority,
+                f"{patch.mechanism.value} +{patch.boost} -> {patch.effective_priority} "
+                f"({decision.counted_preemptions} preemption(s) "
                 f"+{decision.preemption_points}, age +{decision.age_points}, cap {decision.boost_limit})",
             )
         if outcome.burst is not None:
             state.burst = outcome.burst.detail
-            self._add("burst", job, effective, f"cloud fallback: {outcome.burst.detail.split(' (')[0]}")
+            burst = outcome.burst
+            why = (
+                f"predicted wait {burst.predicted_wait_seconds:.0f} s"
+                if burst.predicted_wait_seconds is not None
+                else f"{burst.preemptions} preemption(s)"
+            )
+            self._add(TimelineKind.BURST, job, effective, f"cloud fallback: {why}")
 
     # --- the cluster ----------------------------------------------------------------
 
@@ -295,13 +314,13 @@ class _Run:
         found: dict[str, Any] | None = sb.store.try_get(WORKLOADS, name, ns)
         return found
 
-    def _submit(self, sb: Sandbox, state: JobState, kind: str) -> None:
+    def _submit(self, sb: Sandbox, state: JobState, kind: TimelineKind) -> None:
         job = state.job
         sb.apply(job.pod())
         value = self._class_values.get(job.priority_class, 0)
         gpus = f" + {job.gpus} GPU" if job.gpus else ""
         detail = f"{job.cpu} CPU{gpus}, {job.run_seconds} s, {job.priority_class}"
-        if kind == "resubmitted":
+        if kind is TimelineKind.RESUBMITTED:
             detail = f"SkyPilot relaunch: same group name, {job.priority_class}"
         self._add(kind, job, value, detail)
 
@@ -315,7 +334,7 @@ class _Run:
         }
         want_pods = {
             f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
-            for o in sb.store.list("pods", label_selector="kueue.x-k8s.io/pod-group-name").items
+            for o in sb.store.list("pods", label_selector=SKYPILOT_POD_GROUP_SELECTOR).items
         }
         return workloads == want_workloads and pods == want_pods
 
@@ -337,20 +356,20 @@ class _Run:
             state = self.jobs[job.key]
             state.admitted_at.append(self.t)
             state.priority = self._effective(obj)
-            self._add("admitted", job, state.priority, f"runs {job.run_seconds} s")
+            self._add(TimelineKind.ADMITTED, job, state.priority, f"runs {job.run_seconds} s")
         for key in report.finished:
             job = self.by_workload.get(key)
             if job is None:
                 continue
             state = self.jobs[job.key]
             state.finished_at = self.t
-            self._add("finished", job, state.priority, "completed its run")
+            self._add(TimelineKind.FINISHED, job, state.priority, "completed its run")
         self._settle(sb, controller)
         return bool(report.created or report.admitted or report.preempted or report.finished)
 
     def run(self) -> RunResult:
         from sky_kueue.controller.leader import LeaseSettings
-        from sky_kueue.controller.live import Controller, ControllerSettings
+        from sky_kueue.controller.manager import Controller, ControllerSettings
         from sky_kueue.controller.runtime_state import RuntimeState
         from sky_kueue.controller.sqlite_store import SqliteHistoryStore
         from sky_kueue.sandbox.apiserver.clock import ManualClock
@@ -401,14 +420,14 @@ class _Run:
             for state in sorted(self.jobs.values(), key=lambda s: s.job.submit_at):
                 if not state.submitted and state.job.submit_at <= self.t:
                     state.submitted = True
-                    self._submit(sb, state, "submitted")
+                    self._submit(sb, state, TimelineKind.SUBMITTED)
                 elif (
                     state.relaunch_at is not None
                     and state.relaunch_at <= self.t
                     and self._workload(sb, state.job.workload) is None  # SkyPilot waits for the teardown
                 ):
                     state.relaunch_at = None
-                    self._submit(sb, state, "resubmitted")
+                    self._submit(sb, state, TimelineKind.RESUBMITTED)
             self._settle(sb, controller)
             for _ in range(MAX_STEPS_PER_TICK):
                 if not self._step(sb, controller):
@@ -486,10 +505,10 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
     without = _variant(run_starvation(False, priority_boost=priority_boost))
     with_aging = _variant(run_starvation(True, priority_boost=priority_boost))
     with_rank = _variant(run_starvation("rank", priority_boost=priority_boost))
-    preempted = sorted({e.workload for e in seed.events if e.type == "preempted"})
+    preempted = sorted({e.workload for e in seed.events if e.type is TimelineKind.PREEMPTED})
     admitted: list[str] = []
     for event in seed.events:
-        if event.type == "admitted" and event.workload not in admitted:
+        if event.type is TimelineKind.ADMITTED and event.workload not in admitted:
             admitted.append(event.workload)
     a, b, r = without["team_b"], with_aging["team_b"], with_rank["team_b"]
     verdict = (

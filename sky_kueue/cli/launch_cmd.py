@@ -15,7 +15,7 @@ from typing import Any
 import click
 import yaml
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 from sky_kueue.skypilot.cluster_view import (
     ManifestError,
     ModelUnavailable,
@@ -36,7 +36,7 @@ EXIT_REJECTED = 1
 @click.option("--team", default=None, help="Submit as this team (sets the sky-kueue.io/team label).")
 @click.option("--priority", default=None, help="WorkloadPriorityClass to request (resources.priority_class).")
 @click.option("--dry-run", is_flag=True, help="Only show what would happen; do not submit.")
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 @click.option(
     "--config",
     "config_path",

@@ -12,6 +12,8 @@ import importlib
 
 import click
 
+from sky_kueue.cli import errors
+
 #: subcommand name -> "module:attribute" of the click command implementing it.
 SUBCOMMANDS: dict[str, str] = {
     "predict": "sky_kueue.cli.predict_cmd:predict",
@@ -30,7 +32,31 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 class LazyGroup(click.Group):
-    """A click group that imports a subcommand's module only when it is invoked."""
+    """A click group that imports a subcommand's module only when it is invoked.
+
+    It is also the one place where click's usage errors, of this group and of every command
+    below it, become :class:`~sky_kueue.cli.errors.UserError` (one line, exit 2).
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as err:
+            raise errors.from_usage(err, ctx) from None
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:
+            raise errors.from_usage(err, ctx) from None
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as err:  # a subcommand's arguments (parsed inside invoke)
+            raise errors.from_usage(err, ctx) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(SUBCOMMANDS))

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.objects import ClusterState, KueueConfig
@@ -32,34 +32,17 @@ TAKEN_AT_HEADER = "taken at:"
 
 
 @click.command("predict")
-@click.option(
-    "--snapshot",
-    "snapshot",
-    type=click.Path(path_type=Path),
-    required=False,
-    help="Multi-document YAML of Kueue objects (as `kubectl get -o yaml` prints them).",
+@options.file_option(
+    "--snapshot", "snapshot", "Multi-document YAML of Kueue objects (as `kubectl get -o yaml` prints them)."
 )
-@click.option(
-    "--kubeconfig",
-    "kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Predict on the live cluster of this kubeconfig (instead of --snapshot).",
-)
-@click.option("--context", "context", default=None, help="Kubeconfig context (default: the current one).")
-@click.option(
-    "--add",
-    "add",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="A hypothetical pending Workload to add (what-if); repeatable.",
-)
-@click.option(
+@options.kubeconfig_option("Predict on the live cluster of this kubeconfig (instead of --snapshot).")
+@options.context_option()
+@options.file_option("--add", "add", "A hypothetical pending Workload to add (what-if); repeatable.", multiple=True)
+@options.file_option(
     "--task",
     "tasks",
+    "A SkyPilot task YAML to add as the pod-group Workload it would create; repeatable.",
     multiple=True,
-    type=click.Path(path_type=Path),
-    help="A SkyPilot task YAML to add as the pod-group Workload it would create; repeatable.",
 )
 @click.option(
     "--task-queue",
@@ -74,7 +57,7 @@ TAKEN_AT_HEADER = "taken at:"
     show_default=True,
     help="Resource name that --task accelerators become on the cluster.",
 )
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 @click.option("--cycle-cap", type=click.IntRange(min=1), default=None, help="Override the number of cycles recorded.")
 @click.option(
     "--kueue-config",
@@ -200,7 +183,7 @@ def _add_task(
         ModelError: unreadable task, no LocalQueue, unknown priority class, name clash.
     """
     from sky_kueue.kueue import parse
-    from sky_kueue.mirror import task_workload
+    from sky_kueue.skypilot import task_workload
 
     queue_ns, queue_name = None, None
     if task_queue:

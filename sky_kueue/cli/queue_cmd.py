@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 from sky_kueue.cli.errors import EXIT_BAD_INPUT, EXIT_CLUSTER_ERROR
 
 if TYPE_CHECKING:
@@ -47,12 +47,7 @@ WAIT_SLICE_SECONDS = 1.0
 
 
 @click.command("queue")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config).",
-)
+@options.kubeconfig_option()
 @click.option(
     "--context",
     "contexts",
@@ -65,7 +60,7 @@ WAIT_SLICE_SECONDS = 1.0
 )
 @click.option("--namespace", "-n", default=None, help="Show only workloads of this namespace.")
 @click.option("--watch", "-w", is_flag=True, help="Keep redrawing as the cluster changes (from watch streams).")
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 @click.option("--no-predict", is_flag=True, help="Skip the predicted outcomes (faster on large clusters).")
 @click.option(
     "--kueue-config",

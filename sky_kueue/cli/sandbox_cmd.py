@@ -12,10 +12,13 @@ import contextlib
 import datetime
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 import click
+
+from sky_kueue.cli import errors
+from sky_kueue.cli.options import F
 
 #: Where ``serve`` writes its kubeconfig unless told otherwise.
 DEFAULT_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
@@ -43,6 +46,18 @@ _PORT_OPTION = click.option(
 )
 
 
+def _kubeconfig_out_option(default: str, help_text: str) -> Callable[[F], F]:
+    """``--kubeconfig PATH``: where a command writes the kubeconfig of what it starts."""
+    return click.option(
+        "--kubeconfig",
+        "kubeconfig_path",
+        default=default,
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help=help_text,
+    )
+
+
 @click.group()
 def sandbox() -> None:
     """A local Kubernetes API server with Kueue's APIs, for tests and demos."""
@@ -51,14 +66,7 @@ def sandbox() -> None:
 @sandbox.command()
 @_HOST_OPTION
 @_PORT_OPTION
-@click.option(
-    "--kubeconfig",
-    "kubeconfig_path",
-    default=DEFAULT_KUBECONFIG_PATH,
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="Where to write a kubeconfig for the server.",
-)
+@_kubeconfig_out_option(DEFAULT_KUBECONFIG_PATH, "Where to write a kubeconfig for the server.")
 def serve(host: str, port: int, kubeconfig_path: str) -> None:
     """Run the bare API server in the foreground until Ctrl-C or SIGTERM."""
     from sky_kueue.sandbox.apiserver import ApiServer
@@ -67,12 +75,12 @@ def serve(host: str, port: int, kubeconfig_path: str) -> None:
         try:
             server = ApiServer(host, port).start()
         except OSError as failure:
-            raise click.ClickException(f"cannot listen on {host}:{port}: {failure.strerror}") from failure
+            raise errors.UserError(f"cannot listen on {host}:{port}: {failure.strerror}") from failure
         try:
             try:
                 written = server.write_kubeconfig(kubeconfig_path)
             except OSError as failure:
-                raise click.ClickException(
+                raise errors.UserError(
                     f"cannot write kubeconfig {kubeconfig_path}: {failure.strerror}; pass --kubeconfig PATH"
                 ) from failure
             click.echo(f"API server listening on {server.url}")
@@ -91,14 +99,7 @@ DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
 @sandbox.command()
 @_HOST_OPTION
 @_PORT_OPTION
-@click.option(
-    "--kubeconfig",
-    "kubeconfig_path",
-    default=DEFAULT_UP_KUBECONFIG_PATH,
-    show_default=True,
-    type=click.Path(dir_okay=False),
-    help="Where to write a kubeconfig for the sandbox.",
-)
+@_kubeconfig_out_option(DEFAULT_UP_KUBECONFIG_PATH, "Where to write a kubeconfig for the sandbox.")
 @click.option(
     "--apply",
     "apply_paths",
@@ -159,7 +160,7 @@ def up(
         try:
             config = parse.parse_header(f"# kueue-config: {kueue_config}")
         except ModelError as failure:
-            raise click.ClickException(str(failure)) from failure
+            raise errors.UserError(str(failure)) from failure
     start = parse_start_time(start_time) if start_time is not None else None
     with _stop_on_signal() as stop:
         box = Sandbox(
@@ -175,7 +176,7 @@ def up(
         try:
             box.start()
         except OSError as failure:
-            raise click.ClickException(f"cannot start the sandbox on {host}:{port}: {failure.strerror}") from failure
+            raise errors.UserError(f"cannot start the sandbox on {host}:{port}: {failure.strerror}") from failure
         try:
             try:
                 if apply_paths:
@@ -184,7 +185,7 @@ def up(
                 else:
                     box.apply(seed.seed_cluster())
             except SandboxError as failure:
-                raise click.ClickException(str(failure)) from failure
+                raise errors.UserError(str(failure)) from failure
             click.echo(f"sandbox cluster (Kueue emulation) listening on {box.url}")
             click.echo(f"kubeconfig: {box.kubeconfig_path}")
             click.echo(f"try: kubectl --kubeconfig {box.kubeconfig_path} get clusterqueues")

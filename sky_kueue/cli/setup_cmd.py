@@ -14,7 +14,7 @@ import click
 import yaml
 from pydantic import ValidationError
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.skypilot.config import ConfigError, error_from_validation, validate_config
@@ -26,13 +26,7 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
 
 
 @click.command("setup")
-@click.option(
-    "--teams",
-    "teams_path",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="The compact team spec (see configs/teams.yaml).",
-)
+@options.file_option("--teams", "teams_path", "The compact team spec (see configs/teams.yaml).", required=True)
 @click.option(
     "--output",
     "output_dir",
@@ -41,10 +35,10 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
     help="Directory for kueue-setup.yaml and sky-kueue.yaml.",
 )
 @click.option("--apply", "apply_", is_flag=True, help="Create or update the objects on the cluster (idempotent).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="kubeconfig for --apply.")
-@click.option("--context", "kube_context", default=None, help="kubeconfig context for --apply.")
+@options.kubeconfig_option("kubeconfig for --apply.")
+@options.context_option("kube_context")
 def setup(
-    teams_path: Path, output_dir: Path | None, apply_: bool, kubeconfig: str | None, kube_context: str | None
+    teams_path: Path, output_dir: Path | None, apply_: bool, kubeconfig: Path | None, kube_context: str | None
 ) -> None:
     """Render Kueue objects and the sky-kueue config for a set of teams (and apply them)."""
     if output_dir is None and not apply_:
@@ -85,7 +79,7 @@ def setup(
         from sky_kueue.skypilot import setup_apply
 
         try:
-            applied = setup_apply.apply_objects(setup_apply.api_client_for(kubeconfig, kube_context), objects)
+            applied = setup_apply.apply_objects(setup_apply.api_client_for(str(kubeconfig), kube_context), objects)
         except setup_apply.ApplyError as exc:
             errors.fail(str(exc))
         for item in applied:

@@ -26,7 +26,7 @@ from typing import Any
 import click
 import yaml
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 from sky_kueue.cli.aging_cmd import load_settings
 from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller.aging import AgingSettings, SettingsError
@@ -52,17 +52,7 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
         errors.fail(str(err), EXIT_BAD_INPUT)
 
 
-class _OneLineCommand(click.Command):
-    """Reports click's own usage errors (bad option values) as one line, exit code 2."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as err:
-            errors.fail(f"{ctx.command_path}: {err.format_message()}", EXIT_BAD_INPUT)
-
-
-@click.command("simulate", cls=_OneLineCommand)
+@click.command("simulate")
 @click.option(
     "--trace",
     "trace_source",
@@ -93,7 +83,7 @@ class _OneLineCommand(click.Command):
     help="Offered load (GPU demand over capacity): synthetic draws exactly this much work; kueue-perf "
     "spreads its arrivals to it (below its own 1.18 only).",
 )
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@options.output_option()
 @click.option(
     "--plot",
     "plot_path",

@@ -15,20 +15,15 @@ from pathlib import Path
 
 import click
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import errors, options
 
 #: Exit code for bad input (kubeconfig, context, --kueue-config, unwritable file).
 EXIT_BAD_INPUT = 2
 
 
 @click.command("snapshot")
-@click.option(
-    "--kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config).",
-)
-@click.option("--context", default=None, help="Kubeconfig context (default: the current one).")
+@options.kubeconfig_option()
+@options.context_option()
 @click.option(
     "--output",
     "-o",

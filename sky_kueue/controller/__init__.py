@@ -12,9 +12,14 @@ One concept per module; pure core, adapters, entry points (dependencies point in
   :mod:`.relaunch` (the relaunch race), :mod:`.engine` (one reconcile), :mod:`.clock`,
   :mod:`.kueue_api` (Kueue's names).
 * adapters: :mod:`.sqlite_store` (durable history), :mod:`.runtime_state` (watch cursor,
-  heartbeat), :mod:`.kube_actuator` (merge patches), :mod:`.kube_watch` (list and watch),
-  :mod:`.leader` (Lease election), :mod:`.gate_detection` (PriorityBoost gate),
-  :mod:`.config_file` (``sky-kueue.yaml``), :mod:`.logs` (JSON lines).
-* entry points: :mod:`.live` (the running controller, ``sky-kueue controller run``) and
-  :mod:`.skypilot_plugin` (the ``KUEUE_AGING`` recovery strategy inside SkyPilot).
+  heartbeat), :mod:`.cursor` (the durable Workload cursor), :mod:`.kube_actuator` (merge
+  patches, UID-guarded deletes), :mod:`.leader` (Lease election), :mod:`.gate_detection`
+  (PriorityBoost gate), :mod:`.config_file` (``sky-kueue.yaml``), :mod:`.logs` (JSON lines).
+  Kubernetes is read through :mod:`sky_kueue.mirror` only (one reflector, one cache).
+* the running controller, split as client-go/controller-runtime split theirs: the cache is a
+  :class:`sky_kueue.mirror.Mirror` resumed from the cursor, :mod:`.work_queue` (typed
+  items), :mod:`.reconciler` (one item), :mod:`.session` (one leadership term),
+  :mod:`.manager` (election, sessions, heartbeat: ``sky-kueue controller run``),
+  :mod:`.events` (observers, log, users' hooks); and :mod:`.skypilot_plugin` (the
+  ``KUEUE_AGING`` recovery strategy inside SkyPilot).
 """

@@ -28,21 +28,26 @@ Both served API versions are read (v1beta2 ``spec.priorityClassRef`` and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from sky_kueue.controller.identity import (
-    IS_GROUP_WORKLOAD_ANNOTATION,
-    POD_GROUP_NAME_KEY,
-    JobIdentity,
-    identify_job,
-)
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.identity import (
+    IS_GROUP_WORKLOAD_ANNOTATION,
+    JobIdentity,
+    identify_job,
+    pod_group_of,
+)
+from sky_kueue.mirror.preemption_message import (
+    PreemptionMessage,
+    PreemptionReason,
+    parse_preemptor,
+    preemption_reason,
+)
 
 
 class WorkloadPhase(str, Enum):
@@ -74,29 +79,9 @@ class EvictionKind(str, Enum):
         return self is EvictionKind.PREEMPTED
 
 
-class PreemptionReason(str, Enum):
-    """The ``Preempted`` condition's reason: where the preemptor sits."""
-
-    IN_CLUSTER_QUEUE = "InClusterQueue"
-    IN_COHORT_RECLAMATION = "InCohortReclamation"
-    IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
-    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
-    UNKNOWN = "Unknown"
-
-
-#: Kueue's ``HumanReadablePreemptionReasons`` (``pkg/scheduler/preemption``), used to
-#: recover the reason from a message when only a pod's condition is available.
-HUMAN_PREEMPTION_REASONS: Mapping[str, PreemptionReason] = {
-    "prioritization in the ClusterQueue": PreemptionReason.IN_CLUSTER_QUEUE,
-    "reclamation within the cohort": PreemptionReason.IN_COHORT_RECLAMATION,
-    "Fair Sharing within the cohort": PreemptionReason.IN_COHORT_FAIR_SHARING,
-    "reclamation within the cohort while borrowing": PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING,
-}
-
 #: Old (before Kueue #3593) and current names of a deactivation eviction.
 _DEACTIVATED_REASONS = ("InactiveWorkload", "Deactivated")
 _DEACTIVATED_PREFIX = "DeactivatedDueTo"
-_UNKNOWN = "UNKNOWN"
 
 
 class SignalSource(str, Enum):
@@ -112,24 +97,6 @@ class DetectionKind(str, Enum):
     PREEMPTED = "preempted"
     EVICTED = "evicted"
     FINISHED = "finished"
-
-
-@dataclass(frozen=True)
-class Preemptor:
-    """What the eviction message says about the workload that caused a preemption."""
-
-    workload_uid: str | None = None
-    job_uid: str | None = None
-    path: str | None = None
-    human_reason: str | None = None
-    effective_priority: int | None = None
-    base_priority: int | None = None
-    boost: int | None = None
-
-    @property
-    def class_priority(self) -> int | None:
-        """The preemptor's priority without any boost (its class), when the text had it."""
-        return self.base_priority if self.base_priority is not None else self.effective_priority
 
 
 @dataclass(frozen=True)
@@ -152,7 +119,7 @@ class Eviction:
     #: Total evictions counted by Kueue including this one; None without schedulingStats.
     ordinal: int | None
     preemption_reason: PreemptionReason | None = None
-    preemptor: Preemptor | None = None
+    preemptor: PreemptionMessage | None = None
     underlying_cause: str | None = None
     #: Quota is still reserved: the pods are terminating.
     in_progress: bool = False
@@ -170,7 +137,7 @@ class PodTermination:
     kind: EvictionKind
     message: str
     at: float | None
-    preemptor: Preemptor | None
+    preemptor: PreemptionMessage | None
 
 
 @dataclass(frozen=True)
@@ -336,46 +303,6 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Condition]:
     return found
 
 
-_PREEMPTOR_RE = re.compile(
-    r"Preempted to accommodate a workload \(UID: (?P<uid>[^,)\s]+)(?:, JobUID: (?P<job>[^)\s]+))?\)"
-    r"(?: due to (?P<human>[^;]+))?"
-)
-_PREEMPTOR_PATH_RE = re.compile(r"preemptor path: (?P<path>[^;]+)")
-_PREEMPTOR_PRIORITY_RE = re.compile(
-    r"preemptor effective priority: (?P<eff>-?\d+)(?: \(base: (?P<base>-?\d+), boost: (?P<boost>-?\d+)\))?"
-)
-
-
-def parse_preemptor(message: str) -> Preemptor | None:
-    """Reads the preemptor out of a preemption message (condition, event or pod condition).
-
-    Accepts every format Kueue has used: "(UID: U)", "(UID: U, JobUID: J)", with or without
-    "; preemptor path: ...", and the event's "; preemptor effective priority: P (base: B,
-    boost: X)". ``UNKNOWN`` values (e.g. the JobUID of a pod-group preemptor) become None.
-
-    Returns:
-        The preemptor, or None when the message is not a preemption message.
-    """
-    match = _PREEMPTOR_RE.search(message)
-    if match is None:
-        return None
-
-    def known(value: str | None) -> str | None:
-        return None if value is None or value.strip() in ("", _UNKNOWN) else value.strip()
-
-    path = _PREEMPTOR_PATH_RE.search(message)
-    priority = _PREEMPTOR_PRIORITY_RE.search(message)
-    return Preemptor(
-        workload_uid=known(match.group("uid")),
-        job_uid=known(match.group("job")),
-        path=known(path.group("path")) if path else None,
-        human_reason=known(match.group("human")),
-        effective_priority=int(priority.group("eff")) if priority else None,
-        base_priority=int(priority.group("base")) if priority and priority.group("base") else None,
-        boost=int(priority.group("boost")) if priority and priority.group("boost") else None,
-    )
-
-
 def eviction_kind(reason: str) -> EvictionKind:
     """Maps an ``Evicted`` reason (or a pod's ``WorkloadEvictedDueTo<reason>``) to a kind."""
     if reason in _DEACTIVATED_REASONS or reason.startswith(_DEACTIVATED_PREFIX):
@@ -384,17 +311,6 @@ def eviction_kind(reason: str) -> EvictionKind:
         return EvictionKind(reason)
     except ValueError:
         return EvictionKind.OTHER
-
-
-def _preemption_reason(reason: str | None, human: str | None) -> PreemptionReason:
-    if reason:
-        try:
-            return PreemptionReason(reason)
-        except ValueError:
-            pass
-    if human and human.strip() in HUMAN_PREEMPTION_REASONS:
-        return HUMAN_PREEMPTION_REASONS[human.strip()]
-    return PreemptionReason.UNKNOWN
 
 
 def _eviction_counts(status: Mapping[str, Any]) -> tuple[dict[str, int] | None, dict[str, str]]:
@@ -495,12 +411,10 @@ def pod_termination(pod: Mapping[str, Any]) -> PodTermination | None:
         reason = str(raw.get("reason") or "")
         evicted_reason = reason.removeprefix(kueue_api.POD_TERMINATION_REASON_PREFIX)
         message = str(raw.get("message") or "")
-        labels = metadata.get("labels") or {}
-        annotations = metadata.get("annotations") or {}
         return PodTermination(
             pod_name=str(metadata.get("name") or ""),
             pod_uid=metadata.get("uid"),
-            pod_group=annotations.get(POD_GROUP_NAME_KEY) or labels.get(POD_GROUP_NAME_KEY),
+            pod_group=pod_group_of(pod),
             evicted_reason=evicted_reason,
             kind=eviction_kind(evicted_reason),
             message=message,
@@ -510,20 +424,10 @@ def pod_termination(pod: Mapping[str, Any]) -> PodTermination | None:
     return None
 
 
-def _merge_preemptor(primary: Preemptor | None, secondary: Preemptor | None) -> Preemptor | None:
-    if primary is None or secondary is None:
-        return primary or secondary
-    return Preemptor(
-        workload_uid=primary.workload_uid or secondary.workload_uid,
-        job_uid=primary.job_uid or secondary.job_uid,
-        path=primary.path or secondary.path,
-        human_reason=primary.human_reason or secondary.human_reason,
-        effective_priority=primary.effective_priority
-        if primary.effective_priority is not None
-        else secondary.effective_priority,
-        base_priority=primary.base_priority if primary.base_priority is not None else secondary.base_priority,
-        boost=primary.boost if primary.boost is not None else secondary.boost,
-    )
+def _merged(primary: PreemptionMessage | None, secondary: PreemptionMessage | None) -> PreemptionMessage | None:
+    if primary is None:
+        return secondary
+    return primary.merged(secondary)
 
 
 def _current_eviction(
@@ -542,13 +446,12 @@ def _current_eviction(
         if kind.is_preemption:
             message_preemptor = parse_preemptor(evicted.message)
             if preempted is not None and preempted.status:
-                message_preemptor = _merge_preemptor(parse_preemptor(preempted.message), message_preemptor)
+                message_preemptor = _merged(parse_preemptor(preempted.message), message_preemptor)
             for signal in matching:
-                message_preemptor = _merge_preemptor(message_preemptor, signal.preemptor)
+                message_preemptor = _merged(message_preemptor, signal.preemptor)
             preemptor = message_preemptor
-            reason = _preemption_reason(
-                preempted.reason if preempted is not None and preempted.status else None,
-                preemptor.human_reason if preemptor else None,
+            reason = preemption_reason(
+                preempted.reason if preempted is not None and preempted.status else None, preemptor
             )
         cause = None
         if evicted.reason.startswith(_DEACTIVATED_PREFIX):
@@ -578,9 +481,7 @@ def _current_eviction(
             message=first.message,
             at=first.at,
             ordinal=None,
-            preemption_reason=_preemption_reason(None, first.preemptor.human_reason if first.preemptor else None)
-            if first.kind.is_preemption
-            else None,
+            preemption_reason=preemption_reason(None, first.preemptor) if first.kind.is_preemption else None,
             preemptor=first.preemptor,
             in_progress=facts.holds_quota,
             sources=frozenset({SignalSource.POD_TERMINATION_TARGET}),

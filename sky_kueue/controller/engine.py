@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import (
@@ -49,7 +50,7 @@ from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSetting
 from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
 from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.clock import Clock, system_clock
-from sky_kueue.controller.detection import Detection, DetectionKind, Preemptor
+from sky_kueue.controller.detection import Detection, DetectionKind
 from sky_kueue.controller.history import (
     AgingStep,
     BurstRecord,
@@ -63,8 +64,9 @@ from sky_kueue.controller.history import (
     TransitionCause,
     transition_key,
 )
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.identity import JobIdentity
+from sky_kueue.mirror.preemption_message import PreemptionMessage
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +75,48 @@ log = logging.getLogger(__name__)
 MAX_WAITING_SNAPSHOTS = 10_000
 
 #: Resolves a preemptor to its class priority (e.g. through the mirror, by UID).
-PreemptorPriority = Callable[[Preemptor], "int | None"]
+PreemptorPriority = Callable[[PreemptionMessage], "int | None"]
 
 
-def message_priority(preemptor: Preemptor) -> int | None:
+def message_priority(preemptor: PreemptionMessage) -> int | None:
     """Default resolver: the priority printed in the message (events carry it)."""
     return preemptor.class_priority
+
+
+class FactKind(str, Enum):
+    """A fact a reconcile recorded in the history (for the first time)."""
+
+    PREEMPTION = "preemption"
+    EVICTION = "eviction"
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class RecordedFact:
+    """One newly recorded fact: its kind, the episode it names and, for an eviction, why."""
+
+    kind: FactKind
+    key: EpisodeKey | None = None
+    reason: str = ""
+
+    def __str__(self) -> str:
+        text = self.kind.value if self.key is None else f"{self.kind.value} {self.key.token}"
+        return f"{text} ({self.reason})" if self.reason else text
+
+
+@dataclass(frozen=True)
+class AgingResult:
+    """What aging one Workload did (:meth:`AgingEngine._age`, or ``_level`` for band policies)."""
+
+    #: The stored aging step (None for a band level: setting one is idempotent, nothing is stored).
+    step: AgingStep | None
+    decision: AgingDecision
+    patch: WorkloadPatch | None = None
+    actuation: ActuationResult | None = None
+    burst: BurstRecord | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,13 +125,17 @@ class ReconcileOutcome:
 
     kind: DetectionKind
     job_key: str | None = None
-    recorded: tuple[str, ...] = ()
+    recorded: tuple[RecordedFact, ...] = ()
     step: AgingStep | None = None
     decision: AgingDecision | None = None
     patch: WorkloadPatch | None = None
     actuation: ActuationResult | None = None
     burst: BurstRecord | None = None
     notes: tuple[str, ...] = field(default=())
+
+    def recorded_any(self, kind: FactKind) -> bool:
+        """This reconcile recorded a fact of ``kind`` for the first time."""
+        return any(fact.kind is kind for fact in self.recorded)
 
 
 def _band_mechanism(settings: AgingSettings) -> ActuatorKind:
@@ -190,7 +232,7 @@ class AgingEngine:
         facts = detection.workload
         now = self._clock()
         job_key = self._store.ensure_job(identity, facts.priority, facts.created_at if facts.created_at else now)
-        recorded: list[str] = []
+        recorded: list[RecordedFact] = []
         notes: list[str] = []
 
         eviction, eviction_key = detection.eviction, detection.eviction_key
@@ -198,7 +240,7 @@ class AgingEngine:
         if eviction is not None and eviction_key is not None:
             at = eviction.at if eviction.at is not None else now
             if eviction.kind.is_preemption:
-                preemptor = eviction.preemptor or Preemptor()
+                preemptor = eviction.preemptor or PreemptionMessage()
                 record = PreemptionRecord(
                     key=eviction_key,
                     at=at,
@@ -210,7 +252,7 @@ class AgingEngine:
                     message=eviction.message,
                 )
                 if self._store.record_preemption(identity, record):
-                    recorded.append(f"preemption {eviction_key.token}")
+                    recorded.append(RecordedFact(FactKind.PREEMPTION, eviction_key))
                     late_preemption = True
             else:
                 eviction_record = EvictionRecord(
@@ -223,7 +265,7 @@ class AgingEngine:
                     underlying_cause=eviction.underlying_cause,
                 )
                 if self._store.record_eviction(identity, eviction_record):
-                    recorded.append(f"eviction {eviction_key.token} ({eviction.reason})")
+                    recorded.append(RecordedFact(FactKind.EVICTION, eviction_key, eviction.reason))
         elif detection.awaiting_workload_condition:
             notes.append("pods carry TerminationTarget but the Workload has no Evicted condition yet")
 
@@ -232,53 +274,45 @@ class AgingEngine:
             if detection.kind is DetectionKind.FINISHED:
                 at = facts.finished_at if facts.finished_at is not None else now
                 if self._record(identity, episode, TransitionCause.FINISHED, at, facts.uid):
-                    recorded.append("finished")
+                    recorded.append(RecordedFact(FactKind.FINISHED))
                 self._waiting.pop(job_key, None)
             elif facts.holds_quota:
                 at = facts.running_since if facts.running_since is not None else now
                 if self._record(identity, episode, TransitionCause.ADMITTED, at, facts.uid):
-                    recorded.append(f"admitted {episode.token}")
+                    recorded.append(RecordedFact(FactKind.ADMITTED, episode))
                 self._waiting.pop(job_key, None)
 
-        step = decision = None
-        plan_patch: WorkloadPatch | None = None
-        actuation: ActuationResult | None = None
-        burst: BurstRecord | None = None
+        aged: AgingResult | None = None
         if detection.is_pending:
             if self._record_queued(identity, detection, now):
-                recorded.append(f"queued {episode.token}")
+                recorded.append(RecordedFact(FactKind.QUEUED, episode))
             if actuate:
                 self._waiting.pop(job_key, None)
                 self._waiting[job_key] = detection
                 while len(self._waiting) > MAX_WAITING_SNAPSHOTS:
                     self._waiting.pop(next(iter(self._waiting)))
-                step, decision, plan_patch, actuation, burst, age_notes = self._act(
-                    detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                )
-                notes.extend(age_notes)
+                aged = self._act(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
         elif self._band is not None and actuate and facts.holds_quota and eviction is None:
-            decision, plan_patch, actuation, burst, age_notes = self._level(detection, job_key, now, None, None)
-            notes.extend(age_notes)
+            aged = self._level(detection, job_key, now, None, None)
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
         if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
-                step, decision, plan_patch, actuation, burst, age_notes = self._act(
-                    waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds
-                )
-                notes.extend(age_notes)
+                aged = self._act(waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+        if aged is None:
+            return ReconcileOutcome(detection.kind, job_key, tuple(recorded), notes=tuple(notes))
         return ReconcileOutcome(
             kind=detection.kind,
             job_key=job_key,
             recorded=tuple(recorded),
-            step=step,
-            decision=decision,
-            patch=plan_patch,
-            actuation=actuation,
-            burst=burst,
-            notes=tuple(notes),
+            step=aged.step,
+            decision=aged.decision,
+            patch=aged.patch,
+            actuation=aged.actuation,
+            burst=aged.burst,
+            notes=(*notes, *aged.notes),
         )
 
     def _settle_stale_step(self, step: AgingStep, current: Detection, *, skip: bool = True) -> None:
@@ -325,7 +359,7 @@ class AgingEngine:
         now: float,
         predicted_wait_seconds: float | None,
         wait_limit_seconds: float | None,
-    ) -> tuple[AgingStep, AgingDecision, WorkloadPatch | None, ActuationResult | None, BurstRecord | None, list[str]]:
+    ) -> AgingResult:
         identity = detection.identity
         assert identity is not None
         facts = detection.workload
@@ -347,7 +381,7 @@ class AgingEngine:
         )
         burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
         if step.state is not StepState.DECIDED:
-            return step, decision, None, None, burst, notes
+            return AgingResult(step, decision, burst=burst, notes=tuple(notes))
 
         base = history.base_priority if history.base_priority is not None else facts.priority
         plan = self._plan(detection, base, step)
@@ -359,18 +393,18 @@ class AgingEngine:
             else:
                 step = self._store.mark_skipped(step.key, now, plan.reason)
             notes.append(plan.reason)
-            return step, decision, None, None, burst, notes
+            return AgingResult(step, decision, burst=burst, notes=tuple(notes))
         try:
             result = self._actuator.apply(plan.patch)
         except ActuationError as err:
             notes.append(f"actuation failed, will retry: {err}")
             log.warning("aging step %s not actuated yet: %s", step.key.token, err)
-            return step, decision, plan.patch, None, burst, notes
+            return AgingResult(step, decision, plan.patch, burst=burst, notes=tuple(notes))
         if result.outcome is ActuationOutcome.APPLIED:
             step = self._store.mark_actuated(step.key, step.boost, step.revision, now, self._actuator.name)
         else:
             step = self._store.mark_skipped(step.key, now, f"{result.outcome.value}: {result.detail}")
-        return step, decision, plan.patch, result, burst, notes
+        return AgingResult(step, decision, plan.patch, result, burst, tuple(notes))
 
     def _act(
         self,
@@ -379,15 +413,10 @@ class AgingEngine:
         now: float,
         predicted_wait_seconds: float | None,
         wait_limit_seconds: float | None,
-    ) -> tuple[
-        AgingStep | None, AgingDecision, WorkloadPatch | None, ActuationResult | None, BurstRecord | None, list[str]
-    ]:
+    ) -> AgingResult:
         """A waiting Workload: its band level (band policies, no stored step) or its aging step."""
         if self._band is not None:
-            decision, patch, actuation, burst, notes = self._level(
-                detection, job_key, now, predicted_wait_seconds, wait_limit_seconds
-            )
-            return None, decision, patch, actuation, burst, notes
+            return self._level(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
         return self._age(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
 
     def _burst(
@@ -426,7 +455,7 @@ class AgingEngine:
         now: float,
         predicted_wait_seconds: float | None,
         wait_limit_seconds: float | None,
-    ) -> tuple[AgingDecision, WorkloadPatch | None, ActuationResult | None, BurstRecord | None, list[str]]:
+    ) -> AgingResult:
         """Band policies: sets the Workload's ``spec.priority`` to its waiting or admitted level.
 
         No aging step is stored: setting a level is idempotent (the same history gives the
@@ -450,18 +479,18 @@ class AgingEngine:
             offset = decision.admitted_boost if decision.admitted_boost is not None else 0
         if self._mechanism is ActuatorKind.RECORD_ONLY:
             notes.append(f"actuator record-only: {level} level {decision.base_priority + offset} not patched")
-            return decision, None, None, burst, notes
+            return AgingResult(None, decision, burst=burst, notes=tuple(notes))
         plan = plan_band_patch(facts, priority=decision.base_priority + offset, level=level)
         notes.append(plan.reason)
         if plan.patch is None:
-            return decision, None, None, burst, notes
+            return AgingResult(None, decision, burst=burst, notes=tuple(notes))
         try:
             result = self._actuator.apply(plan.patch)
         except ActuationError as err:
             notes.append(f"actuation failed, the next snapshot or resync retries it: {err}")
             log.warning("band level for %s not set yet: %s", facts.name, err)
-            return decision, plan.patch, None, burst, notes
-        return decision, plan.patch, result, burst, notes
+            return AgingResult(None, decision, plan.patch, burst=burst, notes=tuple(notes))
+        return AgingResult(None, decision, plan.patch, result, burst, tuple(notes))
 
     def _plan(self, detection: Detection, base: int, step: AgingStep) -> PatchPlan:
         facts = detection.workload

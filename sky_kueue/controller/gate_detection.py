@@ -34,8 +34,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from sky_kueue.controller.actuators import feature_gate_from_deployment
-from sky_kueue.controller.kube_watch import raw_request
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror import rest
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def feature_gate_from_kueue_config(text: str, gate: str = kueue_api.PRIORITY_BOO
 
 def _read_json(api_client: client.ApiClient, path: str) -> dict[str, Any] | None:
     try:
-        response = raw_request(api_client, "GET", path, timeout=DETECTION_REQUEST_TIMEOUT_SECONDS)
+        response = rest.request(api_client, "GET", path, timeout=DETECTION_REQUEST_TIMEOUT_SECONDS)
     except ApiException as err:
         log.debug("gate detection: %s -> HTTP %s", path, err.status)
         return None

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
 
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.identity import JobIdentity
 
 
 class Phase(str, Enum):

@@ -12,11 +12,15 @@ content type, which every supported client release sends unchanged) and maps the
   band level, the Workload changed since the snapshot the level was planned on (resourceVersion).
 * anything else (5xx, 429, connection errors) → :class:`ActuationError`, retried later.
 
+:class:`KubernetesWorkloadDeleter` deletes a stale Workload in the relaunch race
+(:mod:`sky_kueue.controller.relaunch`) with a UID precondition.
+
 Tested against the sandbox API server (``sky_kueue.sandbox``), not here.
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client import ApiClient
@@ -38,6 +42,7 @@ FIELD_MANAGER = "sky-kueue-controller"
 #: Per-request (connect, read) timeout; the client ignores float scalars (see fake-apiserver notes).
 DEFAULT_REQUEST_TIMEOUT_SECONDS = (5, 15)
 _MERGE_PATCH = "application/merge-patch+json"
+_JSON = "application/json"
 
 
 class KubernetesWorkloadActuator:
@@ -89,6 +94,44 @@ class KubernetesWorkloadActuator:
         except HTTPError as err:
             raise ActuationError(f"patching Workload {target} failed: {err}") from err
         return ActuationResult(ActuationOutcome.APPLIED, patch.summary)
+
+
+class DeletionOutcome(str, Enum):
+    DELETED = "deleted"
+    #: 404 or 409: already gone, or the name now belongs to a new Workload (the UID
+    #: precondition protected it). Expected when the controller's view lags.
+    GONE_OR_REPLACED = "gone-or-replaced"
+    FAILED = "failed"
+
+
+class KubernetesWorkloadDeleter:
+    """Deletes a Workload by name *and UID* (a precondition), for the relaunch race.
+
+    Why the UID precondition: the name is reused by SkyPilot's relaunch within seconds; the
+    precondition makes the server refuse (409) if the name now belongs to the new Workload.
+    """
+
+    def __init__(self, api_client: ApiClient, *, request_timeout: tuple[int, int] = DEFAULT_REQUEST_TIMEOUT_SECONDS):
+        self._api_client = api_client
+        self._timeout = request_timeout
+
+    def delete(self, namespace: str, name: str, uid: str, version: str) -> tuple[DeletionOutcome, str]:
+        """Returns the outcome and, when it failed, why (never raises for API errors)."""
+        path = f"/apis/{kueue_api.KUEUE_GROUP}/{version}/namespaces/{namespace}/{kueue_api.WORKLOAD_PLURAL}/{name}"
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        try:
+            response = rest.request(
+                self._api_client, "DELETE", path, body=body, content_type=_JSON, timeout=self._timeout
+            )
+            response.drain_conn()
+            response.release_conn()
+        except ApiException as err:
+            if err.status in (404, 409):
+                return DeletionOutcome.GONE_OR_REPLACED, f"HTTP {err.status}"
+            return DeletionOutcome.FAILED, f"HTTP {err.status} {err.reason}"
+        except HTTPError as err:
+            return DeletionOutcome.FAILED, str(err)
+        return DeletionOutcome.DELETED, ""
 
 
 if TYPE_CHECKING:

@@ -33,19 +33,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sky_kueue.controller.identity import (
+from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.identity import (
     CLUSTER_NAME_LABEL,
     IS_GROUP_WORKLOAD_ANNOTATION,
     LEGACY_CLUSTER_LABEL,
     MANAGED_JOB_ID_ANNOTATION,
-    POD_GROUP_NAME_KEY,
+    pod_group_of,
 )
-from sky_kueue.kueue import api as kueue_api
 
-#: Kueue's scheduling gate on pods it has not admitted yet (``pod_webhook.go``).
-ADMISSION_GATE = "kueue.x-k8s.io/admission"
-#: Pod annotation SkyPilot sets on every pod of a queued cluster.
-RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+ADMISSION_GATE = kueue_api.ADMISSION_GATE
+RETRIABLE_IN_GROUP_ANNOTATION = kueue_api.RETRIABLE_IN_GROUP_ANNOTATION
 _TERMINAL_POD_PHASES = ("Succeeded", "Failed")
 
 
@@ -76,12 +74,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def _map(obj: Mapping[str, Any], field: str) -> Mapping[str, Any]:
     value = _meta(obj).get(field)
     return value if isinstance(value, Mapping) else {}
-
-
-def pod_group_of(pod: Mapping[str, Any]) -> str | None:
-    """The Kueue pod-group name of a pod (the annotation wins over the label, as in Kueue)."""
-    value = _map(pod, "annotations").get(POD_GROUP_NAME_KEY) or _map(pod, "labels").get(POD_GROUP_NAME_KEY)
-    return str(value) if value else None
 
 
 def _finished(workload: Mapping[str, Any]) -> bool:

@@ -60,12 +60,12 @@ from sky_kueue.controller.actuators import choose_priority_class, skypilot_confi
 from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
-from sky_kueue.controller.detection import parse_preemptor
 from sky_kueue.controller.history import JobHistory, PreemptionRecord, StoreError, TransitionCause
-from sky_kueue.controller.identity import managed_job_key
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.runtime_state import resolve_state_path
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.identity import managed_job_key
+from sky_kueue.mirror.preemption_message import parse_preemptor
 
 log = logging.getLogger(__name__)
 
@@ -296,14 +296,18 @@ def chain_failure_sources(first: FailureFunc | None, second: FailureFunc) -> Fai
     registered would silence another plugin's failures. A failing earlier source is logged and
     does not hide ours.
     """
+
     def both(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
         if first is None:
             return second(cluster_hash, cluster_name)
         try:
             earlier = list(first(cluster_hash, cluster_name) or [])
         except Exception as exc:  # noqa: BLE001 - another plugin's bug must not hide Kueue preemptions
-            log.warning("an earlier external failure source failed (%s: %s); reporting sky-kueue's only",
-                        type(exc).__name__, exc)
+            log.warning(
+                "an earlier external failure source failed (%s: %s); reporting sky-kueue's only",
+                type(exc).__name__,
+                exc,
+            )
             earlier = []
         return earlier + second(cluster_hash, cluster_name)
 

@@ -30,6 +30,7 @@ the decision is recomputed from the same history, giving the same boost.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -39,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from sky_kueue.controller.history import (
@@ -58,13 +59,13 @@ from sky_kueue.controller.history import (
     TransitionCause,
     transition_key,
 )
-from sky_kueue.controller.identity import (
+from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.identity import (
     MANAGED_JOB_KEY_PREFIX,
     JobIdentity,
     managed_job_key,
     pod_group_key,
 )
-from sky_kueue.controller.keys import EpisodeKey
 
 #: Bumped on every incompatible schema change; a newer file is refused, not rewritten.
 SCHEMA_VERSION = 1
@@ -259,23 +260,37 @@ class SqliteHistoryStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed if the block succeeds, rolled back otherwise."""
+        with self._transaction("BEGIN IMMEDIATE", "write") as conn:
+            yield conn
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: commit failed: {err}") from err
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction (one consistent snapshot); rolled back, as it has nothing to commit."""
+        with self._transaction("BEGIN", "read") as conn:
+            yield conn
+            self._rollback()
+
+    @contextmanager
+    def _transaction(self, begin: str, what: str) -> Iterator[sqlite3.Connection]:
+        """Holds the lock around one transaction; SQLite errors become :class:`StoreError`."""
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.execute(begin)
             except sqlite3.Error as err:
-                raise StoreError(f"{self.path}: cannot start a write transaction: {err}") from err
+                raise StoreError(f"{self.path}: cannot start a {what} transaction: {err}") from err
             try:
                 yield self._conn
             except sqlite3.Error as err:
                 self._rollback()
-                raise StoreError(f"{self.path}: write failed: {err}") from err
+                raise StoreError(f"{self.path}: {what} failed: {err}") from err
             except BaseException:
                 self._rollback()
                 raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as err:
-                raise StoreError(f"{self.path}: commit failed: {err}") from err
 
     def _rollback(self) -> None:
         try:
@@ -284,20 +299,6 @@ class SqliteHistoryStore:
             # The transaction is already gone (SQLite rolls back on some errors itself);
             # the original error is the one worth reporting, and it is being re-raised.
             return
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN")
-            except sqlite3.Error as err:
-                raise StoreError(f"{self.path}: cannot read: {err}") from err
-            try:
-                yield self._conn
-            except sqlite3.Error as err:
-                raise StoreError(f"{self.path}: read failed: {err}") from err
-            finally:
-                self._rollback()  # a read transaction has nothing to commit
 
     def close(self) -> None:
         with self._lock:
@@ -626,28 +627,11 @@ class SqliteHistoryStore:
                 for r in conn.execute("SELECT * FROM transitions WHERE job_key = ? ORDER BY seq", (key,))
             )
             preemptions = tuple(
-                PreemptionRecord(
-                    key=EpisodeKey.parse(r["key"]),
-                    at=r["at"],
-                    workload_name=r["workload_name"],
-                    reason=r["reason"],
-                    preemptor_uid=r["preemptor_uid"],
-                    preemptor_job_uid=r["preemptor_job_uid"],
-                    preemptor_priority=r["preemptor_priority"],
-                    message=r["message"],
-                )
+                _record(PreemptionRecord, r)
                 for r in conn.execute("SELECT * FROM preemptions WHERE job_key = ? ORDER BY seq", (key,))
             )
             evictions = tuple(
-                EvictionRecord(
-                    key=EpisodeKey.parse(r["key"]),
-                    at=r["at"],
-                    workload_name=r["workload_name"],
-                    reason=r["reason"],
-                    kind=r["kind"],
-                    message=r["message"],
-                    underlying_cause=r["underlying_cause"],
-                )
+                _record(EvictionRecord, r)
                 for r in conn.execute("SELECT * FROM evictions WHERE job_key = ? ORDER BY seq", (key,))
             )
             steps = tuple(
@@ -753,6 +737,15 @@ def _phase_of(cause: Any) -> Phase | None:
     if cause is None:
         return None
     return Transition("", TransitionCause(cause), 0.0, "").phase
+
+
+_Record = TypeVar("_Record", PreemptionRecord, EvictionRecord)
+
+
+def _record(cls: type[_Record], row: sqlite3.Row) -> _Record:
+    """A history record from a row whose columns are named like the record's fields."""
+    values = {f.name: row[f.name] for f in dataclasses.fields(cls) if f.name != "key"}
+    return cls(key=EpisodeKey.parse(row["key"]), **values)
 
 
 def _step_from_row(row: sqlite3.Row) -> AgingStep:

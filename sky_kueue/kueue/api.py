@@ -41,6 +41,19 @@ PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
 PRIORITY_BOOST_FEATURE_GATE = "PriorityBoost"
 #: Label selecting a WorkloadPriorityClass on a job or on every pod of a group.
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+#: Label naming the LocalQueue of a job or pod.
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+# Pod groups (pkg/controller/jobs/pod/pod_controller.go, constants/constants.go).
+#: Pod-group membership: a label, or (beta ``WorkloadIdentifierAnnotations``) an annotation
+#: of the same key, which then takes precedence.
+POD_GROUP_NAME_KEY = "kueue.x-k8s.io/pod-group-name"
+#: Annotation Kueue sets on the Workload of a pod group.
+IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
+#: Pod annotation: "false" makes a group unretriable (SkyPilot sets it).
+RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+#: Kueue's scheduling gate on pods it has not admitted yet (``pod_webhook.go``).
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1

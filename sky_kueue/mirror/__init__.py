@@ -12,14 +12,13 @@ live state. Modules, one concept each:
 * :mod:`.source` (list pages, raw watch), :mod:`.reflector`, :mod:`.store`,
   :mod:`.transitions`, :mod:`.subscriptions`, :mod:`.identity` (SkyPilot jobs from pods);
 * :mod:`.mirror` (the facade), :mod:`.export` (snapshots, ``ClusterState``),
-  :mod:`.visibility`, :mod:`.view` (the ``sky-kueue queue`` picture),
-  :mod:`.task_workload` (a SkyPilot task as the Workload it would create).
+  :mod:`.visibility`, :mod:`.view` (the ``sky-kueue queue`` picture).
 
 Production code: nothing here imports the sandbox.
 
-The names below are loaded on first use (PEP 562), so light modules (``clock``,
-``task_workload``, ``view``) can be imported without pulling in the ``kubernetes`` client:
-``sky-kueue predict --snapshot`` must stay fast.
+Nothing here imports ``sky_kueue.skypilot`` (which imports the mirror). The names below are
+loaded on first use (PEP 562), so light modules (``clock``, ``view``) can be imported
+without pulling in the ``kubernetes`` client: ``sky-kueue predict --snapshot`` must stay fast.
 """
 
 from __future__ import annotations

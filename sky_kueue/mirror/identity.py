@@ -12,15 +12,32 @@ SkyPilot facts live on the pods (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.
 
 A preempted SkyPilot group's pods are deleted before its Workload finishes and is
 garbage-collected, so the store keeps the last identity of a group until its Workload is gone.
+
+Two views of the same facts, read by one function (:func:`_facts`):
+
+* :class:`SkyPilotIdentity`: what the mirror shows per pod group (``sky-kueue queue``).
+* :class:`JobIdentity`: the durable key the controller's history is stored under. When Kueue
+  preempts a SkyPilot pod group, the Workload ends ``Finished`` and is garbage-collected;
+  SkyPilot's relaunch creates a *new* Workload (new UID, fresh ``schedulingStats``) under
+  the same name, so everything aging needs is keyed by the job, not the Workload:
+  ``managed-job/<id>`` when the pods carry ``skypilot-managed-job-id`` (ids are allocated by
+  one SkyPilot API server, so unique per server; a cluster shared by several API servers
+  would need the server in the key: a known gap), else ``pod-group/<namespace>/<name>``
+  (the pod-group name equals the Workload name and SkyPilot's ``cluster_name_on_cloud``,
+  stable across recoveries). When both are known the history store links the pod-group key
+  to the managed-job key, so history recorded before the pods were seen is not split.
+
 Pure functions over plain dicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.kinds import POD_GROUP_NAME_KEY
 
 MANAGED_JOB_ID_ANNOTATION = "skypilot-managed-job-id"
@@ -28,7 +45,15 @@ MANAGED_JOB_NAME_ANNOTATION = "skypilot-managed-job-name"
 CLUSTER_NAME_LABEL = "skypilot-cluster-name"
 #: Deprecated spelling of :data:`CLUSTER_NAME_LABEL`, still set by SkyPilot 0.14.1.
 LEGACY_CLUSTER_LABEL = "skypilot-cluster"
+#: Pod label (sanitized) and annotation (raw) naming the SkyPilot user.
 USER_KEY = "skypilot-user"
+#: Pod label ``parent: skypilot`` marks every SkyPilot pod.
+PARENT_LABEL = "parent"
+PARENT_LABEL_VALUE = "skypilot"
+#: Workload annotation Kueue sets on pod-group Workloads.
+IS_GROUP_WORKLOAD_ANNOTATION = kueue_api.IS_GROUP_WORKLOAD_ANNOTATION
+MANAGED_JOB_KEY_PREFIX = "managed-job/"
+POD_GROUP_KEY_PREFIX = "pod-group/"
 
 #: Annotation prefixes worth keeping on mirrored pods (everything else is dropped to save memory).
 KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", "kueue.x-k8s.io/")
@@ -82,23 +107,71 @@ def pod_group_of(pod: Mapping[str, Any]) -> str | None:
     return str(value) if value else None
 
 
-def _first(values: Iterable[str | None]) -> str | None:
-    return next((v for v in values if v), None)
+@dataclass(frozen=True)
+class _Facts:
+    """The SkyPilot facts of a set of objects (pods of one group, and maybe its Workload)."""
+
+    namespace: str
+    pod_group: str | None
+    managed_job_id: str | None
+    managed_job_name: str | None
+    cluster: str | None
+    user: str | None
+    skypilot_owned: bool
+
+
+def _string_map(obj: Mapping[str, Any], field_name: str) -> Mapping[str, Any]:
+    value = _meta(obj).get(field_name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _first(objs: Sequence[Mapping[str, Any]], field_name: str, key: str) -> str | None:
+    for obj in objs:
+        value = _string_map(obj, field_name).get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _is_skypilot(obj: Mapping[str, Any]) -> bool:
+    labels, annotations = _string_map(obj, "labels"), _string_map(obj, "annotations")
+    return (
+        labels.get(PARENT_LABEL) == PARENT_LABEL_VALUE
+        or CLUSTER_NAME_LABEL in labels
+        or LEGACY_CLUSTER_LABEL in labels
+        or MANAGED_JOB_ID_ANNOTATION in annotations
+        or MANAGED_JOB_ID_ANNOTATION in labels
+    )
+
+
+def _facts(pods: Iterable[Mapping[str, Any]], workload: Mapping[str, Any] | None = None) -> _Facts:
+    """What the pods (in name order) and then the Workload say; the first value of each fact wins."""
+    ordered = sorted(pods, key=lambda p: str(_meta(p).get("name", "")))
+    sources: list[Mapping[str, Any]] = [*ordered, *([workload] if workload is not None else [])]
+    namespace = next((str(_meta(o)["namespace"]) for o in sources if _meta(o).get("namespace")), "")
+    group = _first(ordered, "annotations", POD_GROUP_NAME_KEY) or _first(ordered, "labels", POD_GROUP_NAME_KEY)
+    return _Facts(
+        namespace=namespace,
+        pod_group=group,
+        managed_job_id=_first(sources, "annotations", MANAGED_JOB_ID_ANNOTATION)
+        or _first(sources, "labels", MANAGED_JOB_ID_ANNOTATION),
+        managed_job_name=_first(sources, "annotations", MANAGED_JOB_NAME_ANNOTATION),
+        cluster=_first(sources, "labels", CLUSTER_NAME_LABEL) or _first(sources, "labels", LEGACY_CLUSTER_LABEL),
+        user=_first(sources, "annotations", USER_KEY) or _first(sources, "labels", USER_KEY),
+        skypilot_owned=any(_is_skypilot(obj) for obj in sources),
+    )
 
 
 def identity_from_pods(namespace: str, pod_group: str, pods: Iterable[Mapping[str, Any]]) -> SkyPilotIdentity:
     """Merge what the pods of one group say (the first non-empty value of each fact wins)."""
-    metas = [_meta(pod) for pod in pods]
-    annotations = [m.get("annotations") or {} for m in metas]
-    labels = [m.get("labels") or {} for m in metas]
+    facts = _facts(pods)
     return SkyPilotIdentity(
         pod_group=pod_group,
         namespace=namespace,
-        managed_job_id=_first(str(a.get(MANAGED_JOB_ID_ANNOTATION) or "") for a in annotations),
-        managed_job_name=_first(str(a.get(MANAGED_JOB_NAME_ANNOTATION) or "") for a in annotations),
-        cluster=_first(str(lbl.get(CLUSTER_NAME_LABEL) or lbl.get(LEGACY_CLUSTER_LABEL) or "") for lbl in labels),
-        user=_first(str(a.get(USER_KEY) or "") for a in annotations)
-        or _first(str(lbl.get(USER_KEY) or "") for lbl in labels),
+        managed_job_id=facts.managed_job_id,
+        managed_job_name=facts.managed_job_name,
+        cluster=facts.cluster,
+        user=facts.user,
     )
 
 
@@ -126,8 +199,95 @@ def identity_from_workload(workload: Mapping[str, Any]) -> SkyPilotIdentity | No
     )
 
 
+class IdentitySource(str, Enum):
+    """Which fact the job key was derived from."""
+
+    MANAGED_JOB = "managed-job"
+    POD_GROUP = "pod-group"
+
+
+@dataclass(frozen=True)
+class JobIdentity:
+    """A SkyPilot job as seen through its Kueue Workload and pods (the controller's key).
+
+    Only ``namespace``, ``pod_group`` and ``managed_job_id`` take part in equality; the
+    other fields are informational and may be missing on some observations.
+    """
+
+    namespace: str
+    pod_group: str | None = None
+    managed_job_id: str | None = None
+    managed_job_name: str | None = field(default=None, compare=False)
+    user: str | None = field(default=None, compare=False)
+    cluster_name: str | None = field(default=None, compare=False)
+    #: True when a SkyPilot marker (label, annotation) was seen on a pod or the Workload.
+    skypilot_owned: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.pod_group is None and self.managed_job_id is None:
+            raise ValueError("a job identity needs a managed-job id or a pod-group name")
+
+    @property
+    def source(self) -> IdentitySource:
+        return IdentitySource.MANAGED_JOB if self.managed_job_id else IdentitySource.POD_GROUP
+
+    @property
+    def key(self) -> str:
+        """The durable key history is stored under (see the module docstring)."""
+        if self.managed_job_id:
+            return managed_job_key(self.managed_job_id)
+        assert self.pod_group is not None
+        return pod_group_key(self.namespace, self.pod_group)
+
+    @property
+    def pod_group_key(self) -> str | None:
+        """The pod-group key, which the store keeps as an alias of :attr:`key`."""
+        return pod_group_key(self.namespace, self.pod_group) if self.pod_group else None
+
+
+def managed_job_key(job_id: str) -> str:
+    return f"{MANAGED_JOB_KEY_PREFIX}{job_id}"
+
+
+def pod_group_key(namespace: str, name: str) -> str:
+    return f"{POD_GROUP_KEY_PREFIX}{namespace}/{name}"
+
+
+def identify_job(workload: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] = ()) -> JobIdentity | None:
+    """The job identity of a Workload, from its group's pods and the Workload itself.
+
+    The Workload's own labels and annotations count too (Kueue copies pod labels listed in
+    ``integrations.labelKeysToCopy``). Without pods, a pod-group Workload (annotation
+    ``kueue.x-k8s.io/is-group-workload: "true"``) is identified by its name.
+
+    Returns:
+        The identity, or None when neither a managed-job id nor a pod-group name is known
+        (e.g. a batch/v1 Job's Workload: not ours to age).
+    """
+    facts = _facts(pods, workload)
+    group = facts.pod_group
+    is_group = workload is not None and (
+        _string_map(workload, "annotations").get(IS_GROUP_WORKLOAD_ANNOTATION) == "true"
+    )
+    if group is None and workload is not None and is_group:
+        name = _meta(workload).get("name")
+        group = name if isinstance(name, str) and name else None
+    if facts.managed_job_id is None and group is None:
+        return None
+    return JobIdentity(
+        namespace=facts.namespace,
+        pod_group=group,
+        managed_job_id=facts.managed_job_id,
+        managed_job_name=facts.managed_job_name,
+        user=facts.user,
+        cluster_name=facts.cluster,
+        skypilot_owned=facts.skypilot_owned,
+    )
+
+
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a pod the mirror keeps: identity, group, phase and Kueue's pod conditions.
+    """The part of a pod the mirror keeps: identity, group, phase, scheduling gates and Kueue's
+    pod conditions.
 
     A full pod is ~10 KB of JSON; this is a few hundred bytes.
     """
@@ -149,4 +309,14 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     kept_status: dict[str, Any] = {"phase": status.get("phase")}
     if conditions:
         kept_status["conditions"] = conditions
-    return {"apiVersion": pod.get("apiVersion", "v1"), "kind": "Pod", "metadata": kept_meta, "status": kept_status}
+    trimmed: dict[str, Any] = {
+        "apiVersion": pod.get("apiVersion", "v1"),
+        "kind": "Pod",
+        "metadata": kept_meta,
+        "status": kept_status,
+    }
+    raw_spec = pod.get("spec")
+    gates = raw_spec.get("schedulingGates") if isinstance(raw_spec, dict) else None
+    if gates:
+        trimmed["spec"] = {"schedulingGates": gates}  # the relaunch race: pods Kueue holds back
+    return trimmed

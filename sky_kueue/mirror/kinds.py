@@ -32,7 +32,7 @@ KUEUE_VERSIONS: tuple[str, ...] = ("v1beta2", "v1beta1")
 CORE_VERSION = "v1"
 
 #: Kueue's pod-group label (SkyPilot sets it when a LocalQueue is configured).
-POD_GROUP_NAME_KEY = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_NAME_KEY = kueue_api.POD_GROUP_NAME_KEY
 #: Label SkyPilot puts on every pod it creates (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``).
 SKYPILOT_PARENT_SELECTOR = "parent=skypilot"
 #: Label selector of the pods the mirror keeps: members of SkyPilot pod groups.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +61,17 @@ class Mirror:
         sleep: Callable[[float], None] | None = None,
         kind_list: Iterable[kinds.Kind] = kinds.ALL_KINDS,
         rng: random.Random | None = None,
+        resume: Mapping[kinds.KindName, str] | None = None,
+        namespace: str | None = None,
+        owns_connection: bool = True,
     ) -> None:
+        """Args:
+        resume: per kind, a resourceVersion a consumer handled everything up to; the
+            mirror replays what changed since (see :mod:`.reflector`, rule 5).
+        namespace: mirror namespaced kinds of this namespace only (None: all).
+        owns_connection: :meth:`stop` closes the connection (False: the caller shares it).
+        """
+        self._owns_connection = owns_connection
         self.connection = conn
         self.api = api
         self.clock: Clock = clock or SystemClock()
@@ -76,7 +86,7 @@ class Mirror:
         for kind in kind_list:
             if not api.serves(kind):
                 continue
-            source = KindSource(conn.api_client, kind, api.version_of(kind))
+            source = KindSource(conn.api_client, kind, api.version_of(kind), namespace)
             self.reflectors[kind.name] = Reflector(
                 source,
                 self.store,
@@ -84,6 +94,7 @@ class Mirror:
                 sleep=sleep,
                 on_error=self._error_reporter(kind.name),
                 rng=rng,
+                resume_from=(resume or {}).get(kind.name),
             )
 
     @classmethod
@@ -128,7 +139,8 @@ class Mirror:
             reflector.join(STOP_JOIN_SECONDS)
         self.store.hub.close_all()
         self.store.wake_waiters()
-        self.connection.close()
+        if self._owns_connection:
+            self.connection.close()
 
     def __enter__(self) -> Mirror:
         return self.start()
@@ -226,9 +238,10 @@ class Mirror:
         *,
         replay: bool = False,
         callback: Callable[[Transition], None] | None = None,
+        sink: Callable[[Transition], None] | None = None,
     ) -> Subscription:
         """Transitions from now on, in order (see :meth:`MirrorStore.subscribe`)."""
-        return self.store.subscribe(kinds_wanted, replay=replay, callback=callback)
+        return self.store.subscribe(kinds_wanted, replay=replay, callback=callback, sink=sink)
 
     def documents(self, warnings: list[str] | None = None) -> list[dict[str, Any]]:
         """The model's documents as of now (see :func:`sky_kueue.mirror.export.documents`)."""
@@ -243,6 +256,11 @@ class Mirror:
             ModelError: an object the model cannot read.
         """
         return export.cluster_state(self.documents(), config=config, now=now or self.clock.now())
+
+    def delivered_version(self, kind: kinds.KindName) -> str | None:
+        """The last resourceVersion of ``kind`` the mirror has delivered (list, event or
+        bookmark); a consumer persists what it has handled and passes it as ``resume``."""
+        return self.store.resource_version(kind)
 
     def wait_for(self, predicate: Callable[[MirrorStore], bool], timeout_seconds: float) -> bool:
         """Block until ``predicate(store)`` holds; False on timeout."""

@@ -19,7 +19,16 @@ Python client surfaces each failure):
    timeouts are retried with bounded, jittered delays (:mod:`sky_kueue.mirror.backoff`); a
    watch that ends at once without any event also counts as trouble, so a server that closes
    every watch cannot make the reflector spin. A healthy session resets the delay.
-5. **Permanent refusals** (403, 404) are reported to the mirror (which tells a waiting caller).
+5. **Resume from a consumer's version** (``resume_from``): a consumer that persisted the last
+   version it handled (the controller, across a SIGKILL) must see what happened while it was
+   down, deletions included, which no list can show. The reflector lists as usual (the store
+   is current), then watches from the *older* version: events up to the list's version are
+   handed to :meth:`MirrorStore.replayed` (transitions with source ``resumed``; the store
+   keeps its newer state), then the store says ``caught-up`` and the watch is live. Versions
+   are compared as integers (etcd revisions, as on the API server and the sandbox); a
+   version that is not an integer, or not older than the list, is not resumed from. A 410
+   during the replay relists and the ``synced`` marker says ``relist``: a gap.
+6. **Permanent refusals** (403, 404) are reported to the mirror (which tells a waiting caller).
    A required kind is retried at the slowest pace (RBAC can be fixed while the mirror runs);
    an optional kind (pods, namespaces) is given up, so a forbidden optional kind costs no
    requests while idle.
@@ -93,8 +102,10 @@ class Reflector:
         sleep: Callable[[float], None] | None = None,
         on_error: ErrorReporter | None = None,
         rng: random.Random | None = None,
+        resume_from: str | None = None,
     ) -> None:
         self.source = source
+        self._resume_from = resume_from
         self.kind = source.kind
         self._store = store
         self._settings = settings or ReflectorSettings()
@@ -147,11 +158,18 @@ class Reflector:
 
     def _run(self) -> None:
         backoff = FailureBackoff(self._settings.policy, self._rng)
+        gap = False
         while not self._stop.is_set():
             try:
-                resource_version = self._list()
+                resume = None if gap else self._resume_from
+                resource_version = self._list(gap=gap, resume_from=resume)
                 backoff.success()
-                self._watch_until_relist(resource_version)
+                gap = True  # every later list follows a lost stretch of the watch
+                listed = _as_int(resource_version)
+                if resume is not None and listed is not None and (_as_int(resume) or listed) < listed:
+                    self._watch_until_relist(resume, replay_until=listed)
+                else:
+                    self._watch_until_relist(resource_version)
             except _Stopped:
                 return
             except _Relist:
@@ -181,7 +199,7 @@ class Reflector:
                 except _Stopped:
                     return
 
-    def _list(self) -> str:
+    def _list(self, *, gap: bool = False, resume_from: str | None = None) -> str:
         """List every page (retrying transient failures) and replace the store's copy.
 
         Raises:
@@ -196,8 +214,13 @@ class Reflector:
                 items, resource_version = self._list_pages()
         self.lists += 1
         version = self.source.api_version
+        listed, resume = _as_int(resource_version), _as_int(resume_from)
         self._store.replace(
-            self.kind.name, [normalize(self.kind.name, version, item) for item in items], resource_version
+            self.kind.name,
+            [normalize(self.kind.name, version, item) for item in items],
+            resource_version,
+            gap=gap,
+            resuming=listed is not None and resume is not None and resume < listed,
         )
         log.debug("%s: listed %d at resourceVersion %s", self.kind.plural, len(items), resource_version)
         return resource_version
@@ -217,8 +240,10 @@ class Reflector:
             if not token:
                 return items, first_version
 
-    def _watch_until_relist(self, resource_version: str) -> None:
+    def _watch_until_relist(self, resource_version: str, *, replay_until: int | None = None) -> None:
         """Watch and resume until a 410 (raises :class:`_Relist`) or a stop.
+
+        With ``replay_until`` (the list's version), events up to it are replayed past states.
 
         Raises:
             _Relist: the resourceVersion expired.
@@ -259,12 +284,22 @@ class Reflector:
                         continue
                     event_type = str(event.get("type", ""))
                     version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+                    number = _as_int(version)
+                    if replay_until is not None and (
+                        number is None or number > replay_until or (event_type == "BOOKMARK" and number >= replay_until)
+                    ):
+                        replay_until = None
+                        self._store.caught_up(kind, version)
                     if event_type == "BOOKMARK":
                         if version:
                             resource_version = version
-                            self._store.bookmark(kind, version)
+                            if replay_until is None:
+                                self._store.bookmark(kind, version)
                         continue
-                    self._store.apply(kind, event_type, normalize(kind, api_version, obj))
+                    if replay_until is not None:
+                        self._store.replayed(kind, event_type, normalize(kind, api_version, obj))
+                    else:
+                        self._store.apply(kind, event_type, normalize(kind, api_version, obj))
                     if version:
                         resource_version = version
                     delivered += 1
@@ -308,3 +343,11 @@ class Reflector:
                 delay,
             )
             self._sleep(delay)
+
+
+def _as_int(version: str | None) -> int | None:
+    """A resourceVersion as an etcd revision, or None when it is not one."""
+    try:
+        return int(version) if version else None
+    except ValueError:
+        return None

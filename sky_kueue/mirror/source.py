@@ -94,25 +94,37 @@ class ListPage:
 class KindSource:
     """List pages of, and watch, one kind in one version."""
 
-    def __init__(self, api_client: client.ApiClient, kind: Kind, version: str) -> None:
+    def __init__(self, api_client: client.ApiClient, kind: Kind, version: str, namespace: str | None = None) -> None:
         self.kind = kind
         self.version = version
+        #: One namespace only (for namespaced kinds); None: all namespaces.
+        self.namespace = namespace if kind.namespaced else None
         self.api_version = f"{kind.group}/{version}" if kind.group else version
         self._custom = client.CustomObjectsApi(api_client)
         self._core = client.CoreV1Api(api_client)
 
     def _method(self) -> Callable[..., Any]:
+        namespace = self.namespace
         if self.kind.group:
             custom = self._custom
             group, version, plural = self.kind.group, self.version, self.kind.plural
 
             def list_custom(**kwargs: Any) -> Any:
+                if namespace:
+                    return custom.list_namespaced_custom_object(group, version, namespace, plural, **kwargs)
                 return custom.list_cluster_custom_object(group, version, plural, **kwargs)
 
             return list_custom
         if self.kind.name is KindName.NAMESPACE:
             return self._core.list_namespace
         if self.kind.name is KindName.POD:
+            if namespace:
+                core = self._core
+
+                def list_pods(**kwargs: Any) -> Any:
+                    return core.list_namespaced_pod(namespace, **kwargs)
+
+                return list_pods
             return self._core.list_pod_for_all_namespaces
         raise ValueError(f"no list method for {self.kind.name.value}")
 

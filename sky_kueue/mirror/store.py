@@ -108,6 +108,8 @@ class MirrorStore:
         self._objects: dict[KindName, dict[str, Obj]] = {kind: {} for kind in KindName}
         self._synced: set[KindName] = set()
         self._resource_versions: dict[KindName, str] = {}
+        #: Per kind, the last replayed state of each object while a resumed watch replays.
+        self._replayed_states: dict[KindName, dict[str, Obj]] = {}
         # Workload indexes
         self._wl_by_uid: dict[str, str] = {}
         self._wl_by_namespace: dict[str, set[str]] = collections.defaultdict(set)
@@ -120,22 +122,34 @@ class MirrorStore:
 
     # ---- writes (reflectors) ------------------------------------------------------------
 
-    def replace(self, kind: KindName, items: Iterable[Obj], resource_version: str) -> None:
+    def replace(
+        self, kind: KindName, items: Iterable[Obj], resource_version: str, *, gap: bool = False, resuming: bool = False
+    ) -> None:
         """Make ``kind`` exactly ``items`` (a list result): objects that vanished are deleted,
-        changed ones updated; transitions are derived with source ``list``."""
+        changed ones updated; transitions are derived with source ``list`` (``relist`` with
+        ``gap``: a relist after changes were lost), then a ``synced`` marker.
+
+        Args:
+            gap: the list follows a lost stretch of the watch (410 Gone, a restarted server).
+            resuming: a watch resumed from an older version replays changes next
+                (:meth:`replayed`); said by the ``synced`` marker.
+        """
+        source = ChangeSource.RELIST if gap else ChangeSource.LIST
         with self._lock:
             table = self._objects[kind]
             incoming = {object_key(item): item for item in items}
             out: list[Transition] = []
             for key in [k for k in table if k not in incoming]:
-                out.extend(self._remove(kind, key, None, ChangeSource.LIST))
+                out.extend(self._remove(kind, key, None, source))
             for key, item in incoming.items():
                 old = table.get(key)
                 if old is not None and _meta(old).get("resourceVersion") == _meta(item).get("resourceVersion"):
                     continue
-                out.extend(self._upsert(kind, key, item, ChangeSource.LIST))
+                out.extend(self._upsert(kind, key, item, source))
             self._synced.add(kind)
             self._resource_versions[kind] = resource_version
+            self._replayed_states.pop(kind, None)
+            out.extend(self._marker(TransitionKind.SYNCED, kind, resource_version, source, resuming=resuming))
             self._commit(out)
 
     def apply(self, kind: KindName, event_type: str, obj: Obj) -> None:
@@ -151,10 +165,85 @@ class MirrorStore:
                 self._resource_versions[kind] = str(rv)
             self._commit(out)
 
+    def replayed(self, kind: KindName, event_type: str, obj: Obj) -> None:
+        """An event of a resumed watch, at or before the version the store was listed at.
+
+        The store keeps its newer state; the event becomes transitions with source
+        ``resumed``, derived from the previous replayed state of the same object, so a
+        consumer that persisted a resourceVersion sees every change it missed, including
+        objects created and deleted while it was down. Only Workloads are replayed.
+        """
+        if kind is not KindName.WORKLOAD:
+            return
+        with self._lock:
+            key = object_key(obj)
+            states = self._replayed_states.setdefault(kind, {})
+            previous = states.get(key)
+            if event_type == DELETED:
+                states.pop(key, None)
+                changes = [c for c in tr.derive(previous, obj) if c.kind is not TransitionKind.UPDATED]
+                changes.append(tr.Change(TransitionKind.DELETED))
+            else:
+                states[key] = obj
+                changes = tr.derive(previous, obj) or [tr.Change(TransitionKind.UPDATED)]
+            self._commit(self._transitions(key, previous, obj, changes, ChangeSource.RESUMED))
+
+    def caught_up(self, kind: KindName, resource_version: str) -> None:
+        """The resumed watch of ``kind`` passed the list's version: what follows is live."""
+        with self._lock:
+            self._replayed_states.pop(kind, None)
+            self._commit(self._marker(TransitionKind.CAUGHT_UP, kind, resource_version, ChangeSource.WATCH))
+
     def bookmark(self, kind: KindName, resource_version: str) -> None:
         """Record the resourceVersion of a BOOKMARK (no object changed)."""
         with self._lock:
             self._resource_versions[kind] = resource_version
+            markers = self._marker(TransitionKind.BOOKMARK, kind, resource_version, ChangeSource.WATCH)
+            if markers:
+                self._commit(markers)
+
+    def _marker(
+        self, marker: TransitionKind, kind: KindName, resource_version: str, source: ChangeSource, **fields: Any
+    ) -> list[Transition]:
+        if not self.hub.has_subscribers:
+            return []
+        self._sequence += 1
+        return [
+            Transition(
+                sequence=self._sequence,
+                kind=marker,
+                key="",
+                uid="",
+                workload={},
+                observed_at=self._clock.now(),
+                source=source,
+                resource_version=resource_version,
+                object_kind=kind,
+                **fields,
+            )
+        ]
+
+    def _pod_transition(self, pod: Obj, deleted: bool, source: ChangeSource) -> list[Transition]:
+        group = ident.pod_group_of(pod)
+        if not group or not self.hub.has_subscribers:
+            return []
+        key = f"{_meta(pod).get('namespace', '')}/{group}"
+        self._sequence += 1
+        return [
+            Transition(
+                sequence=self._sequence,
+                kind=TransitionKind.POD_DELETED if deleted else TransitionKind.POD_CHANGED,
+                key=key,
+                uid=str(_meta(pod).get("uid", "")),
+                workload=self._objects[KindName.WORKLOAD].get(key) or {},
+                observed_at=self._clock.now(),
+                source=source,
+                identity=self._identity.get(key),
+                resource_version=str(_meta(pod).get("resourceVersion", "")),
+                object_kind=KindName.POD,
+                pod=pod,
+            )
+        ]
 
     def _commit(self, transitions: list[Transition]) -> None:
         self._generation += 1
@@ -175,6 +264,7 @@ class MirrorStore:
             if old is not None:
                 self._unindex_pod(key, old)
             self._index_pod(key, obj)
+            return self._pod_transition(obj, False, source)
         return []
 
     def _remove(self, kind: KindName, key: str, last: Obj | None, source: ChangeSource) -> list[Transition]:
@@ -192,6 +282,7 @@ class MirrorStore:
             return out
         if kind is KindName.POD:
             self._unindex_pod(key, old)
+            return self._pod_transition(final, True, source)
         return []
 
     # ---- transitions ----------------------------------------------------------------------
@@ -255,8 +346,10 @@ class MirrorStore:
         *,
         replay: bool = False,
         callback: Callable[[Transition], None] | None = None,
+        sink: Callable[[Transition], None] | None = None,
     ) -> Subscription:
-        """Subscribe to transitions from now on (with ``replay``, first the current state).
+        """Subscribe to transitions from now on (with ``replay``, first the current state;
+        ``callback`` and ``sink``: see :mod:`sky_kueue.mirror.subscriptions`).
 
         The replay is built and queued under the store lock, so no live transition can
         precede or be lost relative to it.
@@ -264,7 +357,7 @@ class MirrorStore:
         kind_set = None if kinds is None else frozenset(kinds)
         with self._lock:
             backlog = self.replay(kind_set) if replay else []
-            return self.hub.subscribe(kind_set, callback=callback, backlog=backlog)
+            return self.hub.subscribe(kind_set, callback=callback, backlog=backlog, sink=sink)
 
     # ---- Workload indexes -----------------------------------------------------------------
 

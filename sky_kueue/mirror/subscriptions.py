@@ -8,9 +8,13 @@ queue at its own pace. Unbounded is deliberate: a dropped transition could be a 
 that no later state shows again (the Workload is gone). A consumer that stops reading should
 close its subscription.
 
-Two ways to consume: pull (``for t in subscription`` or ``subscription.get(timeout)``), or
+Three ways to consume: pull (``for t in subscription`` or ``subscription.get(timeout)``);
 push (``TransitionHub.subscribe(callback=...)`` runs the callback on a thread of its own; an
-exception in the callback is logged and delivery goes on).
+exception in the callback is logged and delivery goes on); or a *sink*
+(``subscribe(sink=...)``), called by the writer itself, in stream order, under the store's
+lock: a sink must only enqueue (the controller's work queue), and in return the consumer
+knows that whatever the store holds has reached its queue (no item in flight between two
+threads, so "idle" is exact).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 
-from sky_kueue.mirror.transitions import Transition, TransitionKind
+from sky_kueue.mirror.transitions import WORKLOAD_KINDS, Transition, TransitionKind
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +39,16 @@ class Subscription:
     """One consumer's ordered queue of transitions."""
 
     def __init__(self, kinds: Collection[TransitionKind] | None, on_close: Callable[[Subscription], None]) -> None:
-        self.kinds: frozenset[TransitionKind] | None = frozenset(kinds) if kinds is not None else None
+        #: What this subscription receives; None subscribes to every Workload transition
+        #: (stream markers are delivered only when named).
+        self.kinds: frozenset[TransitionKind] = frozenset(kinds) if kinds is not None else WORKLOAD_KINDS
         self._queue: collections.deque[Transition] = collections.deque()
         self._ready = threading.Condition(threading.Lock())
         self._closed = False
         self._on_close = on_close
 
     def wants(self, transition: Transition) -> bool:
-        return self.kinds is None or transition.kind in self.kinds
+        return transition.kind in self.kinds
 
     def offer(self, transitions: Iterable[Transition]) -> None:
         """Append (called by the hub, in stream order)."""
@@ -108,6 +114,26 @@ class Subscription:
         self.close()
 
 
+class _SinkSubscription(Subscription):
+    """A subscription whose transitions go straight to a sink (see the module docstring)."""
+
+    def __init__(
+        self,
+        kinds: Collection[TransitionKind] | None,
+        on_close: Callable[[Subscription], None],
+        sink: Callback,
+    ) -> None:
+        super().__init__(kinds, on_close)
+        self._sink = sink
+
+    def offer(self, transitions: Iterable[Transition]) -> None:
+        if self.closed:
+            return
+        for transition in transitions:
+            if self.wants(transition):
+                self._sink(transition)
+
+
 class TransitionHub:
     """The set of subscriptions; :meth:`publish` fans a batch out to all of them."""
 
@@ -122,13 +148,17 @@ class TransitionHub:
         *,
         callback: Callback | None = None,
         backlog: Iterable[Transition] = (),
+        sink: Callback | None = None,
     ) -> Subscription:
-        """A new subscription; with ``callback``, a thread delivers to it.
+        """A new subscription; with ``callback``, a thread delivers to it; with ``sink``, the
+        writer does (it must only enqueue).
 
         ``backlog`` is queued first (a replay of the current state, built under the store's
         lock so that nothing published later can overtake it).
         """
-        subscription = Subscription(kinds, self._remove)
+        subscription = (
+            Subscription(kinds, self._remove) if sink is None else _SinkSubscription(kinds, self._remove, sink)
+        )
         subscription.offer(backlog)
         with self._lock:
             self._subscriptions.append(subscription)

@@ -38,33 +38,23 @@ Several transitions from one change are emitted in the order above.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import SkyPilotIdentity
+from sky_kueue.mirror.kinds import KindName
+from sky_kueue.mirror.preemption_message import PreemptionReason, parse_preemptor, preemption_reason
 
-QUOTA_RESERVED = "QuotaReserved"
-ADMITTED = "Admitted"
-EVICTED = "Evicted"
-PREEMPTED = "Preempted"
-REQUEUED = "Requeued"
-FINISHED = "Finished"
-#: ``Evicted`` reason of a preemption.
-EVICTED_BY_PREEMPTION = "Preempted"
-
-_UID_RE = re.compile(r"\bUID:\s*([^,)\s;]+)")
-_JOB_UID_RE = re.compile(r"\bJobUID:\s*([^,)\s;]+)")
-_PREEMPTOR_PATH_RE = re.compile(r"preemptor path:\s*([^;\s]+)")
-#: The human reason in a preemption message -> the ``Preempted`` condition reason.
-_HUMAN_PREEMPTION_REASONS: tuple[tuple[str, str], ...] = (
-    ("reclamation within the cohort while borrowing", "InCohortReclaimWhileBorrowing"),
-    ("reclamation within the cohort", "InCohortReclamation"),
-    ("Fair Sharing within the cohort", "InCohortFairSharing"),
-    ("prioritization in the ClusterQueue", "InClusterQueue"),
-)
+QUOTA_RESERVED = kueue_api.CONDITION_QUOTA_RESERVED
+ADMITTED = kueue_api.CONDITION_ADMITTED
+EVICTED = kueue_api.CONDITION_EVICTED
+PREEMPTED = kueue_api.CONDITION_PREEMPTED
+REQUEUED = kueue_api.CONDITION_REQUEUED
+FINISHED = kueue_api.CONDITION_FINISHED
+EVICTED_BY_PREEMPTION = kueue_api.EVICTED_BY_PREEMPTION
 
 
 class TransitionKind(str, enum.Enum):
@@ -77,6 +67,35 @@ class TransitionKind(str, enum.Enum):
     FINISHED = "finished"
     DELETED = "deleted"
     UPDATED = "updated"
+    # Stream markers: not changes of one Workload. A subscription receives them only when it
+    # names them (``kinds=None`` means the Workload kinds above).
+    #: A list of ``object_kind`` was stored (initial sync, or a relist after a gap); with
+    #: ``resuming``, changes since the resumed resourceVersion follow as ``resumed`` transitions.
+    SYNCED = "synced"
+    #: A resumed watch has replayed every change up to the list it started with.
+    CAUGHT_UP = "caught-up"
+    #: The watch of ``object_kind`` reached ``resource_version`` (a bookmark: nothing changed).
+    BOOKMARK = "bookmark"
+    #: A pod of a SkyPilot group was added or changed (``key``: the group's Workload).
+    POD_CHANGED = "pod-changed"
+    #: A pod of a SkyPilot group is gone.
+    POD_DELETED = "pod-deleted"
+
+
+#: The transitions of one Workload (what ``kinds=None`` subscribes to).
+WORKLOAD_KINDS: frozenset[TransitionKind] = frozenset(
+    {
+        TransitionKind.CREATED,
+        TransitionKind.QUOTA_RESERVED,
+        TransitionKind.ADMITTED,
+        TransitionKind.EVICTED,
+        TransitionKind.PREEMPTED,
+        TransitionKind.REQUEUED,
+        TransitionKind.FINISHED,
+        TransitionKind.DELETED,
+        TransitionKind.UPDATED,
+    }
+)
 
 
 class ChangeSource(str, enum.Enum):
@@ -88,6 +107,13 @@ class ChangeSource(str, enum.Enum):
     WATCH = "watch"
     #: synthesized from the current state for a late subscriber (``replay=True``)
     REPLAY = "replay"
+    #: an event of a watch resumed from an older resourceVersion, at or before the list the
+    #: mirror started with: a past state (the store already holds a newer one, or none if
+    #: the object was deleted while nobody watched)
+    RESUMED = "resumed"
+    #: a relist after a gap (410 Gone, or an API server that lost our resourceVersion):
+    #: changes in between were not seen
+    RELIST = "relist"
 
 
 @dataclass(frozen=True)
@@ -96,7 +122,7 @@ class Preemptor:
 
     Attributes:
         uid: the preemptor Workload's UID (from the condition message).
-        job_uid: the preemptor's job UID; ``UNKNOWN`` for pod groups.
+        job_uid: the preemptor's job UID; None for pod groups (Kueue writes ``UNKNOWN``).
         key: ``namespace/name`` of the preemptor Workload, if the mirror knows that UID.
         cluster_queue: the preemptor's ClusterQueue (from the message's preemptor path, or
             the resolved Workload).
@@ -143,6 +169,9 @@ class Transition:
         source: list, watch or replay.
         observed_at: when the mirror processed it (the mirror's clock).
         resource_version: the object's resourceVersion after the change.
+        object_kind: the kind a marker speaks of (Workload for Workload transitions).
+        pod: for ``pod-changed``/``pod-deleted``, the pod (trimmed, see ``identity.trim_pod``).
+        resuming: for ``synced``, a resumed watch replays older changes next.
     """
 
     sequence: int
@@ -159,6 +188,14 @@ class Transition:
     identity: SkyPilotIdentity | None = None
     cluster_queue: str | None = None
     resource_version: str = ""
+    object_kind: KindName = KindName.WORKLOAD
+    pod: Mapping[str, Any] | None = None
+    resuming: bool = False
+
+    @property
+    def is_marker(self) -> bool:
+        """Not a change of one Workload (see :data:`WORKLOAD_KINDS`)."""
+        return self.kind not in WORKLOAD_KINDS
 
     @property
     def namespace(self) -> str:
@@ -251,24 +288,6 @@ def is_preempted(obj: Mapping[str, Any] | None) -> bool:
     return is_true(evicted) and evicted is not None and evicted.get("reason") == EVICTED_BY_PREEMPTION
 
 
-def parse_preemptor(message: str) -> tuple[str | None, str | None, str | None]:
-    """``(workload UID, job UID, preemptor ClusterQueue)`` from a preemption message."""
-    uid = _UID_RE.search(message)
-    job = _JOB_UID_RE.search(message)
-    path = _PREEMPTOR_PATH_RE.search(message)
-    cq = path.group(1).rstrip("/").rsplit("/", 1)[-1] if path else None
-    return (uid.group(1) if uid else None, job.group(1) if job else None, cq or None)
-
-
-def _preemption_reason(preempted: Mapping[str, Any] | None, message: str) -> str:
-    if is_true(preempted) and preempted is not None and preempted.get("reason"):
-        return str(preempted["reason"])
-    for human, reason in _HUMAN_PREEMPTION_REASONS:
-        if human in message:
-            return reason
-    return ""
-
-
 def _text(cond: Mapping[str, Any] | None, key: str) -> str:
     return str(cond.get(key) or "") if cond is not None else ""
 
@@ -302,15 +321,16 @@ def derive(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list
         preempted = reason == EVICTED_BY_PREEMPTION
     if preempted or _newly_true(old_pr, new_pr):
         message = _text(new_pr, "message") if is_true(new_pr) else _text(new_ev, "message")
-        uid, job_uid, cq = parse_preemptor(message)
+        said = parse_preemptor(message)
+        reason = preemption_reason(_text(new_pr, "reason") if is_true(new_pr) else None, said)
         changes.append(
             Change(
                 TransitionKind.PREEMPTED,
-                _preemption_reason(new_pr, message),
+                "" if reason is PreemptionReason.UNKNOWN else reason.value,
                 message,
-                preemptor_uid=uid,
-                preemptor_job_uid=job_uid,
-                preemptor_cluster_queue=cq,
+                preemptor_uid=said.workload_uid if said else None,
+                preemptor_job_uid=said.job_uid if said else None,
+                preemptor_cluster_queue=said.cluster_queue if said else None,
             )
         )
     old_rq, new_rq = condition(old, REQUEUED), condition(new, REQUEUED)

@@ -47,7 +47,7 @@ from sky_kueue.controller.history import JobHistory
 BASELINE = "baseline"
 AGING = "aging"
 #: How often the controller re-ages a Workload that is still waiting (``controller run
-#: --reage-interval``, ``sky_kueue.controller.live.REAGE_INTERVAL_SECONDS``).
+#: --reage-interval``, ``sky_kueue.controller.manager.REAGE_INTERVAL_SECONDS``).
 AGING_RESYNC_SECONDS = 300.0
 
 

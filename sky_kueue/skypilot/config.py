@@ -270,7 +270,8 @@ class AgingSettings(_Section):
             ``resources.job_recovery.strategy`` of every labeled job (registered by the
             controller's SkyPilot plugin); ``None`` leaves ``job_recovery`` alone.
         ladder: WorkloadPriorityClasses from lowest to highest that a job climbs.
-        parameters: free-form settings passed to the aging strategy.
+        parameters: the aging tunables (``sky_kueue.controller.aging.AgingSettings``
+            declares and validates them; :func:`validate_config` reports a bad one).
     """
 
     enabled: bool = False
@@ -610,8 +611,18 @@ def _cluster_issues(name: str, team: TeamConfig, contexts: tuple[str, ...]) -> l
 
 
 def _aging_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
+    # The tunables are declared once, by the controller (a pydantic dataclass).
+    from sky_kueue.controller.aging import AgingSettings as AgingTunables
+    from sky_kueue.controller.aging import SettingsError
+
     aging = config.aging
     issues: list[tuple[tuple[str, ...], str]] = []
+    ladder = [(name, config.priority_classes[name]) for name in aging.ladder if name in config.priority_classes]
+    try:
+        AgingTunables.from_plugin_section(aging.parameters, ladder, where="")
+    except SettingsError as err:  # ".<key>: <what>" or ": <what>", below aging.parameters
+        key, _, reason = str(err).partition(": ")
+        issues.append((("aging", "parameters", *filter(None, key.split("."))), reason))
     if not aging.enabled:
         return issues
     if len(aging.ladder) < 2:

@@ -17,8 +17,8 @@ from typing import Any
 
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings
 from sky_kueue.controller.history import JobHistory, PreemptionRecord
-from sky_kueue.controller.identity import managed_job_key
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.identity import managed_job_key
 
 from .builders import T0, WorkloadBuilder, skypilot_pod
 

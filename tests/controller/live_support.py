@@ -17,11 +17,13 @@ from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.clock import ManualClock as LeaseClock
+from sky_kueue.controller.events import Recorder
 from sky_kueue.controller.history import JobHistory
 from sky_kueue.controller.leader import LeaseSettings
-from sky_kueue.controller.live import Controller, ControllerSettings, Recorder
+from sky_kueue.controller.manager import Controller, ControllerSettings
 from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
 from sky_kueue.sandbox.apiserver.clock import ManualClock
 from sky_kueue.sandbox.apiserver.events import EventType
 from sky_kueue.sandbox.apiserver.watch import Watcher
@@ -177,7 +179,7 @@ class Live:
         }
         want_pods = {
             f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
-            for o in store.list("pods", label_selector="kueue.x-k8s.io/pod-group-name").items
+            for o in store.list("pods", label_selector=SKYPILOT_POD_GROUP_SELECTOR).items
         }
         return workloads == want_workloads and pods == want_pods
 

@@ -12,9 +12,9 @@ from click.testing import CliRunner, Result
 
 from sky_kueue.cli.main import SUBCOMMANDS, cli
 from sky_kueue.controller.history import PreemptionRecord, StepDecision, Transition, TransitionCause, transition_key
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.mirror.identity import JobIdentity
 
 JOB = JobIdentity("team-b", pod_group="train-17-ab", managed_job_id="17", skypilot_owned=True)
 T = 1_767_225_600.0
@@ -150,11 +150,11 @@ def bad_input_cases(tmp_path: Path, state: Path) -> list[tuple[list[str], str]]:
         (["explain", "--job", "17", "--state", s, "--config", str(top_list)], "must be a YAML mapping"),
         (
             ["explain", "--job", "17", "--state", s, "--config", str(bad_key)],
-            "key.yaml: aging.parameters: unknown key 'max_age' (did you mean 'max_age_seconds'?)",
+            "aging.parameters: unknown key 'max_age' (did you mean 'max_age_seconds'?)",
         ),
         (
             ["explain", "--job", "17", "--state", s, "--config", str(bad_value)],
-            "aging.parameters.decay_factor: expected a fraction in [0, 1], got 2.0",
+            "aging.parameters.decay_factor: expected a value <= 1.0, got 2",
         ),
         (["explain", "--job", "17", "--state", s, "--at", "soon"], "--at: expected POSIX seconds"),
         (["explain", "--job", "17", "--state", s, "--policy", "fifo"], "--policy: unknown aging policy 'fifo'"),

@@ -8,14 +8,13 @@ from sky_kueue.controller.detection import (
     DetectionError,
     DetectionKind,
     EvictionKind,
-    PreemptionReason,
     SignalSource,
     WorkloadPhase,
     classify,
-    parse_preemptor,
     parse_time,
 )
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.mirror.preemption_message import PreemptionReason, parse_preemptor
 
 from .builders import T0, WorkloadBuilder, preemption_message, rfc3339, skypilot_pod
 

@@ -51,8 +51,6 @@ class Cluster:
         return classify(builder.obj(), self.pods if with_pods else [])
 
 
-
-
 def engine_for(store: SqliteHistoryStore, clock: ManualClock, **kwargs: Any) -> tuple[AgingEngine, RecordingActuator]:
     actuator = kwargs.pop("actuator", None) or RecordingActuator()
     settings = kwargs.pop("settings", SETTINGS)
@@ -295,4 +293,4 @@ def test_a_known_group_is_followed_after_its_pods_are_gone(store, clock) -> None
     engine.reconcile(cluster.detect(wl.admitted(T0 + 10)))
     cluster.at(1_000)
     outcome = engine.reconcile(cluster.detect(wl.preempted(T0 + 1_000), with_pods=False))
-    assert outcome.job_key == "managed-job/17" and outcome.recorded == ("preemption w0#1",)
+    assert outcome.job_key == "managed-job/17" and [str(fact) for fact in outcome.recorded] == ["preemption w0#1"]

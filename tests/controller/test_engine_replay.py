@@ -19,7 +19,7 @@ def test_a_replayed_pending_snapshot_records_but_never_patches(store: SqliteHist
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
     outcome = engine.reconcile(cluster.detect(cluster.pending(nxt, 1_010)), actuate=False)
-    assert outcome.recorded == (f"queued {nxt}#0",) and outcome.step is None
+    assert [str(fact) for fact in outcome.recorded] == [f"queued {nxt}#0"] and outcome.step is None
     assert actuator.patches == []
 
 

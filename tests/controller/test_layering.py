@@ -19,9 +19,14 @@ PURE = (
     "sky_kueue.controller.detection",
     "sky_kueue.controller.engine",
     "sky_kueue.controller.history",
-    "sky_kueue.controller.identity",
+    "sky_kueue.mirror.identity",
     "sky_kueue.controller.keys",
     "sky_kueue.kueue.api",
+    "sky_kueue.mirror.identity",
+    "sky_kueue.mirror.preemption_message",
+    "sky_kueue.mirror.transitions",
+    "sky_kueue.controller.relaunch",
+    "sky_kueue.controller.work_queue",
 )
 IO_MODULES = ("sqlite3", "kubernetes", "urllib3", "socket", "http.client", "sky")
 
@@ -50,3 +55,24 @@ def test_no_controller_module_imports_the_sandbox() -> None:
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n.startswith("sky_kueue.sandbox")]
     assert offenders == []
+
+
+def _imports(package: Path) -> list[tuple[str, str]]:
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found += [(path.name, alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found += [(path.name, node.module)]
+    return found
+
+
+def test_the_mirror_never_imports_the_skypilot_side() -> None:
+    """One direction only: ``skypilot`` reads the cluster through the mirror, never the reverse."""
+    mirror = CONTROLLER.parent / "mirror"
+    assert [(f, m) for f, m in _imports(mirror) if m.startswith("sky_kueue.skypilot")] == []
+
+
+def test_one_kubernetes_stack_no_second_watch_module() -> None:
+    assert [(f, m) for f, m in _imports(CONTROLLER.parent) if "kube_watch" in m] == []

@@ -129,6 +129,7 @@ def test_writes_are_fenced_once_the_lease_is_lost(tmp_path: Path) -> None:
     (a replica that lost its Lease kept writing priorities another replica now owns)."""
     from sky_kueue.controller.actuators import ActuationError, ActuationOutcome, WorkloadPatch, WorkloadRef
     from sky_kueue.controller.aging import ActuatorKind
+    from sky_kueue.mirror.store import MirrorStore
 
     with live_sandbox(tmp_path) as live:
         a = live.new_controller(demo_aging(), identity="replica-a")
@@ -144,7 +145,7 @@ def test_writes_are_fenced_once_the_lease_is_lost(tmp_path: Path) -> None:
                 target, {"spec": {"priority": priority}}, ActuatorKind.SPEC_PRIORITY, priority - 100, priority, "test"
             )
 
-        fenced = a._new_engine()._actuator  # what every reconcile writes through
+        fenced = a._new_engine(MirrorStore())._actuator  # what every reconcile writes through
         assert a.is_leader()
         assert fenced.apply(patch(150)).outcome is ActuationOutcome.APPLIED
         live.lease_clock.advance(DEADLINE + 0.5)

@@ -110,12 +110,14 @@ def test_without_the_gate_a_boost_annotation_would_change_nothing(tmp_path: Path
 
 
 def test_user_hooks_hear_of_the_preemption_and_the_resubmission(tmp_path: Path) -> None:
+    import dataclasses
+
     from sky_kueue import hooks
 
     heard: list[tuple[str, dict[str, object]]] = []
 
     def listen(kind: str) -> hooks.Callback:
-        return lambda event: heard.append((kind, dict(event)))
+        return lambda event: heard.append((kind, dataclasses.asdict(event)))
 
     removers = [
         hooks.register(hooks.HookEvent.PREEMPTED, listen("preempted")),

@@ -121,7 +121,8 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
         assert history.current_boost == 100 and history.preemptions[0].preemptor_priority == 1000
         live.stop()  # closes the watches: the request log records a watch when it ends
         log = live.sandbox.requests
-        assert log.wait_for(lambda records: sum(r.info.verb == "watch" for r in records) >= 2, 10)
+        # one watch per mirrored kind: Workloads, pods, WorkloadPriorityClasses
+        assert log.wait_for(lambda records: sum(r.info.verb == "watch" for r in records) >= 3, 10)
         records = [r for r in log.records() if r.user_agent.startswith(CONTROLLER_USER_AGENT)]
 
     rules = _rules()

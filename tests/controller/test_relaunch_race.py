@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sky_kueue.controller.live import ControllerEventKind
+from sky_kueue.controller.events import ControllerEventKind
 from sky_kueue.controller.relaunch import ADMISSION_GATE, stale_workload
 
 from .builders import rfc3339

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from sky_kueue.controller.history import PreemptionRecord, Transition, TransitionCause, transition_key
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.mirror.identity import JobIdentity
 
 #: SkyPilot's server imports passlib, which imports the deprecated ``crypt``; not ours to fix.
 pytestmark = pytest.mark.filterwarnings("ignore:'crypt' is deprecated:DeprecationWarning")

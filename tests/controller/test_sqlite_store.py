@@ -19,9 +19,9 @@ from sky_kueue.controller.history import (
     TransitionCause,
     transition_key,
 )
-from sky_kueue.controller.identity import JobIdentity
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.sqlite_store import SCHEMA_VERSION, SqliteHistoryStore
+from sky_kueue.mirror.identity import JobIdentity
 
 JOB = JobIdentity("team-b", pod_group="train-17-ab", managed_job_id="17", user="alice", skypilot_owned=True)
 GROUP_ONLY = JobIdentity("team-b", pod_group="train-17-ab")
@@ -37,7 +37,6 @@ def preemption(uid: str, at: float, priority: int | None = 1000) -> PreemptionRe
 
 def decision(uid: str, boost: int, at: float) -> StepDecision:
     return StepDecision(EpisodeKey(uid, 0), "team-b", "train-17-ab", "bounded", boost, at, ("why",))
-
 
 
 def test_history_survives_closing_and_reopening(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def test_preemption_names_the_reason_and_resolves_the_preemptor(store: ObjectSto
     assert preempted.preemptor.uid == preemptor["metadata"]["uid"]
     assert preempted.preemptor.key == "team-a/prod"
     assert preempted.preemptor.cluster_queue == "cq-a"
-    assert preempted.preemptor.job_uid == "UNKNOWN"
+    assert preempted.preemptor.job_uid is None
     assert preempted.preempted
     assert (requeued.kind, requeued.reason) == (K.REQUEUED, "Preempted")
 

@@ -11,8 +11,10 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.kueue.errors import ModelError
-from sky_kueue.mirror import backoff, task_workload, view
-from sky_kueue.mirror.transitions import TransitionKind, derive, parse_preemptor
+from sky_kueue.mirror import backoff, view
+from sky_kueue.mirror.preemption_message import PreemptionMessage, parse_preemptor
+from sky_kueue.mirror.transitions import TransitionKind, derive
+from sky_kueue.skypilot import task_workload
 from tests.mirror import builders
 
 K = TransitionKind
@@ -56,12 +58,14 @@ def test_preemption_reason_and_preemptor_come_from_the_message_when_the_conditio
     evicted, preempted = derive(_wl(), after)
     assert evicted.kind is K.EVICTED
     assert (preempted.kind, preempted.reason) == (K.PREEMPTED, "InClusterQueue")
-    assert (preempted.preemptor_uid, preempted.preemptor_job_uid) == ("u-9", "UNKNOWN")
+    assert (preempted.preemptor_uid, preempted.preemptor_job_uid) == ("u-9", None)
     assert preempted.preemptor_cluster_queue == "team-a-cq"
 
 
 def test_old_kueue_message_without_job_uid() -> None:
-    assert parse_preemptor("Preempted to accommodate a workload (UID: abc-1) due to x") == ("abc-1", None, None)
+    assert parse_preemptor("Preempted to accommodate a workload (UID: abc-1) due to x") == PreemptionMessage(
+        "abc-1", human_reason="x"
+    )
 
 
 def test_readmission_resets_are_not_transitions_but_updates() -> None:

@@ -49,14 +49,14 @@ def test_hooks_run_in_order_and_a_failing_one_does_not_stop_the_rest() -> None:
         raise RuntimeError("user bug")
 
     def record(event: Any) -> None:
-        seen.append(event["job"])
+        seen.append(event.job)
 
     remove_broken = hooks.register(hooks.HookEvent.PREEMPTED, broken)
     sky_kueue.on_preempted(record)
     try:
-        assert hooks.emit(hooks.HookEvent.PREEMPTED, {"job": "managed-job/7"}) == 1
+        assert hooks.emit(hooks.Preempted("managed-job/7", "team-a/w", "uid-1", "InClusterQueue", None, None)) == 1
         assert seen == ["managed-job/7"]
-        assert hooks.emit(hooks.HookEvent.BURST, {"job": "managed-job/7"}) == 0
+        assert hooks.emit(hooks.Burst("managed-job/7", "team-a/w", "uid-1", "aws")) == 0
     finally:
         remove_broken()
         hooks.unregister(hooks.HookEvent.PREEMPTED, record)

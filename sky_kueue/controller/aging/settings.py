@@ -10,20 +10,28 @@ preempt/recreate loop this guards against).
 
 In ``sky-kueue.yaml`` these keys sit under ``aging.parameters`` (the ladder may instead be
 given as ``aging.ladder`` class names, see :meth:`AgingSettings.from_plugin_section`);
-every key is optional. ``AgingSettings.from_mapping`` rejects unknown keys and wrong types with one line
-naming the key, what was expected and what was found. Priorities are Kueue priority
-*points* (the int32 ``value`` of a WorkloadPriorityClass).
+every key is optional. Priorities are Kueue priority *points* (the int32 ``value`` of a
+WorkloadPriorityClass).
+
+One declared schema: :class:`AgingSettings` is a pydantic dataclass whose field types carry
+the bounds (``Field(ge=..., le=...)``, finite seconds, strict ints and booleans), so
+constructing it validates, ``dataclasses.replace`` re-validates, and the plugin config
+(``sky_kueue.skypilot.config``) checks ``aging.parameters`` with the same declaration.
+:meth:`AgingSettings.from_mapping` turns pydantic's first error into one line naming the
+key, what was expected and what was found (:class:`SettingsError`).
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from sky_kueue.controller.aging import registry
 from sky_kueue.kueue.api import INT32_MAX, INT32_MIN
@@ -95,6 +103,15 @@ class SettingsError(ValueError):
     """An ``aging:`` setting is invalid; the message is one line naming the key."""
 
 
+class _Located(ValueError):
+    """A validator's error with its own position below the field (``[0].value``)."""
+
+    def __init__(self, suffix: str, message: str) -> None:
+        super().__init__(message)
+        self.suffix = suffix
+        self.message = message
+
+
 @dataclass(frozen=True, order=True)
 class PriorityClassRung:
     """A WorkloadPriorityClass the ``priority-class`` actuator may relabel a job with."""
@@ -103,61 +120,103 @@ class PriorityClassRung:
     name: str
 
 
-def _spec(unit: str, kind: str, minimum: float | None = None, maximum: float | None = None) -> dict[str, Any]:
-    return {"unit": unit, "kind": kind, "min": minimum, "max": maximum}
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
-@dataclass(frozen=True)
+def _ladder(value: Any) -> tuple[PriorityClassRung, ...]:
+    """A ladder from a list of ``{name, value}`` or a mapping ``name: value``, lowest first."""
+    if isinstance(value, tuple) and all(isinstance(r, PriorityClassRung) for r in value):
+        return value
+    if isinstance(value, Mapping):
+        items = [{"name": k, "value": v} for k, v in value.items()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise _Located("", f"expected a list of {{name, value}} or a mapping name: value, got {_describe(value)}")
+    rungs: list[PriorityClassRung] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise _Located(f"[{index}]", f"expected a mapping with 'name' and 'value', got {_describe(item)}")
+        extra = sorted(set(map(str, item)) - {"name", "value"})
+        if extra:
+            raise _Located(f"[{index}]", f"unknown key '{extra[0]}' (expected 'name' and 'value')")
+        name, number = item.get("name"), item.get("value")
+        if not isinstance(name, str):
+            raise _Located(f"[{index}].name", f"expected a WorkloadPriorityClass name, got {_describe(name)}")
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise _Located(f"[{index}].value", f"expected an integer (priority points), got {_describe(number)}")
+        if not _DNS_SUBDOMAIN.match(name):
+            raise _Located("", f"{name!r} is not a valid WorkloadPriorityClass name (DNS-1123 subdomain)")
+        if not INT32_MIN <= number <= INT32_MAX:
+            raise _Located("", f"value {number} of {name!r} is outside int32")
+        rungs.append(PriorityClassRung(value=number, name=name))
+    names = [r.name for r in rungs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise _Located("", f"WorkloadPriorityClass {duplicates[0]!r} is listed twice")
+    return tuple(sorted(rungs))
+
+
+#: Priority points: an int32 (a WorkloadPriorityClass ``value``).
+Points = Annotated[int, Field(ge=0, le=INT32_MAX)]
+#: A count of preemptions.
+Preemptions = Annotated[int, Field(ge=1, le=INT32_MAX)]
+#: A finite, positive duration.
+PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Ladder = Annotated[tuple[PriorityClassRung, ...], BeforeValidator(_ladder)]
+
+#: ``defer_build``: pydantic builds the validator on first use, not at import, because
+#: building it loads pydantic's plugins through ``importlib.metadata`` (which imports
+#: ``email`` and ``socket``); importing this pure module stays free of them
+#: (``tests/controller/test_layering.py``).
+_CONFIG = ConfigDict(strict=True, extra="forbid", arbitrary_types_allowed=True, defer_build=True)
+
+
+@pydantic_dataclass(frozen=True, config=_CONFIG)
 class AgingSettings:
-    """All aging tunables; construct with :meth:`from_mapping` to validate user input."""
+    """All aging tunables, declared once: each field's type is its validation rule."""
 
-    policy: str = field(default=DEFAULT_POLICY_NAME, metadata=_spec("policy name", "policy"))
-    preemptions_per_step: int = field(
-        default=DEFAULT_PREEMPTIONS_PER_STEP, metadata=_spec("preemptions", "int", 1, INT32_MAX)
+    policy: str = DEFAULT_POLICY_NAME
+    preemptions_per_step: Preemptions = DEFAULT_PREEMPTIONS_PER_STEP
+    boost_per_step: Points = DEFAULT_BOOST_PER_STEP_POINTS
+    max_age_seconds: PositiveSeconds = DEFAULT_MAX_AGE_SECONDS
+    age_weight: Points = DEFAULT_AGE_WEIGHT_POINTS
+    max_boost: Points = DEFAULT_MAX_BOOST_POINTS
+    ceiling_priority: Annotated[int, Field(ge=INT32_MIN, le=INT32_MAX)] | None = DEFAULT_CEILING_PRIORITY
+    cap_at_preemptor_priority: bool = DEFAULT_CAP_AT_PREEMPTOR_PRIORITY
+    min_run_before_reboost_seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)] = (
+        DEFAULT_MIN_RUN_BEFORE_REBOOST_SECONDS
     )
-    boost_per_step: int = field(
-        default=DEFAULT_BOOST_PER_STEP_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX)
-    )
-    max_age_seconds: float = field(default=DEFAULT_MAX_AGE_SECONDS, metadata=_spec("seconds", "seconds>0"))
-    age_weight: int = field(default=DEFAULT_AGE_WEIGHT_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX))
-    max_boost: int = field(default=DEFAULT_MAX_BOOST_POINTS, metadata=_spec("priority points", "int", 0, INT32_MAX))
-    ceiling_priority: int | None = field(
-        default=DEFAULT_CEILING_PRIORITY, metadata=_spec("priority points", "int?", INT32_MIN, INT32_MAX)
-    )
-    cap_at_preemptor_priority: bool = field(
-        default=DEFAULT_CAP_AT_PREEMPTOR_PRIORITY, metadata=_spec("boolean", "bool")
-    )
-    min_run_before_reboost_seconds: float = field(
-        default=DEFAULT_MIN_RUN_BEFORE_REBOOST_SECONDS, metadata=_spec("seconds", "seconds>=0")
-    )
-    decay_after_run_seconds: float = field(
-        default=DEFAULT_DECAY_AFTER_RUN_SECONDS, metadata=_spec("seconds", "seconds>0")
-    )
-    decay_factor: float = field(default=DEFAULT_DECAY_FACTOR, metadata=_spec("fraction", "fraction"))
-    burst_after_preemptions: int | None = field(
-        default=DEFAULT_BURST_AFTER_PREEMPTIONS, metadata=_spec("preemptions", "int?", 1, INT32_MAX)
-    )
-    burst_max_predicted_wait_seconds: float | None = field(
-        default=DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS, metadata=_spec("seconds", "seconds>0?")
-    )
-    rank_levels: int = field(default=DEFAULT_RANK_LEVELS, metadata=_spec("priority points", "int", 0, MAX_BAND_LEVELS))
-    rank_age_step_seconds: float | None = field(
-        default=DEFAULT_RANK_AGE_STEP_SECONDS, metadata=_spec("seconds", "seconds>0?")
-    )
-    protect_levels: int = field(
-        default=DEFAULT_PROTECT_LEVELS, metadata=_spec("priority points", "int", 0, MAX_BAND_LEVELS)
-    )
-    protect_after_preemptions: int = field(
-        default=DEFAULT_PROTECT_AFTER_PREEMPTIONS, metadata=_spec("preemptions", "int", 1, INT32_MAX)
-    )
-    protect_seconds: float | None = field(default=DEFAULT_PROTECT_SECONDS, metadata=_spec("seconds", "seconds>0?"))
-    actuator: ActuatorKind = field(default=ActuatorKind.AUTO, metadata=_spec("actuator", "actuator"))
-    priority_class_ladder: tuple[PriorityClassRung, ...] = field(
-        default=(), metadata=_spec("WorkloadPriorityClasses", "ladder")
-    )
+    decay_after_run_seconds: PositiveSeconds = DEFAULT_DECAY_AFTER_RUN_SECONDS
+    decay_factor: Annotated[float, Field(ge=0, le=1)] = DEFAULT_DECAY_FACTOR
+    burst_after_preemptions: Preemptions | None = DEFAULT_BURST_AFTER_PREEMPTIONS
+    burst_max_predicted_wait_seconds: PositiveSeconds | None = DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS
+    rank_levels: Annotated[int, Field(ge=0, le=MAX_BAND_LEVELS)] = DEFAULT_RANK_LEVELS
+    rank_age_step_seconds: PositiveSeconds | None = DEFAULT_RANK_AGE_STEP_SECONDS
+    protect_levels: Annotated[int, Field(ge=0, le=MAX_BAND_LEVELS)] = DEFAULT_PROTECT_LEVELS
+    protect_after_preemptions: Preemptions = DEFAULT_PROTECT_AFTER_PREEMPTIONS
+    protect_seconds: PositiveSeconds | None = DEFAULT_PROTECT_SECONDS
+    actuator: Annotated[ActuatorKind, Field(strict=False)] = ActuatorKind.AUTO
+    priority_class_ladder: Ladder = ()
 
-    def __post_init__(self) -> None:
-        _validate({f.name: getattr(self, f.name) for f in fields(self)}, "aging")
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        if value not in registry.policy_names():
+            raise _Located("", f"unknown policy {value!r}; known policies: {', '.join(registry.policy_names())}")
+        return value
+
+    @model_validator(mode="after")
+    def _ladder_for_the_class_actuator(self) -> AgingSettings:
+        if self.actuator is ActuatorKind.PRIORITY_CLASS and not self.priority_class_ladder:
+            raise _Located(
+                ".actuator",
+                "'priority-class' needs a non-empty priority_class_ladder "
+                "(a list of {name, value} WorkloadPriorityClasses)",
+            )
+        return self
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -178,18 +237,17 @@ class AgingSettings:
             return cls()
         if not isinstance(data, Mapping):
             raise SettingsError(f"{where}: expected a mapping of settings, got {type(data).__name__}")
-        known = {f.name: f for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for raw_key, raw_value in data.items():
+        known = cls.keys()
+        for raw_key in data:
             key = str(raw_key)
             if key not in known:
                 close = difflib.get_close_matches(key, list(known), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise SettingsError(f"{where}: unknown key '{key}'{hint}; known keys: {', '.join(sorted(known))}")
-            values[key] = _coerce(where, key, known[key].metadata, raw_value)
-        defaults = {f.name: f.default for f in fields(cls)}
-        _validate({**defaults, **values}, where)
-        return cls(**values)
+        try:
+            return cls(**{str(k): v for k, v in data.items()})
+        except ValidationError as err:
+            raise one_line(err, where) from None
 
     @classmethod
     def from_plugin_section(
@@ -233,125 +291,33 @@ class AgingSettings:
         return out
 
 
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _expected(error: Mapping[str, Any]) -> str:
+    """Pydantic's message, as "expected ..." where it names a type or a bound."""
+    kind, ctx = str(error.get("type", "")), error.get("ctx") or {}
+    if kind in ("int_type", "int_from_float"):
+        return "expected an integer"
+    if kind in ("float_type", "finite_number"):
+        return "expected a finite number" if kind == "finite_number" else "expected a number"
+    if kind == "bool_type":
+        return "expected true or false"
+    if kind == "string_type":
+        return "expected a name"
+    if kind == "enum":
+        return f"expected one of {', '.join(k.value for k in ActuatorKind)}"
+    for bound, words in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if bound in ctx:
+            return f"expected a value {words} {ctx[bound]}"
+    message = str(error.get("msg", "invalid"))
+    return message[:1].lower() + message[1:]
 
 
-def _coerce(where: str, key: str, meta: Mapping[str, Any], value: Any) -> Any:
-    kind: str = meta["kind"]
-    unit: str = meta["unit"]
-    label = f"{where}.{key}"
-    optional = kind.endswith("?")
-    base = kind.rstrip("?")
-    if value is None:
-        if optional:
-            return None
-        raise SettingsError(f"{label}: a value is required ({unit}), got null")
-    if base == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettingsError(f"{label}: expected an integer ({unit}), got {_describe(value)}")
-        return value
-    if base.startswith("seconds") or base == "fraction":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SettingsError(f"{label}: expected a number ({unit}), got {_describe(value)}")
-        return float(value)
-    if base == "bool":
-        if not isinstance(value, bool):
-            raise SettingsError(f"{label}: expected true or false, got {_describe(value)}")
-        return value
-    if base == "policy":
-        if not isinstance(value, str):
-            raise SettingsError(f"{label}: expected a policy name, got {_describe(value)}")
-        return value
-    if base == "actuator":
-        choices = ", ".join(k.value for k in ActuatorKind)
-        if not isinstance(value, str):
-            raise SettingsError(f"{label}: expected one of {choices}, got {_describe(value)}")
-        try:
-            return ActuatorKind(value)
-        except ValueError:
-            raise SettingsError(f"{label}: expected one of {choices}, got {value!r}") from None
-    if base == "ladder":
-        return _ladder(label, value)
-    raise AssertionError(f"unhandled setting kind {kind}")  # pragma: no cover
-
-
-def _ladder(label: str, value: Any) -> tuple[PriorityClassRung, ...]:
-    if isinstance(value, Mapping):
-        items = [{"name": k, "value": v} for k, v in value.items()]
-    elif isinstance(value, list):
-        items = value
-    else:
-        raise SettingsError(
-            f"{label}: expected a list of {{name, value}} or a mapping name: value, got {_describe(value)}"
-        )
-    rungs: list[PriorityClassRung] = []
-    for index, item in enumerate(items):
-        here = f"{label}[{index}]"
-        if not isinstance(item, Mapping):
-            raise SettingsError(f"{here}: expected a mapping with 'name' and 'value', got {_describe(item)}")
-        extra = sorted(set(map(str, item)) - {"name", "value"})
-        if extra:
-            raise SettingsError(f"{here}: unknown key '{extra[0]}' (expected 'name' and 'value')")
-        name, number = item.get("name"), item.get("value")
-        if not isinstance(name, str):
-            raise SettingsError(f"{here}.name: expected a WorkloadPriorityClass name, got {_describe(name)}")
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise SettingsError(f"{here}.value: expected an integer (priority points), got {_describe(number)}")
-        rungs.append(PriorityClassRung(value=number, name=name))
-    return tuple(sorted(rungs))
-
-
-def _validate(values: Mapping[str, Any], where: str) -> None:
-    """Checks every setting's range, then the rules that relate several settings."""
-    for f in fields(AgingSettings):
-        if f.name in values:
-            _check(where, f.name, f.metadata, values[f.name])
-    if values.get("actuator") is ActuatorKind.PRIORITY_CLASS and not values.get("priority_class_ladder"):
-        raise SettingsError(
-            f"{where}.actuator: 'priority-class' needs a non-empty priority_class_ladder "
-            "(a list of {name, value} WorkloadPriorityClasses)"
-        )
-
-
-def _check(where: str, key: str, meta: Mapping[str, Any], value: Any) -> None:
-    """Range checks shared by the constructor and :meth:`AgingSettings.from_mapping`."""
-    label = f"{where}.{key}"
-    kind: str = meta["kind"]
-    if value is None and kind.endswith("?"):
-        return
-    base = kind.rstrip("?")
-    if base == "int":
-        low, high = meta["min"], meta["max"]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise SettingsError(f"{label}: expected an integer in [{low}, {high}] ({meta['unit']}), got {value!r}")
-    elif base in ("seconds>0", "seconds>=0"):
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SettingsError(f"{label}: expected a finite number of seconds, got {value!r}")
-        if value < 0 or (base == "seconds>0" and value == 0):
-            bound = "> 0" if base == "seconds>0" else ">= 0"
-            raise SettingsError(f"{label}: expected seconds {bound}, got {value!r}")
-    elif base == "fraction":
-        if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-            raise SettingsError(f"{label}: expected a fraction in [0, 1], got {value!r}")
-    elif base == "policy":
-        if value not in registry.policy_names():
-            raise SettingsError(
-                f"{label}: unknown policy {value!r}; known policies: {', '.join(registry.policy_names())}"
-            )
-    elif base == "actuator":
-        if not isinstance(value, ActuatorKind):
-            raise SettingsError(f"{label}: expected an ActuatorKind, got {value!r}")
-    elif base == "ladder":
-        names = [r.name for r in value]
-        for rung in value:
-            if not _DNS_SUBDOMAIN.match(rung.name):
-                raise SettingsError(
-                    f"{label}: {rung.name!r} is not a valid WorkloadPriorityClass name (DNS-1123 subdomain)"
-                )
-            if not INT32_MIN <= rung.value <= INT32_MAX:
-                raise SettingsError(f"{label}: value {rung.value} of {rung.name!r} is outside int32")
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise SettingsError(f"{label}: WorkloadPriorityClass {duplicates[0]!r} is listed twice")
+def one_line(err: ValidationError, where: str) -> SettingsError:
+    """The first error of ``err`` as one line: ``<where>.<key>: expected ..., got ...``."""
+    error = err.errors()[0]
+    location = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.get("loc", ()))
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, _Located):
+        return SettingsError(f"{where}{location}{cause.suffix}: {cause.message}")
+    if error.get("input") is None and error.get("type") != "missing":
+        return SettingsError(f"{where}{location}: a value is required, got null")
+    return SettingsError(f"{where}{location}: {_expected(error)}, got {_describe(error.get('input'))}")

@@ -1,5 +1,9 @@
 """A SkyPilot task YAML, as the pod-group Workload Kueue would create for it.
 
+It lives with the SkyPilot integration (it reads SkyPilot's task form and pod sizing,
+:mod:`.task_yaml`, :mod:`.demand`); the mirror never imports SkyPilot-side modules, so the
+two packages depend one way only (``skypilot`` -> ``mirror``).
+
 Why: "what happens if I launch this?" is asked before anything exists on the cluster, so
 ``sky-kueue predict --task TASK.yaml`` must build the Workload Kueue's pod-group integration
 would build from SkyPilot's pods (SkyPilot 0.14.1 ``sky/templates/kubernetes-ray.yml.j2``, Kueue
@@ -32,16 +36,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sky_kueue.inputs import files, yaml_reader
-from sky_kueue.inputs.errors import InputError
+import yaml
+
+from sky_kueue.kueue.api import IS_GROUP_WORKLOAD_ANNOTATION, KUEUE_GROUP, PRIORITY_CLASS_LABEL
 from sky_kueue.kueue.errors import ModelError
-from sky_kueue.mirror.kinds import KUEUE_GROUP
 from sky_kueue.skypilot import demand, task_yaml
 
-#: Kueue's annotation on pod-group Workloads.
-IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
-#: Pod label selecting a WorkloadPriorityClass.
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 #: SkyPilot's container name in its pod template.
 SKYPILOT_CONTAINER_NAME = "ray-node"
 #: GPU resource SkyPilot requests for ``accelerators`` by default.

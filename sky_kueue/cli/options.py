@@ -1,0 +1,54 @@
+"""Options every cluster-facing command shares, declared once (as SkyPilot's CLI shares its
+common options): ``--kubeconfig``, ``--context`` and ``--output text|json``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: What ``--kubeconfig`` defaults to, for help texts.
+DEFAULT_KUBECONFIG_HELP = "Kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)."
+#: The formats of ``--output``.
+OUTPUT_FORMATS = ("text", "json")
+
+
+def kubeconfig_option(help_text: str = DEFAULT_KUBECONFIG_HELP) -> Callable[[F], F]:
+    """``--kubeconfig FILE`` (a ``Path``, None when absent) as the ``kubeconfig`` argument."""
+    return click.option(
+        "--kubeconfig", "kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None, help=help_text
+    )
+
+
+def context_option(dest: str = "context") -> Callable[[F], F]:
+    """``--context NAME``: the kubeconfig context (None: the current one)."""
+    return click.option("--context", dest, default=None, help="Kubeconfig context (default: the current one).")
+
+
+def output_option() -> Callable[[F], F]:
+    """``--output/-o text|json`` as the ``output`` argument."""
+    return click.option(
+        "--output", "-o", "output", type=click.Choice(OUTPUT_FORMATS), default="text", show_default=True
+    )
+
+
+def file_option(
+    flag: str, dest: str, help_text: str, *, multiple: bool = False, required: bool = False
+) -> Callable[[F], F]:
+    """An option naming an input file (a ``Path``; repeatable with ``multiple``).
+
+    Directories, FIFOs and other non-regular files are refused by the input boundary
+    (:mod:`sky_kueue.inputs.files`) in one line naming the file, not by click.
+    """
+    return click.option(
+        flag,
+        dest,
+        multiple=multiple,
+        required=required,
+        type=click.Path(path_type=Path),
+        help=help_text,
+    )

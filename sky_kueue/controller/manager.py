@@ -1,0 +1,347 @@
+"""The resubmission controller's manager: leader election, one session per term, observers.
+
+How the parts fit (each in its own module, as controller-runtime splits a manager, its
+cache, work queue and reconciler):
+
+* :mod:`.leader` elects one replica through a Lease. The leader runs a :mod:`.session`;
+  losing the Lease ends it, and every write is fenced by :meth:`LeaderElector.is_leader`.
+* A session's cache is a :class:`~sky_kueue.mirror.Mirror` of Workloads, SkyPilot pods and
+  WorkloadPriorityClasses, resumed from the durable cursor (:mod:`.cursor`); its
+  transitions go to the :mod:`.work_queue`, drained by one worker thread into the
+  :mod:`.reconciler`.
+* The reconciler classifies each Workload (:mod:`.detection`) and hands it to the
+  :class:`~sky_kueue.controller.engine.AgingEngine`, which records the facts under their
+  idempotency keys and ages a waiting Workload through the Kueue-level actuator
+  (:mod:`.kube_actuator`): the ``priority-boost`` annotation when the cluster runs the
+  PriorityBoost gate (:mod:`.gate_detection`), else a ``spec.priority`` merge patch.
+* Observers (the demo, the benchmark) get a :class:`~.events.ControllerEvent` for every
+  reconcile; the log and the users' hooks hear of changes (:mod:`.events`).
+
+This module keeps the loop: elect, start or end sessions, retry undecided steps, re-age
+waiting Workloads every ``reage_interval_seconds``, write the heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from sky_kueue.controller.actuators import ActuationError, ActuationResult, Actuator, WorkloadPatch
+from sky_kueue.controller.aging import ActuatorKind, AgingSettings
+from sky_kueue.controller.clock import Clock, system_clock
+from sky_kueue.controller.cursor import CURSOR_PERSIST_INTERVAL_SECONDS, WorkloadCursor
+from sky_kueue.controller.detection import Detection
+from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
+from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, Observer, log_reconcile, notify_user_hooks
+from sky_kueue.controller.gate_detection import KUEUE_NAMESPACE, GateReading, detect_priority_boost_gate
+from sky_kueue.controller.history import HistoryStore, StoreError
+from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, KubernetesWorkloadDeleter
+from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
+from sky_kueue.controller.reconciler import Reconciler, preemptor_class
+from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session
+from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.errors import MirrorError
+from sky_kueue.mirror.kinds import KindName
+from sky_kueue.mirror.store import MirrorStore
+
+log = logging.getLogger(__name__)
+
+#: How often (cluster time) every waiting SkyPilot Workload is re-aged: the age factor grows
+#: while a Workload waits, and nothing else may make the controller look at it again.
+REAGE_INTERVAL_SECONDS = 300.0
+#: How often :meth:`Controller.wait_until` re-checks its predicate without a notification.
+WAIT_RECHECK_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """How the controller runs (the aging tunables are :class:`AgingSettings`)."""
+
+    lease: LeaseSettings
+    #: Watch one namespace only (None: all namespaces).
+    namespace: str | None = None
+    #: Force the PriorityBoost gate's state (None: detect it in the cluster).
+    priority_boost_gate: bool | None = None
+    kueue_namespace: str = KUEUE_NAMESPACE
+    workload_version: str = kueue_api.WORKLOAD_VERSIONS[0]
+    cursor_persist_interval_seconds: float = CURSOR_PERSIST_INTERVAL_SECONDS
+    #: Re-age waiting Workloads this often (seconds of the cluster clock; None: never).
+    reage_interval_seconds: float | None = REAGE_INTERVAL_SECONDS
+
+
+class FencedActuator:
+    """An actuator that refuses to write unless this replica leads (fencing)."""
+
+    def __init__(self, inner: Actuator, leading: Callable[[], bool]) -> None:
+        self._inner = inner
+        self._leading = leading
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    def apply(self, patch: WorkloadPatch) -> ActuationResult:
+        if not self._leading():
+            raise ActuationError("not the leader any more; the next leader will actuate this step")
+        return self._inner.apply(patch)
+
+
+class Controller:
+    """The resubmission controller. :meth:`run` blocks; :meth:`start`/:meth:`stop` thread it.
+
+    Two clocks: ``clock`` is the cluster's time, used for the history (the demo runs it
+    faster than real time); ``lease_clock`` times leader election between real processes.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        store: HistoryStore,
+        aging: AgingSettings,
+        settings: ControllerSettings,
+        *,
+        runtime: RuntimeState | None = None,
+        clock: Clock = system_clock,
+        lease_clock: Clock = system_clock,
+        lease_client: LeaseClient | None = None,
+        actuator: Actuator | None = None,
+        observers: Sequence[Observer] = (),
+    ) -> None:
+        self.api_client = api_client
+        self.store = store
+        self.aging = aging
+        self.settings = settings
+        self.runtime = runtime
+        self.clock = clock
+        self.lease_clock = lease_clock
+        self.elector = LeaderElector(
+            lease_client or KubernetesLeaseClient(api_client), settings.lease, clock=lease_clock
+        )
+        self._actuator = actuator or KubernetesWorkloadActuator(api_client)
+        self._deleter = KubernetesWorkloadDeleter(api_client)
+        self._observers = list(observers)
+        self._session: Session | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.gate: GateReading | None = None
+        self.sessions = 0
+        self._last_reage: float | None = None
+
+    # --- what tests, the demo and the benchmark read -----------------------------------
+
+    def versions(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The resourceVersion of every cached Workload and pod, by ``namespace/name``."""
+        session = self._session
+        if session is None:
+            return {}, {}
+        cache = session.mirror.store
+        return cache.resource_versions(KindName.WORKLOAD), cache.resource_versions(KindName.POD)
+
+    def notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_until(self, predicate: Callable[[], bool], timeout_seconds: float) -> bool:
+        """Blocks until ``predicate()`` holds (re-checked after every handled item)."""
+        deadline = time.monotonic() + timeout_seconds
+        with self._changed:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, WAIT_RECHECK_SECONDS))
+            return True
+
+    def idle(self) -> bool:
+        """Leading, and nothing queued or in progress."""
+        session = self._session
+        return session is not None and not session.failed and session.idle()
+
+    def handled_workload_version(self) -> int | None:
+        """Up to which resourceVersion Workload changes were handled by the running session."""
+        session = self._session
+        return None if session is None else session.cursor.revision
+
+    def emit(self, event: ControllerEvent) -> None:
+        for observer in self._observers:
+            observer(event)
+
+    def report(self, obj: Mapping[str, Any], detection: Detection, outcome: ReconcileOutcome, replay: bool) -> None:
+        """Logs what a reconcile changed, tells the users' hooks (live changes only) and the observers."""
+        if log_reconcile(obj, detection, outcome, replay=replay) and not replay:
+            notify_user_hooks(obj, detection, outcome)
+        self.emit(ControllerEvent(ControllerEventKind.RECONCILED, self.clock(), obj, detection, outcome, replay))
+
+    # --- leadership and sessions -------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader()
+
+    def _new_engine(self, cache: MirrorStore) -> AgingEngine:
+        gate = self.settings.priority_boost_gate
+        if gate is None and self.aging.actuator is ActuatorKind.AUTO:
+            self.gate = detect_priority_boost_gate(self.api_client, self.settings.kueue_namespace)
+            gate = self.gate.enabled
+        elif gate is not None:
+            self.gate = GateReading(gate, "set by the operator")
+        engine = AgingEngine(
+            self.store,
+            FencedActuator(self._actuator, self.is_leader),
+            self.aging,
+            clock=self.clock,
+            priority_boost_gate=gate,
+            preemptor_priority=lambda preemptor: preemptor_class(cache, preemptor),
+        )
+        log.info(
+            "aging actuator resolved",
+            extra={
+                "fields": {
+                    "mechanism": engine.mechanism.value,
+                    "gate": None if self.gate is None else self.gate.enabled,
+                    "gate_source": None if self.gate is None else self.gate.source,
+                }
+            },
+        )
+        return engine
+
+    def _new_reconciler(self, cache: MirrorStore, engine: AgingEngine, cursor: WorkloadCursor) -> Reconciler:
+        return Reconciler(
+            cache=cache,
+            engine=engine,
+            history=self.store,
+            cursor=cursor,
+            deleter=self._deleter,
+            workload_version=self.settings.workload_version,
+            leading=self.is_leader,
+            clock=self.clock,
+            report=self.report,
+            emit=self.emit,
+        )
+
+    def _start_session(self) -> None:
+        try:
+            cursor = WorkloadCursor(
+                self.runtime, self.clock, persist_interval_seconds=self.settings.cursor_persist_interval_seconds
+            )
+            session = Session(
+                self.api_client,
+                workload_version=self.settings.workload_version,
+                namespace=self.settings.namespace,
+                cursor=cursor,
+                new_engine=self._new_engine,
+                new_reconciler=self._new_reconciler,
+                on_handled=self.notify,
+            )
+        except StoreError as err:
+            log.warning("cannot start a controller session (retrying): %s", err)
+            return
+        try:
+            session.start()
+        except (MirrorError, StoreError, OSError) as err:
+            log.warning("cannot start a controller session (retrying): %s", err)
+            session.stop()
+            return
+        self._session = session
+        self._last_reage = self.clock()  # the session's first reconcile ages everything
+        self.sessions += 1
+        self.emit(ControllerEvent(ControllerEventKind.SESSION_STARTED, self.clock()))
+        self.notify()
+
+    def _end_session(self, why: str) -> None:
+        session, self._session = self._session, None
+        if session is None:
+            return
+        try:
+            session.stop()
+        except StoreError as err:
+            log.warning("cannot save the cursor (the next session replays a little more): %s", err)
+        log.info("session ended: %s", why)
+        self.emit(ControllerEvent(ControllerEventKind.SESSION_ENDED, self.clock(), detail=why))
+        self.notify()
+
+    def step(self) -> bool:
+        """One round of the election loop; returns whether this replica leads."""
+        leading = self.elector.try_acquire_or_renew()
+        session = self._session
+        if session is not None and session.failed:
+            self._end_session(f"failed: {session.error}")
+        if leading and self._session is None:
+            self._start_session()
+        elif not leading and self._session is not None:
+            self._end_session("lost the Lease")
+        elif self._session is not None:
+            self._session.retry_later()
+            self._maybe_reage(self._session)
+        self._beat(leading)
+        return leading
+
+    def _maybe_reage(self, session: Session) -> None:
+        interval = self.settings.reage_interval_seconds
+        if interval is None:
+            return
+        now = self.clock()
+        if self._last_reage is None or now - self._last_reage >= interval:
+            self._last_reage = now
+            session.reage_later()
+
+    def _beat(self, leading: bool) -> None:
+        if self.runtime is None:
+            return
+        details: dict[str, Any] = {
+            "sessions": self.sessions,
+            "lease": f"{self.settings.lease.namespace}/{self.settings.lease.name}",
+            "holder": self.elector.observed_holder,
+        }
+        session = self._session
+        if session is not None and session.engine is not None:
+            details["mechanism"] = session.engine.mechanism.value
+        try:
+            self.runtime.beat(self.elector.identity, leading, self.lease_clock(), details)
+        except StoreError as err:
+            log.warning("cannot write the heartbeat: %s", err)
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        """The election loop, until ``stop`` is set; then releases the Lease."""
+        stop = stop or self._stop
+        try:
+            while not stop.is_set():
+                self.step()
+                stop.wait(self.settings.lease.retry_period_seconds)
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """Ends the session (saving the cursor), releases the Lease, writes a last heartbeat."""
+        self._end_session("shutting down")
+        self.elector.release()
+        self._beat(False)
+
+    def start(self) -> Controller:
+        """Runs :meth:`run` on a background thread (for the demo and tests)."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="sky-kueue-controller", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops the loop started by :meth:`start` (or, when driven by :meth:`step`, shuts down)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(SESSION_JOIN_SECONDS * 2)
+            self._thread = None
+        else:
+            self.shutdown()
+
+    def __enter__(self) -> Controller:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
