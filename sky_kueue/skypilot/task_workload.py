@@ -36,8 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue.api import IS_GROUP_WORKLOAD_ANNOTATION, KUEUE_GROUP, PRIORITY_CLASS_LABEL
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.skypilot import demand, task_yaml

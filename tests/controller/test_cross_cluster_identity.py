@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from sky_kueue.controller.history import PreemptionRecord, Transition, TransitionCause, transition_key
-from sky_kueue.controller.identity import identify_job
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.mirror.identity import identify_job
 
 
 def pod(namespace: str, group: str, job_id: str) -> dict[str, Any]:
