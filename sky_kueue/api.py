@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from sky_kueue.skypilot import launch as launch_mod
-from sky_kueue.skypilot.cluster_view import build_view, load_manifests, view_from_documents
+from sky_kueue.skypilot.cluster_view import build_views, load_manifests, view_from_documents
 from sky_kueue.skypilot.config import PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.decision import Rejection
-from sky_kueue.skypilot.view import ClusterView
+from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 TaskLike = Any  # sky.Task | Mapping[str, Any] | str | os.PathLike[str]
 
@@ -44,13 +44,14 @@ def _task_dict(task: TaskLike) -> dict[str, Any]:
 
 def _context(
     config: PluginConfig | str | os.PathLike[str] | None, snapshot: Sequence[str | os.PathLike[str]] | None
-) -> tuple[PluginConfig, ClusterView]:
+) -> tuple[PluginConfig, ClusterView | ContextViews]:
     plugin_config = config if isinstance(config, PluginConfig) else load_config(resolve_config_path(config))
+    view: ClusterView | ContextViews
     if snapshot:
         paths = [str(Path(p)) for p in snapshot]
-        view: ClusterView = view_from_documents(load_manifests(paths), "the snapshot " + ", ".join(paths))
+        view = view_from_documents(load_manifests(paths), "the snapshot " + ", ".join(paths))
     else:
-        view = build_view(plugin_config)
+        view = build_views(plugin_config)
     return plugin_config, view
 
 

@@ -11,7 +11,7 @@ from sky_kueue.skypilot.config import ConfigError, load_config
 
 
 @click.command("check-config")
-@click.argument("config_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("config_path", type=click.Path(path_type=Path))
 def check_config(config_path: Path) -> None:
     """Validate CONFIG_PATH; print one line per team, or one error line and exit 2."""
     try:
@@ -23,8 +23,10 @@ def check_config(config_path: Path) -> None:
             f", burst after {team.burst.max_queue_wait_seconds}s to {'/'.join(team.burst.clouds)}" if team.burst else ""
         )
         classes = ", ".join(team.priority_classes.allowed)
-        click.echo(
-            f"{name}: {team.namespace}/{team.local_queue}, classes {classes} "
-            f"(default {team.priority_classes.default}){burst}"
+        where = (
+            "; ".join(f"{c.context}: {c.namespace}/{c.local_queue}" for c in config.team_clusters(team))
+            if team.clusters
+            else f"{team.namespace}/{team.local_queue}"
         )
+        click.echo(f"{name}: {where}, classes {classes} (default {team.priority_classes.default}){burst}")
     click.echo(f"ok: {config_path} ({len(config.teams)} teams)")

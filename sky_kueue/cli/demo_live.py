@@ -468,8 +468,10 @@ def run_seed(settings: AgingSettings | None = None, *, priority_boost: bool = Fa
     ).run()
 
 
-def run_starvation(aging: bool, *, priority_boost: bool = False) -> RunResult:
-    settings = demo_settings("bounded" if aging else "none")
+def run_starvation(aging: bool | str, *, priority_boost: bool = False) -> RunResult:
+    """The starvation scenario under ``bounded`` (True), no aging (False) or the named policy."""
+    policy = aging if isinstance(aging, str) else ("bounded" if aging else "none")
+    settings = demo_settings(policy)
     return _Run(
         starvation_jobs(), settings, STARVATION_HORIZON_SECONDS, priority_boost=priority_boost, stop_when_done=False
     ).run()
@@ -502,17 +504,23 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
     seed = run_seed(priority_boost=priority_boost)
     without = _variant(run_starvation(False, priority_boost=priority_boost))
     with_aging = _variant(run_starvation(True, priority_boost=priority_boost))
+    with_rank = _variant(run_starvation("rank", priority_boost=priority_boost))
     preempted = sorted({e.workload for e in seed.events if e.type is TimelineKind.PREEMPTED})
     admitted: list[str] = []
     for event in seed.events:
         if event.type is TimelineKind.ADMITTED and event.workload not in admitted:
             admitted.append(event.workload)
-    a, b = without["team_b"], with_aging["team_b"]
+    a, b, r = without["team_b"], with_aging["team_b"], with_rank["team_b"]
     verdict = (
         f"without aging team-b was preempted {a['preemptions']} times and "
         + ("never finished" if a["starved"] else f"finished only at t={a['finished_at']} s")
-        + f" within {without['horizon_seconds']} s; with aging it was preempted {b['preemptions']} time(s) and "
+        + f" within {without['horizon_seconds']} s; with the boost policy (bounded) it was preempted "
+        + f"{b['preemptions']} time(s) and "
         + ("still did not finish" if b["starved"] else f"finished at t={b['finished_at']} s")
+        + f", because priority {b['final_priority']} is above the borrowWithinCohort threshold (100) the admin "
+        + "set to let prod take dev's borrowed quota; under rank, the default, which never lifts a job "
+        + f"out of its class, it was preempted {r['preemptions']} times"
+        + (f" and marked for a cloud burst ({r['burst']})" if r["burst"] else "")
     )
     settings = demo_settings()
     return {
@@ -533,6 +541,7 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
                 ),
                 "without_aging": without,
                 "with_aging": with_aging,
+                "with_rank": with_rank,
                 "verdict": verdict,
             },
             "elapsed_seconds": round(time.monotonic() - started, 2),
@@ -573,7 +582,12 @@ def print_text(document: dict[str, Any]) -> None:
     summary = Table(title=f"Starvation: {starvation['scenario']}")
     for column in ("variant", "team-b preemptions", "team-b finished at", "team-b priority", "burst", "prod done"):
         summary.add_column(column)
-    for label, variant in (("without aging", starvation["without_aging"]), ("with aging", starvation["with_aging"])):
+    variants = (
+        ("without aging", starvation["without_aging"]),
+        ("boost (bounded)", starvation["with_aging"]),
+        ("rank (default)", starvation["with_rank"]),
+    )
+    for label, variant in variants:
         b = variant["team_b"]
         summary.add_row(
             label,
@@ -584,7 +598,7 @@ def print_text(document: dict[str, Any]) -> None:
             f"{variant['team_a_finished']}/{variant['team_a_jobs']}",
         )
     console.print(summary)
-    for label, key in (("without aging", "without_aging"), ("with aging", "with_aging")):
+    for label, key in (("without aging", "without_aging"), ("with the boost policy", "with_aging")):
         dev_events = [e for e in starvation[key]["events"] if e["job"] == managed_job_key("1")]
         console.print(timeline(f"team-b's dev job, {label}", dev_events))
     console.print(f"[bold]{starvation['verdict']}[/bold] (demo took {final['elapsed_seconds']} s)")

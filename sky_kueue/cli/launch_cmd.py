@@ -19,13 +19,13 @@ from sky_kueue.cli import errors, options
 from sky_kueue.skypilot.cluster_view import (
     ManifestError,
     ModelUnavailable,
-    build_view,
+    build_views,
     load_manifests,
     view_from_documents,
 )
 from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
 from sky_kueue.skypilot.launch import plan_launch, submit, summary
-from sky_kueue.skypilot.view import ClusterView
+from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 #: Exit code when the policy rejects the task.
 EXIT_REJECTED = 1
@@ -64,16 +64,16 @@ def launch(
     """Apply the sky-kueue policy to TASK_PATH, predict its admission, and submit it."""
     try:
         config = load_config(resolve_config_path(config_path))
-        view: ClusterView
+        view: ClusterView | ContextViews
         if snapshot:
             documents = load_manifests(str(p) for p in snapshot)
             view = view_from_documents(documents, "the snapshot " + ", ".join(p.name for p in snapshot))
         else:
-            view = build_view(config)
+            view = build_views(config)
     except (ConfigError, ManifestError, ModelUnavailable) as exc:
         errors.fail(str(exc))
     task = _read_task(task_path)
-    result = plan_launch(task, config, view, team=team, priority=priority)
+    result = plan_launch(task, config, view, team=team, priority=priority, skypilot_config=_skypilot_config())
     described = summary(result)
     if output == "json":
         click.echo(json.dumps(described, indent=2, sort_keys=False))
@@ -88,6 +88,19 @@ def launch(
     except Exception as exc:  # noqa: BLE001 - SkyPilot raises many types; report them in one line
         errors.fail(f"submission failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     click.echo(f"submitted: {outcome}")
+
+
+def _skypilot_config() -> dict[str, Any]:
+    """The user's SkyPilot config (its ``kubernetes.allowed_contexts`` names the clusters when
+    the plugin config does not), with ``admin_policy`` left out: it is not ours to carry."""
+    from sky import skypilot_config
+
+    loaded: dict[str, Any] = dict(skypilot_config.to_dict())
+    loaded.pop("admin_policy", None)
+    workspace = skypilot_config.get_active_workspace()
+    if workspace:
+        loaded["active_workspace"] = workspace
+    return loaded
 
 
 def _read_task(path: Path) -> dict[str, Any]:
@@ -122,10 +135,31 @@ def _text(described: dict[str, Any]) -> str:
         f"burst:      {described['burst']['action']}"
         + (f": {described['burst']['message']}" if described["burst"]["message"] else ""),
         f"timeout:    {described['admission_timeout_seconds']}s waiting for Kueue admission",
+        *_placement_lines(described["placement"]),
         "--- task ---",
         yaml.safe_dump(_without_internal(described["task"]), sort_keys=False).rstrip(),
     ]
     return "\n".join(lines)
+
+
+def _placement_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per cluster when the team has several: rank, context, outcome, ETA, why."""
+    if len(rows) < 2:
+        return []
+    lines = ["placement:"]
+    rank = 0
+    for row in rows:
+        if row["ordered"]:
+            rank += 1
+            where = f"  {rank}."
+        else:
+            where = "  - "
+        eta = f" ~{row['expected_wait_seconds']}s" if row["expected_wait_seconds"] is not None else ""
+        context = row["context"] or "(current context)"
+        lines.append(
+            f"{where} {context}: {row['outcome']}{eta} ({row['namespace']}/{row['local_queue']}): {row['reason']}"
+        )
+    return lines
 
 
 def _without_internal(task: dict[str, Any]) -> dict[str, Any]:

@@ -39,12 +39,13 @@ def output_option() -> Callable[[F], F]:
 def file_option(
     flag: str, dest: str, help_text: str, *, multiple: bool = False, required: bool = False
 ) -> Callable[[F], F]:
-    """An option naming an input file (a ``Path``; repeatable with ``multiple``)."""
+    """An option naming an input file (a ``Path``; repeatable with ``multiple``). Directories
+    pass click (``sky_kueue.inputs.files`` explains them in one line)."""
     return click.option(
         flag,
         dest,
         multiple=multiple,
         required=required,
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
         help=help_text,
     )

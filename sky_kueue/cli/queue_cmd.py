@@ -1,5 +1,8 @@
 """``sky-kueue queue``: the live picture of a cluster's Kueue queues, and what happens next.
 
+With several ``--context`` (or ``--all-contexts``) each cluster is listed once and shown side
+by side, one column per cluster: a team on several clusters sees where its work waits.
+
 Per ClusterQueue: quota (nominal, usage, borrowed, lent per flavor and resource), admitted
 and pending workloads with priority, age, position, predicted outcome, Kueue's reason, the
 SkyPilot job behind each pod group, and preemption counts (:mod:`sky_kueue.mirror.view`).
@@ -45,7 +48,13 @@ WAIT_SLICE_SECONDS = 1.0
 
 @click.command("queue")
 @options.kubeconfig_option()
-@options.context_option()
+@click.option(
+    "--context",
+    "contexts",
+    multiple=True,
+    help="Kubeconfig context (default: the current one); repeat to show several clusters side by side.",
+)
+@click.option("--all-contexts", is_flag=True, help="Show every context of the kubeconfig side by side.")
 @click.option(
     "--cluster-queue", "cluster_queues", multiple=True, metavar="NAME", help="Show only this ClusterQueue; repeatable."
 )
@@ -63,7 +72,8 @@ WAIT_SLICE_SECONDS = 1.0
 @click.option("--max-redraws", type=click.IntRange(min=1), default=None, hidden=True)
 def queue(
     kubeconfig: Path | None,
-    context: str | None,
+    contexts: tuple[str, ...],
+    all_contexts: bool,
     cluster_queues: tuple[str, ...],
     namespace: str | None,
     watch: bool,
@@ -82,15 +92,21 @@ def queue(
         config = _config(kueue_config)
     except ModelError as exc:
         errors.fail(f"--kueue-config: {exc}", EXIT_BAD_INPUT)
+    options = _ViewOptions(
+        config=config, cluster_queues=cluster_queues or None, namespace=namespace, predict=not no_predict
+    )
+    if all_contexts and contexts:
+        errors.fail("give --context or --all-contexts, not both", EXIT_BAD_INPUT)
+    if all_contexts or len(contexts) > 1:
+        if watch:
+            errors.fail("--watch follows one cluster; give a single --context", EXIT_BAD_INPUT)
+        chosen = list(contexts) if contexts else _kubeconfig_contexts(kubeconfig)
+        _show_several(kubeconfig, chosen, options, output)
+        return
+    context = contexts[0] if contexts else None
     conn = connect_or_fail(kubeconfig, context)
     try:
         api = discovery.discover(conn.api_client, conn.host)
-        options = _ViewOptions(
-            config=config,
-            cluster_queues=cluster_queues or None,
-            namespace=namespace,
-            predict=not no_predict,
-        )
         if watch:
             _watch(conn, api, options, output, max_redraws)
         else:
@@ -106,6 +122,81 @@ def queue(
         errors.fail(f"cannot model the cluster: {exc}", EXIT_CLUSTER_ERROR)
     finally:
         conn.close()
+
+
+def _kubeconfig_contexts(kubeconfig: Path | None) -> list[str]:
+    """Every context of the kubeconfig, found and merged as kubectl does (``$KUBECONFIG``)."""
+    import os
+
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    from sky_kueue.skypilot.cluster_discovery import find_kubeconfig
+
+    found = find_kubeconfig(str(kubeconfig) if kubeconfig is not None else None, os.environ, os.path.exists)
+    if found is None or found.path is None:
+        errors.fail("--all-contexts needs a kubeconfig: pass --kubeconfig FILE or set $KUBECONFIG", EXIT_BAD_INPUT)
+    try:
+        contexts, _current = kube_config.list_kube_config_contexts(config_file=found.path)
+    except (ConfigException, OSError) as exc:
+        errors.fail(
+            f"kubeconfig {found.path}: {str(exc).splitlines()[0] if str(exc) else 'unreadable'}", EXIT_BAD_INPUT
+        )
+    names = [str(c.get("name")) for c in contexts or []]
+    if not names:
+        errors.fail(f"kubeconfig {found.path} has no contexts", EXIT_BAD_INPUT)
+    return names
+
+
+@dataclass(frozen=True)
+class _ClusterPicture:
+    """One context's view, or why there is none."""
+
+    context: str
+    view: QueueView | None
+    problem: str | None = None
+
+
+def _show_several(kubeconfig: Path | None, contexts: list[str], options: _ViewOptions, output: str) -> None:
+    """List each cluster once and show them side by side (JSON: one document with a list).
+
+    A cluster that cannot be read is shown with its one-line problem; the exit code is 1 only
+    when none can be read.
+    """
+    from sky_kueue.kueue.errors import ModelError
+    from sky_kueue.mirror import connection, discovery, export
+    from sky_kueue.mirror.errors import MirrorError
+
+    pictures: list[_ClusterPicture] = []
+    for context in contexts:
+        try:
+            conn = connection.connect(kubeconfig, context)
+        except MirrorError as exc:
+            pictures.append(_ClusterPicture(context, None, str(exc)))
+            continue
+        try:
+            api = discovery.discover(conn.api_client, conn.host)
+            fetched = export.fetch(conn, api)
+            for warning in fetched.warnings:
+                click.echo(f"warning: {context}: {warning}", err=True)
+            pictures.append(_ClusterPicture(context, _build(conn, api, fetched.store, options)))
+        except MirrorError as exc:
+            pictures.append(_ClusterPicture(context, None, str(exc)))
+        except ModelError as exc:
+            pictures.append(_ClusterPicture(context, None, f"cannot model the cluster: {exc}"))
+        finally:
+            conn.close()
+    if output == "json":
+        rows = [
+            {"context": p.context, "view": p.view.to_json() if p.view else None, "error": p.problem} for p in pictures
+        ]
+        click.echo(json.dumps({"clusters": rows}, separators=(",", ":")))
+    else:
+        from sky_kueue.cli import queue_view
+
+        queue_view.console().print(queue_view.render_side_by_side([(p.context, p.view, p.problem) for p in pictures]))
+    if all(p.view is None for p in pictures):
+        raise SystemExit(EXIT_CLUSTER_ERROR)
 
 
 @dataclass(frozen=True)

@@ -117,3 +117,18 @@ def render(view: QueueView) -> RenderableType:
     for note in view.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     return Group(*parts)
+
+
+def render_side_by_side(clusters: list[tuple[str, QueueView | None, str | None]]) -> RenderableType:
+    """Several clusters, one column each: the context as a title, then its view (or why
+    there is none)."""
+    grid = Table.grid(padding=(0, 4))
+    for _ in clusters:
+        grid.add_column(vertical="top")
+    cells: list[RenderableType] = []
+    for context, view, problem in clusters:
+        title = Text.assemble(("context ", "bold"), (context, "bold magenta"))
+        body: RenderableType = render(view) if view is not None else Text(f"error: {problem}", style="red")
+        cells.append(Group(title, body))
+    grid.add_row(*cells)
+    return grid

@@ -15,6 +15,8 @@ import yaml
 from pydantic import ValidationError
 
 from sky_kueue.cli import errors, options
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 from sky_kueue.skypilot.config import ConfigError, error_from_validation, validate_config
 from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
 from sky_kueue.skypilot.setup_spec import TeamsSpec
@@ -44,12 +46,10 @@ def setup(
     if apply_ and kubeconfig is None:
         errors.fail("--apply needs --kubeconfig FILE")
     try:
-        text = teams_path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except OSError as exc:
-        errors.fail(f"{teams_path}: cannot read: {exc.strerror or exc}")
-    except yaml.YAMLError as exc:
-        errors.fail(f"{teams_path}: not valid YAML: {getattr(exc, 'problem', None) or exc}")
+        text = files.read_text(teams_path, "YAML team spec")
+        data = yaml_reader.load_one(text, str(teams_path))
+    except InputError as exc:
+        errors.fail(str(exc))
     if not isinstance(data, dict):
         errors.fail(f"{teams_path}: the team spec must be a YAML mapping")
     try:

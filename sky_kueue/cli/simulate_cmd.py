@@ -123,6 +123,19 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
 )
 @click.option("--burst-cost", type=click.FloatRange(min=0), default=None, help="Cloud price per GPU-hour (USD).")
 @click.option(
+    "--allow-burst",
+    is_flag=True,
+    help="Let the controller's policies send preempted jobs to a cloud: after burst_after_preemptions "
+    "preemptions (default 2), or when a relaunch waits burst_max_predicted_wait_seconds (default 900). "
+    "The baseline keeps SkyPilot's behaviour.",
+)
+@click.option(
+    "--checkpoint-every",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Jobs checkpoint every S seconds of run time and resume from it after a preemption.",
+)
+@click.option(
     "--starve-factor",
     type=click.FloatRange(min=0),
     default=None,
@@ -148,6 +161,21 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
     help="Threshold T of the 'admitted within T' check, seconds (default 600).",
 )
 @click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
+@click.option(
+    "--clusters",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Split the trace's cluster into N clusters and compare placement by prediction with SkyPilot's fixed "
+    "order (first policy of --policies).",
+)
+@click.option(
+    "--failover-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --clusters: seconds a launch waits in one cluster's queue before SkyPilot tries the next "
+    "(kubernetes.kueue.admission_timeout; default SkyPilot's 86400).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(
     trace_source: str,
@@ -164,11 +192,15 @@ def simulate(
     cycle_interval: float | None,
     burst_after: float | None,
     burst_cost: float | None,
+    allow_burst: bool,
+    checkpoint_every: float | None,
     starve_factor: float | None,
     starve_after: float | None,
     eta_sample: int,
     eta_within: float | None,
     no_relaunch_backoff: bool,
+    clusters: int,
+    failover_after: float | None,
     quiet: bool,
 ) -> None:
     """Compare resubmission policies (SkyPilot today vs aging) on a trace."""
@@ -183,6 +215,8 @@ def simulate(
     if not names:
         errors.fail("--policies: give at least one policy", EXIT_BAD_INPUT)
     settings = _settings(config_path, aging_overrides)
+    if allow_burst:
+        settings = policies.with_burst_defaults(settings)
     for name in names:
         try:
             policies.resolve(name, settings)
@@ -208,6 +242,7 @@ def simulate(
         config = replace(config, wait_limit_s=burst_after)
     if burst_cost is not None:
         config = replace(config, burst_cost_per_gpu_hour=burst_cost)
+    config = replace(config, allow_burst=allow_burst, checkpoint_every_s=checkpoint_every)
     rule = metrics.StarvationRule()
     if starve_factor is not None:
         rule = replace(rule, runtime_multiple=starve_factor)
@@ -236,6 +271,12 @@ def simulate(
             progress.update(task, completed=done, total=total, sim=report.duration(sim_s))
 
         return update
+
+    if clusters > 1:
+        from sky_kueue.cli import simulate_clusters
+
+        simulate_clusters.run(trace, policies.resolve(names[0], settings), clusters, config, failover_after, output)
+        return
 
     with progress:
         result = compare.compare(

@@ -49,6 +49,8 @@ BURST_ANNOTATION = "sky-kueue.io/burst-decision"
 BURST_DETAIL_ANNOTATION = "sky-kueue.io/burst-detail"
 #: Annotation recording which aging step (episode key) set the Workload's priority.
 AGING_STEP_ANNOTATION = "sky-kueue.io/aging-step"
+#: Annotation recording which band level (``waiting`` or ``admitted``) set the Workload's priority.
+BAND_LEVEL_ANNOTATION = "sky-kueue.io/band-level"
 
 _KUEUE_MECHANISMS = (ActuatorKind.BOOST_ANNOTATION, ActuatorKind.SPEC_PRIORITY)
 
@@ -195,6 +197,45 @@ def plan_kueue_patch(
         body = spec_priority_patch(facts.uid, target, step)
         summary = f"spec.priority {facts.priority} -> {target} on {ref}"
     return PatchPlan(WorkloadPatch(ref, body, mechanism, boost, target, summary), False, summary)
+
+
+def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str) -> PatchPlan:
+    """Plans setting ``spec.priority`` of a waiting or admitted Workload to its band level.
+
+    A band level may be lower than the Workload's priority (a fresh arrival waits below its
+    class value), so unlike :func:`plan_kueue_patch` this sets rather than raises, and it is
+    only correct for the snapshot it was planned on: an admitted Workload patched with a
+    *waiting* level would sit below a waiting relaunch, which could then preempt it. The patch
+    therefore carries the snapshot's ``resourceVersion`` as a precondition (and its UID); if the
+    Workload changed meanwhile the API server answers 409 and the next snapshot is planned anew.
+
+    Args:
+        facts: the target Workload as last observed (``resource_version`` set).
+        priority: the band level's absolute priority.
+        level: ``waiting`` or ``admitted``, recorded in :data:`BAND_LEVEL_ANNOTATION`.
+    """
+    if facts.phase is WorkloadPhase.FINISHED:
+        return PatchPlan(None, False, "Workload is finished")
+    if not facts.active:
+        return PatchPlan(None, False, "Workload is deactivated (spec.active=false)")
+    if not facts.resource_version:
+        return PatchPlan(None, False, "snapshot without resourceVersion: a band level needs it as a precondition")
+    target = _clamp_int32(priority)
+    if facts.priority == target:
+        return PatchPlan(None, True, f"spec.priority {target} is the {level} level already")
+    ref = WorkloadRef.of(facts)
+    body = {
+        "metadata": {
+            "uid": facts.uid,
+            "resourceVersion": facts.resource_version,
+            "annotations": {BAND_LEVEL_ANNOTATION: level},
+        },
+        "spec": {"priority": target},
+    }
+    summary = f"spec.priority {facts.priority} -> {target} ({level} level) on {ref}"
+    return PatchPlan(
+        WorkloadPatch(ref, body, ActuatorKind.SPEC_PRIORITY, target - facts.priority, target, summary), False, summary
+    )
 
 
 def choose_priority_class(

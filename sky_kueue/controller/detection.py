@@ -164,6 +164,9 @@ class WorkloadFacts:
     is_pod_group: bool
     accumulated_execution_seconds: int | None
     conditions: Mapping[str, Condition]
+    #: ``metadata.resourceVersion`` of the snapshot ("" when unknown): a patch carrying it
+    #: lands only on this exact version (the API server answers 409 otherwise).
+    resource_version: str = ""
 
     @property
     def total_evictions(self) -> int | None:
@@ -393,6 +396,7 @@ def workload_facts(obj: Mapping[str, Any]) -> WorkloadFacts:
         is_pod_group=annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true",
         accumulated_execution_seconds=_int_or_none(accumulated),
         conditions=conditions,
+        resource_version=str(metadata.get("resourceVersion") or ""),
     )
 
 

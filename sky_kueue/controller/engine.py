@@ -42,10 +42,12 @@ from sky_kueue.controller.actuators import (
     WorkloadRef,
     burst_annotation_patch,
     choose_priority_class,
+    plan_band_patch,
     plan_kueue_patch,
     resolve_mechanism,
 )
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
+from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
 from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.detection import Detection, DetectionKind
@@ -54,6 +56,7 @@ from sky_kueue.controller.history import (
     BurstRecord,
     EvictionRecord,
     HistoryStore,
+    JobHistory,
     PreemptionRecord,
     StepDecision,
     StepState,
@@ -105,9 +108,10 @@ class RecordedFact:
 
 @dataclass(frozen=True)
 class AgingResult:
-    """What aging one waiting Workload did (:meth:`AgingEngine._age`)."""
+    """What aging one Workload did: an aging step (:meth:`AgingEngine._age`), or a band level
+    (:meth:`AgingEngine._level`, no stored step)."""
 
-    step: AgingStep
+    step: AgingStep | None
     decision: AgingDecision
     patch: WorkloadPatch | None = None
     actuation: ActuationResult | None = None
@@ -134,6 +138,33 @@ class ReconcileOutcome:
         return any(fact.kind is kind for fact in self.recorded)
 
 
+def _band_mechanism(settings: AgingSettings) -> ActuatorKind:
+    """How a band policy reaches Kueue, or why the settings cannot run one.
+
+    A band level sits *below* the class value, so it is written to ``spec.priority`` (always
+    mutable, lowered and raised alike); the boost annotation and the SkyPilot-level relabel
+    only raise. Protection for a bounded time needs a timer on admitted Workloads, which the
+    controller does not run (the simulator measured it worse than protection for the whole
+    run, README "Does aging end starvation?").
+
+    Raises:
+        SettingsError: an actuator or ``protect_seconds`` a band policy cannot honour.
+    """
+    if settings.protect_seconds is not None:
+        raise aging.SettingsError(
+            f"aging.protect_seconds: policy {settings.policy!r} in the controller protects for the whole run; "
+            "remove protect_seconds (the simulator alone models a bounded protection)"
+        )
+    if settings.actuator in (ActuatorKind.AUTO, ActuatorKind.SPEC_PRIORITY):
+        return ActuatorKind.SPEC_PRIORITY
+    if settings.actuator is ActuatorKind.RECORD_ONLY:
+        return ActuatorKind.RECORD_ONLY
+    raise aging.SettingsError(
+        f"aging.actuator: policy {settings.policy!r} sets spec.priority to levels below the class value; "
+        f"{settings.actuator.value!r} can only raise it; use 'auto', 'spec-priority' or 'record-only'"
+    )
+
+
 class AgingEngine:
     """Records history and actuates aging for SkyPilot Workloads, exactly once."""
 
@@ -152,7 +183,11 @@ class AgingEngine:
         self._settings = settings
         self._clock = clock
         self._policy = aging.get_policy(settings.policy)
+        self._band = self._policy if isinstance(self._policy, BandPolicy) else None
         self._mechanism = resolve_mechanism(settings.actuator, priority_boost_gate)
+        if self._band is not None:
+            self._mechanism = _band_mechanism(settings)
+            check_class_gaps([rung.value for rung in settings.priority_class_ladder], self._band, settings)
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}
@@ -160,6 +195,11 @@ class AgingEngine:
     @property
     def mechanism(self) -> ActuatorKind:
         return self._mechanism
+
+    @property
+    def actuates_admitted(self) -> bool:
+        """Whether admitted Workloads are patched too (band policies), so resyncs must visit them."""
+        return self._band is not None
 
     def reconcile(
         self,
@@ -251,14 +291,16 @@ class AgingEngine:
                 self._waiting[job_key] = detection
                 while len(self._waiting) > MAX_WAITING_SNAPSHOTS:
                     self._waiting.pop(next(iter(self._waiting)))
-                aged = self._age(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+                aged = self._act(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+        elif self._band is not None and actuate and facts.holds_quota and eviction is None:
+            aged = self._level(detection, job_key, now, None, None)
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
         if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
-                aged = self._age(waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+                aged = self._act(waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds)
         if aged is None:
             return ReconcileOutcome(detection.kind, job_key, tuple(recorded), notes=tuple(notes))
         return ReconcileOutcome(
@@ -337,20 +379,7 @@ class AgingEngine:
                 explanation=decision.explanation(),
             ),
         )
-        burst = None
-        if history.burst is None:
-            verdict = decide_burst(
-                history,
-                self._settings,
-                now,
-                predicted_wait_seconds=predicted_wait_seconds,
-                wait_limit_seconds=wait_limit_seconds,
-            )
-            if verdict is not None:
-                burst = self._store.record_burst(identity, verdict.record(now))
-                notes.append(f"burst: {burst.detail}")
-                if self._mechanism is not ActuatorKind.RECORD_ONLY:
-                    notes.append(self._annotate_burst(facts.uid, WorkloadRef.of(facts), burst))
+        burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
         if step.state is not StepState.DECIDED:
             return AgingResult(step, decision, burst=burst, notes=tuple(notes))
 
@@ -376,6 +405,92 @@ class AgingEngine:
         else:
             step = self._store.mark_skipped(step.key, now, f"{result.outcome.value}: {result.detail}")
         return AgingResult(step, decision, plan.patch, result, burst, tuple(notes))
+
+    def _act(
+        self,
+        detection: Detection,
+        job_key: str,
+        now: float,
+        predicted_wait_seconds: float | None,
+        wait_limit_seconds: float | None,
+    ) -> AgingResult:
+        """A waiting Workload: its band level (band policies, no stored step) or its aging step."""
+        if self._band is not None:
+            return self._level(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+        return self._age(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+
+    def _burst(
+        self,
+        detection: Detection,
+        history: JobHistory,
+        now: float,
+        predicted_wait_seconds: float | None,
+        wait_limit_seconds: float | None,
+        notes: list[str],
+    ) -> BurstRecord | None:
+        """Records the burst verdict once per job (and surfaces it on the Workload)."""
+        identity, facts = detection.identity, detection.workload
+        assert identity is not None
+        if history.burst is not None:
+            return None
+        verdict = decide_burst(
+            history,
+            self._settings,
+            now,
+            predicted_wait_seconds=predicted_wait_seconds,
+            wait_limit_seconds=wait_limit_seconds,
+        )
+        if verdict is None:
+            return None
+        burst = self._store.record_burst(identity, verdict.record(now))
+        notes.append(f"burst: {burst.detail}")
+        if self._mechanism is not ActuatorKind.RECORD_ONLY:
+            notes.append(self._annotate_burst(facts.uid, WorkloadRef.of(facts), burst))
+        return burst
+
+    def _level(
+        self,
+        detection: Detection,
+        job_key: str,
+        now: float,
+        predicted_wait_seconds: float | None,
+        wait_limit_seconds: float | None,
+    ) -> AgingResult:
+        """Band policies: sets the Workload's ``spec.priority`` to its waiting or admitted level.
+
+        No aging step is stored: setting a level is idempotent (the same history gives the
+        same level, and a Workload already at it is not patched), so a crash or a replay at
+        worst repeats a no-op. What must not happen is a level planned on a stale snapshot
+        landing on a Workload that changed phase since; the patch carries the snapshot's
+        resourceVersion (:func:`plan_band_patch`), and a 409 just waits for the next snapshot.
+        """
+        assert self._band is not None
+        facts = detection.workload
+        notes: list[str] = []
+        history = self._store.load(job_key)
+        assert history is not None, f"job {job_key} vanished from the store"
+        decision = self._band.decide(history, self._settings, now)
+        burst = None
+        if detection.is_pending:
+            level, offset = "waiting", decision.boost
+            burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
+        else:
+            level = "admitted"
+            offset = decision.admitted_boost if decision.admitted_boost is not None else 0
+        if self._mechanism is ActuatorKind.RECORD_ONLY:
+            notes.append(f"actuator record-only: {level} level {decision.base_priority + offset} not patched")
+            return AgingResult(None, decision, burst=burst, notes=tuple(notes))
+        plan = plan_band_patch(facts, priority=decision.base_priority + offset, level=level)
+        notes.append(plan.reason)
+        if plan.patch is None:
+            return AgingResult(None, decision, burst=burst, notes=tuple(notes))
+        try:
+            result = self._actuator.apply(plan.patch)
+        except ActuationError as err:
+            notes.append(f"actuation failed, the next snapshot or resync retries it: {err}")
+            log.warning("band level for %s not set yet: %s", facts.name, err)
+            return AgingResult(None, decision, plan.patch, burst=burst, notes=tuple(notes))
+        return AgingResult(None, decision, plan.patch, result, burst, tuple(notes))
 
     def _plan(self, detection: Detection, base: int, step: AgingStep) -> PatchPlan:
         facts = detection.workload

@@ -8,7 +8,8 @@ content type, which every supported client release sends unchanged) and maps the
 
 * 2xx → applied. The patch sets absolute values, so applying it twice is harmless.
 * 404 → the Workload is gone (admitted and finished, or garbage-collected).
-* 409/422 → the UID precondition failed: the name now belongs to another Workload.
+* 409/422 → a precondition failed: the name now belongs to another Workload (UID), or, for a
+  band level, the Workload changed since the snapshot the level was planned on (resourceVersion).
 * anything else (5xx, 429, connection errors) → :class:`ActuationError`, retried later.
 
 :class:`KubernetesWorkloadDeleter` deletes a stale Workload in the relaunch race

@@ -309,7 +309,8 @@ class Reconciler:
         if self.replaying_until is not None:
             return  # still replaying history: boosts are decided once the replay is done
         for obj in self._currents():
-            self._reconcile(obj, actuate=True, only_pending=True)
+            # Band policies also set admitted Workloads' levels; a failed patch is retried here.
+            self._reconcile(obj, actuate=True, only_pending=not self.engine.actuates_admitted)
 
     # --- pods and the relaunch race ----------------------------------------------------
 

@@ -58,6 +58,7 @@ from sky_kueue import __version__
 from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import choose_priority_class, skypilot_config_overrides
 from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
+from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
 from sky_kueue.controller.history import JobHistory, PreemptionRecord, StoreError, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
@@ -161,7 +162,10 @@ class AgingSource:
             known = config.priority_classes.get(label or "", ladder[0].value)
             base = by_name[label].value if label in by_name else known
             history = replace(history, base_priority=base)
-        decision = aging.get_policy(settings.policy).decide(history, settings, now)
+        policy = aging.get_policy(settings.policy)
+        if isinstance(policy, BandPolicy):
+            return None, f"policy {policy.name} keeps jobs inside their class (the controller sets band levels)"
+        decision = policy.decide(history, settings, now)
         rung = choose_priority_class(ladder, base, decision.boost)
         current = by_name.get(label or "")
         if rung is None or rung.value <= base or (current is not None and current.value >= rung.value):

@@ -1,7 +1,8 @@
 """Load a cluster state from YAML text (a snapshot file, ``kubectl get -o yaml`` output).
 
-YAML parsing uses libyaml's C loader when PyYAML has it (snapshots of large clusters are
-megabytes), and falls back to the pure-Python loader otherwise.
+Files and YAML go through the input boundary (:mod:`sky_kueue.inputs`): regular files of
+bounded size only, YAML depth and alias expansion checked before anything is built, libyaml's
+C parser when PyYAML has it (snapshots of large clusters are megabytes).
 """
 
 from __future__ import annotations
@@ -10,44 +11,31 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue import parse
 from sky_kueue.kueue.errors import ModelError
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 
 def load_documents(text: str, source: str = "<input>") -> list[Any]:
-    """Parse multi-document YAML.
+    """Parse multi-document YAML within the input limits.
 
     Raises:
-        ModelError: if the text is not valid YAML.
+        ModelError: if the text is not valid YAML or exceeds a limit.
     """
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ModelError(f"{source}: invalid YAML{where}: {problem}") from exc
+        return yaml_reader.load_all(text, source)
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def read_text(path: str | Path) -> str:
-    """Read a file, turning OS errors into one-line :class:`ModelError` messages."""
+    """Read a regular UTF-8 file of bounded size, as a one-line :class:`ModelError` otherwise."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ModelError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise ModelError(f"{path}: is a directory, expected a YAML file") from exc
-    except PermissionError as exc:
-        raise ModelError(f"{path}: permission denied") from exc
-    except UnicodeDecodeError as exc:
-        raise ModelError(f"{path}: not a UTF-8 text file") from exc
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read: {exc.strerror}") from exc
+        return files.read_text(path, "YAML file")
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def load_state(text: str, source: str = "<input>", extra: Iterable[Any] = ()) -> o.ClusterState:

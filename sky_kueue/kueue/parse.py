@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue import quantity, resources
+from sky_kueue.kueue import quantity, resources, schema, validation
 from sky_kueue.kueue.errors import ModelError
 
 KUEUE_GROUP = kueue_api.KUEUE_GROUP
@@ -452,7 +452,9 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
 
 # --- header ---------------------------------------------------------------------------
 
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+#: Longest duration accepted (Go's time.Duration is int64 nanoseconds: about 292 years).
+MAX_DURATION_SECONDS = Decimal(2**63 - 1) / Decimal(10**9)
+_DURATION_RE = re.compile(r"([0-9]{1,30}(?:\.[0-9]{1,30})?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS_SECONDS = {
     "ns": Decimal("1e-9"),
     "us": Decimal("1e-6"),
@@ -480,6 +482,8 @@ def parse_duration_seconds(text: str) -> Decimal:
             raise ModelError(f"invalid duration {text!r}")
         total += Decimal(match.group(1)) * _DURATION_UNITS_SECONDS[match.group(2)]
         pos = match.end()
+        if total > MAX_DURATION_SECONDS:
+            raise ModelError(f"invalid duration {text[:40]!r}: longer than {MAX_DURATION_SECONDS} seconds")
     return total
 
 
@@ -540,9 +544,12 @@ def _parse_afs(params: list[str]) -> o.AdmissionFairSharingConfig:
             if not sep:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: expected resource:weight")
             try:
-                weights[res] = Decimal(weight)
-            except InvalidOperation as exc:
+                weight_value = quantity.parse_quantity(weight)
+            except quantity.QuantityError as exc:
                 raise ModelError(f"admissionFairSharing resourceWeights {item!r}: invalid weight") from exc
+            if weight_value < 0:
+                raise ModelError(f"admissionFairSharing resourceWeights {item!r}: must be 0 or more")
+            weights[res] = weight_value
     return o.AdmissionFairSharingConfig(
         usage_half_life_seconds=parse_duration_seconds(values.get("usageHalfLifeTime", "0s")),
         usage_sampling_interval_seconds=parse_duration_seconds(values.get("usageSamplingInterval", "5m")),
@@ -587,7 +594,9 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
         if kind == "Namespace":
             if api_version != "v1":
                 raise ModelError(f"{where}: apiVersion {api_version!r}: expected v1")
+            schema.check_document(kind, doc, where)
             ns = parse_namespace(doc)
+            _unique(state.namespaces, ns.name, where)
             state.namespaces[ns.name] = ns
             continue
         if kind not in KUEUE_KINDS:
@@ -599,6 +608,7 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
             raise ModelError(
                 f"{where}: apiVersion {api_version!r}: expected {KUEUE_GROUP}/v1beta2 or {KUEUE_GROUP}/v1beta1"
             )
+        schema.check_document(kind, doc, where)
         if kind == "ResourceFlavor":
             rf = parse_resource_flavor(doc)
             _unique(state.resource_flavors, rf.name, where)
@@ -622,6 +632,10 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
         elif kind == "Workload":
             workload_docs.append(doc)
         # AdmissionCheck objects are accepted but not modelled.
+    depth_errors = validation.cohort_depth_errors(state)
+    if depth_errors:
+        # Checked here, at the boundary, because every later walk of the tree is per level.
+        raise ModelError(depth_errors[0])
     for doc in workload_docs:
         wl = parse_workload(doc, state.priority_classes)
         _unique(state.workloads, wl.key, _where("Workload", _mapping(doc.get("metadata"), "Workload", "metadata")))

@@ -41,6 +41,19 @@ _DECIMAL_SUFFIXES: dict[str, int] = {
     "P": 15,
     "E": 18,
 }
+#: Largest magnitude of a quantity, in base units: the API server caps quantities at the
+#: int64 maximum (``resource.Quantity``'s ``maxAllowed``), and Kueue's quota arithmetic is
+#: int64. Anything larger is refused here instead of being carried as a huge integer.
+MAX_QUANTITY_BASE_UNITS = 2**63 - 1
+#: Longest quantity text accepted; canonical quantities are a few characters, and a bound
+#: keeps a pasted 4,000-digit number from reaching the decimal arithmetic.
+MAX_QUANTITY_CHARS = 64
+#: Decimal exponent bound of a value written with an ``e`` suffix, checked before any
+#: arithmetic (``1E+999999`` once took 22 s of CPU, and beyond ``decimal``'s range it raises
+#: ``decimal.Overflow``): above ``10**MAX_QUANTITY_EXPONENT`` is far beyond
+#: :data:`MAX_QUANTITY_BASE_UNITS`; below ``10**-MAX_QUANTITY_EXPONENT`` every value rounds
+#: up to the same smallest amount, as Kubernetes rounds up to a nano unit.
+MAX_QUANTITY_EXPONENT = 64
 _QUANTITY_RE = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
 
 
@@ -57,6 +70,8 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, int):
+        if abs(value) > MAX_QUANTITY_BASE_UNITS:
+            raise QuantityError(f"invalid quantity: larger than {MAX_QUANTITY_BASE_UNITS}")
         return Decimal(value)
     if isinstance(value, float):
         # YAML may give us 0.5 for an unquoted cpu request; repr() keeps its exact text.
@@ -64,6 +79,8 @@ def parse_quantity(value: object) -> Decimal:
     if not isinstance(value, str):
         raise QuantityError(f"invalid quantity {value!r}")
     text = value.strip()
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise QuantityError(f"invalid quantity {text[:20]!r}...: longer than {MAX_QUANTITY_CHARS} characters")
     match = _QUANTITY_RE.match(text)
     if not match:
         raise QuantityError(f"invalid quantity {value!r}")
@@ -73,16 +90,32 @@ def parse_quantity(value: object) -> Decimal:
     except InvalidOperation as exc:  # pragma: no cover - regex already restricts the text
         raise QuantityError(f"invalid quantity {value!r}") from exc
     if suffix in _BINARY_SUFFIXES:
-        return number * (Decimal(1024) ** _BINARY_SUFFIXES[suffix])
-    if suffix in _DECIMAL_SUFFIXES:
-        return number.scaleb(_DECIMAL_SUFFIXES[suffix])
-    if suffix[:1] in ("e", "E"):
-        try:
-            exponent = int(suffix[1:])
-        except ValueError as exc:
-            raise QuantityError(f"invalid quantity {value!r}") from exc
-        return number.scaleb(exponent)
-    raise QuantityError(f"invalid quantity {value!r}: unknown suffix {suffix!r}")
+        result = number * (Decimal(1024) ** _BINARY_SUFFIXES[suffix])
+    elif suffix in _DECIMAL_SUFFIXES:
+        result = number.scaleb(_DECIMAL_SUFFIXES[suffix])
+    elif suffix[:1] in ("e", "E") and re.fullmatch(r"[+-]?[0-9]+", suffix[1:]):
+        exponent = int(suffix[1:])
+        magnitude = number.adjusted() + exponent if number != 0 else 0
+        if number == 0:
+            result = Decimal(0)
+        elif magnitude > MAX_QUANTITY_EXPONENT:
+            raise QuantityError(f"invalid quantity {value!r}: larger than {MAX_QUANTITY_BASE_UNITS}")
+        elif magnitude < -MAX_QUANTITY_EXPONENT:
+            # Far below a nano unit: every such value rounds up to the same smallest amount.
+            result = Decimal(1 if number > 0 else -1).scaleb(-MAX_QUANTITY_EXPONENT)
+        else:
+            result = number.scaleb(exponent)
+    elif suffix[:1] in ("e", "E"):
+        raise QuantityError(f"invalid quantity {value!r}")
+    else:
+        raise QuantityError(f"invalid quantity {value!r}: unknown suffix {suffix!r}")
+    return _bounded(result, value)
+
+
+def _bounded(result: Decimal, value: object) -> Decimal:
+    if abs(result) > MAX_QUANTITY_BASE_UNITS:
+        raise QuantityError(f"invalid quantity {value!r}: larger than {MAX_QUANTITY_BASE_UNITS}")
+    return result
 
 
 def to_amount(resource: str, quantity: Decimal) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sky_kueue.kueue import fairsharing, preemption, tree
@@ -184,6 +184,29 @@ class Engine:
         if wl.active and cq_name in self.queues:
             self.queues[cq_name].active[wl.key] = info
         return info
+
+    def update_admitted_priority(self, key: str, priority: int) -> bool:
+        """An admitted workload's ``spec.priority`` was patched (False: not a quota holder).
+
+        Kueue's workload controller treats a priority change of an admitted Workload like a
+        change of its reclaimable pods: it updates the cache entry and moves the cohort's
+        parked Workloads back to their queues (``pkg/controller/core/workload_controller.go``
+        ``Update``, the ``workload.PriorityChanged`` case calling
+        ``QueueAssociatedInadmissibleWorkloadsAfter``), since a lower holder may now be a
+        preemption candidate. The cache re-adds the entry, which counts as a usage change for
+        the ClusterQueue's allocatable generation.
+        """
+        info = self.holders.get(key)
+        if info is None:
+            return False
+        if info.priority == priority:
+            return True
+        info.obj = replace(info.obj, priority=priority)
+        info.priority = priority
+        if info.cluster_queue in self.shape.cqs:
+            self.generation[info.cluster_queue] = self.generation.get(info.cluster_queue, 0) + 1
+        self.requeue_tree(info.cluster_queue)
+        return True
 
     def delete_workload(self, key: str) -> None:
         """A workload is deleted: its quota is freed and its cohort tree's parked workloads return."""

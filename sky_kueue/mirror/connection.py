@@ -86,11 +86,24 @@ class Connection:
 
 
 def _kubeconfig_contexts(path: str) -> tuple[list[dict[str, Any]], str | None]:
-    """The contexts of a kubeconfig file and its current context.
+    """The contexts of a kubeconfig (a file or an ``os.pathsep``-separated list, merged as
+    kubectl merges ``$KUBECONFIG``: the first file to define a name or the current context
+    wins) and its current context.
 
     Raises:
         KubeconfigError: unreadable or not a kubeconfig.
     """
+    contexts: list[dict[str, Any]] = []
+    current: str | None = None
+    for part in [p for p in path.split(os.pathsep) if p]:
+        part_contexts, part_current = _kubeconfig_file_contexts(part)
+        known = {str(c.get("name")) for c in contexts}
+        contexts.extend(c for c in part_contexts if str(c.get("name")) not in known)
+        current = current or part_current
+    return contexts, current
+
+
+def _kubeconfig_file_contexts(path: str) -> tuple[list[dict[str, Any]], str | None]:
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except FileNotFoundError as exc:
@@ -109,10 +122,11 @@ def _kubeconfig_contexts(path: str) -> tuple[list[dict[str, Any]], str | None]:
 
 
 def _default_kubeconfig() -> str | None:
-    """``$KUBECONFIG`` (first entry) or ``~/.kube/config`` if it exists."""
+    """``$KUBECONFIG`` (its existing files, merged as kubectl does) or ``~/.kube/config`` if it exists."""
     env = os.environ.get("KUBECONFIG")
     if env:
-        return env.split(os.pathsep)[0]
+        present = [p for p in env.split(os.pathsep) if p and Path(p).expanduser().exists()]
+        return os.pathsep.join(present) if present else env.split(os.pathsep)[0]
     default = Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser()
     return str(default) if default.exists() else None
 

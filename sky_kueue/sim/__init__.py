@@ -14,7 +14,9 @@ today, side by side, on realistic traces (issue 7). One concept per module:
 * :mod:`~sky_kueue.sim.results`, :mod:`~sky_kueue.sim.metrics`, :mod:`~sky_kueue.sim.eta`:
   per-job records, per-class metrics and targets, ETA accuracy;
 * :mod:`~sky_kueue.sim.compare`, :mod:`~sky_kueue.sim.report`, :mod:`~sky_kueue.sim.plots`:
-  several policies in one run, and their presentation (``sky-kueue simulate``).
+  several policies in one run, and their presentation (``sky-kueue simulate``);
+* :mod:`~sky_kueue.sim.multicluster`: the trace split over N clusters, placement by
+  prediction vs SkyPilot's fixed order (``sky-kueue simulate --clusters N``, issue 16).
 
 Everything except :mod:`~sky_kueue.sim.csv_trace` (reads a file), :mod:`~sky_kueue.sim.report`
 (rich) and :mod:`~sky_kueue.sim.plots` (optional matplotlib) is pure and deterministic.

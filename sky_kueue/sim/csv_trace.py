@@ -29,20 +29,20 @@ least its largest job, so the trace loads the cluster about as it loaded the rea
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from sky_kueue.kueue import loader, parse, quantity
+from sky_kueue.inputs import files
+from sky_kueue.inputs.errors import InputError
+from sky_kueue.kueue import loader
 from sky_kueue.kueue.errors import ModelError
+from sky_kueue.sim import trace_row
 from sky_kueue.sim.cluster import (
-    CPU_RESOURCE,
     DEFAULT_CPU_PER_GPU_MILLI,
     DEFAULT_MEMORY_PER_GPU_BYTES,
-    MEMORY_RESOURCE,
     ClusterSpec,
     SimCluster,
     TeamSpec,
@@ -55,8 +55,6 @@ REQUIRED_COLUMNS = ("submit_time", "duration", "gpus", "priority_class", "team")
 OPTIONAL_COLUMNS = ("cpus", "memory", "job_id", "failed")
 #: Generated team quotas are mean GPU demand divided by this (1.0: the trace fills them).
 CSV_SIZING_LOAD = 1.0
-_TRUE = frozenset({"true", "yes", "1"})
-_FALSE = frozenset({"false", "no", "0", ""})
 
 
 @dataclass(frozen=True)
@@ -67,77 +65,31 @@ class _Row:
 
 def _rows(path: Path) -> tuple[list[str], Iterator[_Row]]:
     try:
-        handle = path.open(newline="", encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise TraceError(f"{path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise TraceError(f"{path}: is a directory, expected a CSV file") from exc
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror}") from exc
-    with handle:
-        try:
-            reader = csv.reader(handle)
-            header = next(reader, None)
-            if header is None:
-                raise TraceError(f"{path}: empty file; expected a header row with {', '.join(REQUIRED_COLUMNS)}")
-            names = [h.strip().lower() for h in header]
-            rows: list[_Row] = []
-            for cells in reader:
-                if not any(c.strip() for c in cells):
-                    continue
-                if len(cells) > len(names):
-                    raise TraceError(
-                        f"{path}:{reader.line_num}: {len(cells)} values but the header has {len(names)} columns"
-                    )
-                rows.append(_Row(reader.line_num, {n: c.strip() for n, c in zip(names, cells, strict=False)}))
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{path}: not a UTF-8 text file") from exc
-        except csv.Error as exc:
-            raise TraceError(f"{path}: invalid CSV: {exc}") from exc
+        text = files.read_text(path, "CSV file")
+    except InputError as exc:
+        raise TraceError(str(exc)) from None
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader, None)
+        if header is None:
+            raise TraceError(f"{path}: empty file; expected a header row with {', '.join(REQUIRED_COLUMNS)}")
+        names = [h.strip().lower() for h in header]
+        rows: list[_Row] = []
+        for cells in reader:
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) > len(names):
+                raise TraceError(
+                    f"{path}:{reader.line_num}: {len(cells)} values but the header has {len(names)} columns"
+                )
+            rows.append(_Row(reader.line_num, {n: c.strip() for n, c in zip(names, cells, strict=False)}))
+    except csv.Error as exc:
+        raise TraceError(f"{path}: invalid CSV: {exc}") from None
     return names, iter(rows)
 
 
 def _bad(path: Path, row: _Row, column: str, expected: str) -> TraceError:
     return TraceError(f"{path}:{row.line}: column {column!r}: expected {expected}, got {row.values.get(column, '')!r}")
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _timestamp(text: str) -> float | None:
-    candidate = text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text
-    try:
-        parsed = datetime.fromisoformat(candidate)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.timestamp()
-
-
-def _duration(text: str) -> float | None:
-    number = _number(text)
-    if number is not None:
-        return number
-    try:
-        return float(parse.parse_duration_seconds(text))
-    except (ModelError, InvalidOperation):
-        return None
-
-
-def _amount(resource: str, text: str) -> int | None:
-    try:
-        value = quantity.parse_quantity(text)
-    except quantity.QuantityError:
-        return None
-    if value < 0:
-        return None
-    return quantity.to_amount(resource, Decimal(value))
 
 
 def load(path: Path, *, cluster_yaml: Path | None = None) -> Trace:
@@ -169,66 +121,45 @@ def load(path: Path, *, cluster_yaml: Path | None = None) -> Trace:
     seen: dict[str, int] = {}
     absolute: bool | None = None
     for row in rows:
-        v = row.values
-        submit_text = v.get("submit_time", "")
-        submit = _number(submit_text)
-        is_absolute = submit is None
-        if submit is None:
-            submit = _timestamp(submit_text)
-        if submit is None:
-            raise _bad(path, row, "submit_time", "seconds or an RFC 3339 timestamp")
+        try:
+            cells = trace_row.parse_row(row.values)
+        except trace_row.RowError as exc:
+            raise _bad(path, row, exc.column, exc.expected) from None
+        submit = cells.submit_time
         if absolute is None:
-            absolute = is_absolute
-        elif absolute != is_absolute:
+            absolute = submit.absolute
+        elif absolute != submit.absolute:
             raise _bad(path, row, "submit_time", "the same form as the first row (seconds or timestamps)")
-        if not is_absolute and submit < 0:
-            raise _bad(path, row, "submit_time", "seconds >= 0")
-        duration = _duration(v.get("duration", ""))
-        if duration is None or duration <= 0:
-            raise _bad(path, row, "duration", "a positive number of seconds or a duration like 1h30m")
-        gpus_text = v.get("gpus", "")
-        if not gpus_text.isdigit():
-            raise _bad(path, row, "gpus", "a whole number of GPUs >= 0")
-        gpus = int(gpus_text)
-        cpus_text = v.get("cpus", "")
-        cpu_milli = _amount(CPU_RESOURCE, cpus_text) if cpus_text else gpus * DEFAULT_CPU_PER_GPU_MILLI
-        if cpu_milli is None:
-            raise _bad(path, row, "cpus", "cores (8, 0.5) or a quantity (500m)")
-        memory_text = v.get("memory", "")
-        memory = _amount(MEMORY_RESOURCE, memory_text) if memory_text else gpus * DEFAULT_MEMORY_PER_GPU_BYTES
-        if memory is None:
-            raise _bad(path, row, "memory", "bytes or a quantity (64Gi)")
+        gpus = cells.gpus
+        cpu_milli = cells.cpus if cells.cpus is not None else gpus * DEFAULT_CPU_PER_GPU_MILLI
+        memory = cells.memory if cells.memory is not None else gpus * DEFAULT_MEMORY_PER_GPU_BYTES
         if gpus == 0 and cpu_milli == 0 and memory == 0:
             raise _bad(path, row, "gpus", "a job that requests something (gpus, cpus or memory)")
-        klass = v.get("priority_class", "")
+        klass = cells.priority_class
         if klass not in known_classes:
             raise _bad(path, row, "priority_class", f"one of {', '.join(sorted(known_classes))}")
-        team = v.get("team", "")
-        if not team:
-            raise _bad(path, row, "team", "a team name")
-        job_id = v.get("job_id") or f"row-{row.line}"
+        job_id = cells.job_id or f"row-{row.line}"
         if job_id in seen:
             raise _bad(path, row, "job_id", f"a unique id (line {seen[job_id]} has the same)")
         seen[job_id] = row.line
-        failed_text = v.get("failed", "").lower()
-        if failed_text not in _TRUE | _FALSE:
-            raise _bad(path, row, "failed", "true or false")
         jobs.append(
             JobSpec(
                 job_id=job_id,
-                submit_s=submit,
-                duration_s=duration,
+                submit_s=submit.seconds,
+                duration_s=cells.duration,
                 gpus=gpus,
                 cpu_milli=cpu_milli,
                 memory_bytes=memory,
                 priority_class=klass,
-                team=team,
-                fails=failed_text in _TRUE,
+                team=cells.team,
+                fails=cells.failed,
             )
         )
     if not jobs:
         raise TraceError(f"{path}: no jobs after the header")
     start = min(j.submit_s for j in jobs)
+    if max(j.submit_s for j in jobs) - start > trace_row.MAX_TRACE_SECONDS:
+        raise TraceError(f"{path}: column 'submit_time': the trace spans more than {trace_row.MAX_TRACE_SECONDS:.0f} s")
     jobs = sorted(
         (replace(j, submit_s=j.submit_s - start) for j in jobs),
         key=lambda j: (j.submit_s, j.job_id),

@@ -28,6 +28,8 @@ class EventKind(enum.IntEnum):
     BURST_CHECK = 3
     #: The controller re-ages a waiting Workload.
     RESYNC = 4
+    #: A readmitted job's protection time is over: the controller lowers it to its class's plain level.
+    RELEASE = 5
 
 
 @dataclass(frozen=True, order=True)

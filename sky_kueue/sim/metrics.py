@@ -119,6 +119,13 @@ class PolicyMetrics:
     #: Preemptions of a job whose class is above the preemptor's class: boosts, plus owners
     #: reclaiming borrowed quota under ``reclaimWithinCohort: Any`` (the baseline's count).
     inverted_preemptions: int = 0
+    #: First preemption to the capacity the job kept (final admission or burst), over the
+    #: preempted jobs that got one: nearest-rank p50 / p99 and max (0 with none).
+    p50_wait_after_preemption_s: float = 0.0
+    p99_wait_after_preemption_s: float = 0.0
+    max_wait_after_preemption_s: float = 0.0
+    #: GPU-hours run in the cloud by jobs that burst (their remaining run time).
+    burst_gpu_hours: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -135,6 +142,9 @@ class PolicyMetrics:
             "starved_preempted": self.starved_preempted,
             "preempted_jobs": {
                 "count": self.preempted_jobs,
+                "p50_wait_after_preemption_s": round(self.p50_wait_after_preemption_s, 3),
+                "p99_wait_after_preemption_s": round(self.p99_wait_after_preemption_s, 3),
+                "max_wait_after_preemption_s": round(self.max_wait_after_preemption_s, 3),
                 "max_preemptions": self.preemptions_per_job_max,
                 "relaunch_starved": self.relaunch_starved,
             },
@@ -143,6 +153,8 @@ class PolicyMetrics:
             "gpu_goodput": round(self.gpu_goodput, 4),
             "bursts": self.bursts,
             "burst_cost": round(self.burst_cost, 2),
+            "burst_cost_usd": round(self.burst_cost, 2),
+            "burst_gpu_hours": round(self.burst_gpu_hours, 3),
             "max_boost": self.max_boost,
             "cycles": self.cycles,
             "sim_end_s": round(self.sim_end_s, 3),
@@ -192,6 +204,7 @@ def summarize(
     preemptions = [j.preemptions for j in run.jobs]
     starved_jobs = [j for j in run.jobs if rule.starved(j)]
     outcomes = Counter(j.outcome.value for j in run.jobs)
+    after = sorted(w for j in run.jobs if (w := j.wait_after_preemption_s) is not None)
     return PolicyMetrics(
         policy=run.policy,
         classes=classes,
@@ -216,6 +229,10 @@ def summarize(
         relaunch_starved=sum(1 for j in starved_jobs if j.preemptions >= RELAUNCH_STARVED_MIN_PREEMPTIONS),
         preempted_jobs=sum(1 for p in preemptions if p > 0),
         inverted_preemptions=run.inverted_preemptions,
+        p50_wait_after_preemption_s=percentile(after, 50),
+        p99_wait_after_preemption_s=percentile(after, 99),
+        max_wait_after_preemption_s=after[-1] if after else 0.0,
+        burst_gpu_hours=sum(j.gpus * j.remaining_s for j in run.jobs if j.outcome is JobOutcome.BURST) / 3600.0,
     )
 
 

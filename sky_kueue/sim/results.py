@@ -49,6 +49,26 @@ class JobResult:
     launches: int
     burst_cost: float = 0.0
     end_s: float | None = None
+    #: Run time still needed when the job ended or the simulation stopped (checkpoints
+    #: shorten it; the duration otherwise). A burst job ran this much in the cloud.
+    remaining_s: float = 0.0
+    #: When Kueue first preempted the job (None: never preempted).
+    first_preempted_s: float | None = None
+    #: When the job last got capacity: its last admission, or its burst (None: never).
+    last_admission_s: float | None = None
+
+    @property
+    def wait_after_preemption_s(self) -> float | None:
+        """First preemption to the capacity the job kept (its final admission or its burst).
+
+        None for a job never preempted; a preempted job still waiting at the horizon, or whose
+        last admission came before its first preemption, waits until ``end_s`` or is skipped.
+        """
+        if self.first_preempted_s is None:
+            return None
+        if self.last_admission_s is not None and self.last_admission_s >= self.first_preempted_s:
+            return self.last_admission_s - self.first_preempted_s
+        return None
 
 
 @dataclass(frozen=True)

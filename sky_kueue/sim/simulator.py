@@ -46,7 +46,7 @@ from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import CycleResult, Engine
 from sky_kueue.sim.cluster import QueueRef, at, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
-from sky_kueue.sim.policies import ResubmissionPolicy
+from sky_kueue.sim.policies import Decision, ResubmissionPolicy
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, TimelinePoint
 from sky_kueue.sim.traces import JobSpec, Trace
@@ -83,6 +83,13 @@ class SimConfig:
     wait_limit_s: float | None = None
     #: ClusterQueue whose usage is recorded as a timeline ("" = the busiest team's).
     timeline_cq: str = ""
+    #: Let the resubmission policy send a preempted job to a cloud (its burst settings:
+    #: ``burst_after_preemptions``, and ``burst_max_predicted_wait_seconds`` as the relaunch's
+    #: admission timeout). The baseline never bursts this way.
+    allow_burst: bool = False
+    #: Jobs checkpoint every this many seconds of run time and resume from the last
+    #: checkpoint after a preemption (None: a relaunch starts from scratch).
+    checkpoint_every_s: float | None = None
 
 
 class _State(enum.Enum):
@@ -117,6 +124,12 @@ class _Job:
     lost_gpu_s: float = 0.0
     last_backoff: float | None = None
     history: JobHistory | None = None
+    #: The policy's decision for the current Workload (what it gets once admitted).
+    decision: Decision | None = None
+    first_preempted_s: float | None = None
+    last_admission_s: float | None = None
+    #: Run time still needed (less than the job's duration once a checkpoint was kept).
+    remaining_s: float = 0.0
     outcome: JobOutcome | None = None
     end_s: float | None = None
     burst_cost: float = 0.0
@@ -166,6 +179,7 @@ class Simulator:
                     queue=queue,
                     base_priority=cluster.priority_value(spec.priority_class),
                     alloc_gpus=spec.gpus,
+                    remaining_s=spec.duration_s,
                 )
             )
         self.by_workload: dict[str, _Job] = {}
@@ -195,9 +209,14 @@ class Simulator:
         return max(sorted(demand), key=lambda cq: demand[cq]) if demand else ""
 
     def wait_limit(self, job: _Job) -> float | None:
-        if self.config.wait_limit_s is not None:
-            return self.config.wait_limit_s
-        return self.trace.cluster.wait_limits.get(job.spec.team)
+        """Seconds this launch attempt may wait in Kueue before SkyPilot fails over to a cloud."""
+        limit = self.config.wait_limit_s
+        if limit is None:
+            limit = self.trace.cluster.wait_limits.get(job.spec.team)
+        relaunch = self.policy.relaunch_wait_limit_s if self.config.allow_burst and job.preemptions > 0 else None
+        if relaunch is not None:
+            limit = relaunch if limit is None else min(limit, relaunch)
+        return limit
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -267,8 +286,12 @@ class Simulator:
         elif kind is EventKind.BURST_CHECK:
             if job.state is _State.QUEUED and job.launches == token:
                 self._burst(job)
+            elif job.state is _State.RELAUNCHING and job.launches == token:
+                self._burst_relaunch(job)
         elif kind is EventKind.RESYNC and job.state is _State.QUEUED and job.launches == token:
             self._reage(job)
+        elif kind is EventKind.RELEASE and job.state is _State.RUNNING and job.launches == token:
+            self._release(job)
 
     def _settle(self, instant: float) -> None:
         """Runs Kueue cycles at one instant until no head can change anything."""
@@ -316,7 +339,9 @@ class Simulator:
         if job.history is not None:
             job.history = job.history.queued(name, now)
         decision = self.policy.decide(job.history, now)
-        boost = max(decision.boost, 0)
+        job.decision = decision
+        # A band policy's levels sit below the class value (negative); a boost policy's are >= 0.
+        boost = decision.boost if decision.admitted_boost is not None else max(decision.boost, 0)
         job.priority = job.base_priority + boost
         job.max_boost = max(job.max_boost, boost)
         job.workload = make_workload(
@@ -353,6 +378,7 @@ class Simulator:
         """The controller re-ages a waiting Workload; the boost only goes up."""
         assert job.workload is not None
         decision = self.policy.decide(job.history, self.now)
+        job.decision = decision
         if job.base_priority + decision.boost > job.priority:
             job.priority = job.base_priority + decision.boost
             job.max_boost = max(job.max_boost, decision.boost)
@@ -368,11 +394,36 @@ class Simulator:
         job.run_start = instant
         if job.first_admission is None:
             job.first_admission = instant
+        job.last_admission_s = instant
         if job.history is not None:
             job.history = job.history.admitted(job.workload.uid, instant)
+        decision = job.decision
+        if decision is not None and decision.admitted_boost is not None:
+            # The controller's actuator for admitted Workloads (zero latency, as every reaction).
+            self._set_admitted_priority(job, job.base_priority + decision.admitted_boost)
+            if (
+                decision.protect_s is not None
+                and decision.released_boost is not None
+                and decision.released_boost != decision.admitted_boost
+            ):
+                self.events.push(instant + decision.protect_s, EventKind.RELEASE, job.index, job.launches)
         self._usage_delta(job, +job.alloc_gpus, instant)
         self.admission_times[job.queue.cluster_queue].append(instant)
-        self.events.push(instant + job.spec.duration_s, EventKind.FINISH, job.index, job.launches)
+        self.events.push(instant + job.remaining_s, EventKind.FINISH, job.index, job.launches)
+
+    def _set_admitted_priority(self, job: _Job, priority: int) -> None:
+        assert job.workload is not None
+        if priority == job.priority:
+            return
+        job.priority = priority
+        job.workload = _with_priority(job.workload, priority)
+        self.engine.update_admitted_priority(job.workload.key, priority)
+
+    def _release(self, job: _Job) -> None:
+        """The readmitted job's protection is over: back to its class's plain level."""
+        decision = job.decision
+        if decision is not None and decision.released_boost is not None:
+            self._set_admitted_priority(job, job.base_priority + decision.released_boost)
 
     def _finish(self, job: _Job) -> None:
         assert job.workload is not None
@@ -390,9 +441,15 @@ class Simulator:
         assert job.workload is not None
         busy = self._window_overlap(job.run_start, instant) * job.alloc_gpus
         self.busy_gpu_s += busy
-        job.lost_gpu_s += (instant - job.run_start) * job.alloc_gpus
+        ran = instant - job.run_start
+        kept = self._checkpointed(ran, job.remaining_s)
+        job.remaining_s -= kept
+        self.useful_gpu_s += self._window_overlap(job.run_start, job.run_start + kept) * job.alloc_gpus
+        job.lost_gpu_s += (ran - kept) * job.alloc_gpus
         self._usage_delta(job, -job.alloc_gpus, instant)
         job.preemptions += 1
+        if job.first_preempted_s is None:
+            job.first_preempted_s = instant
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
         if preemptor_priority is not None and preemptor_priority < job.base_priority:
             # The preemptor's class is below the victim's: a boost did this, or an owner
@@ -414,17 +471,36 @@ class Simulator:
         delay = self.config.relaunch.delay(job.last_backoff, _rng(self.config.seed, job.spec.job_id, job.preemptions))
         if self.config.relaunch.backoff:
             job.last_backoff = delay.backoff_s
+        if self.config.allow_burst and self.policy.bursts_after_preemption(job.history, instant):
+            # The controller marks the job; SkyPilot's relaunch goes to the cloud, not to Kueue.
+            self.events.push(instant + delay.total_s, EventKind.BURST_CHECK, job.index, job.launches)
+            return
         self.events.push(instant + delay.total_s, EventKind.RELAUNCH, job.index, job.launches)
 
     def _burst(self, job: _Job) -> None:
         """The launch attempt hit the team's wait limit: SkyPilot fails over to a cloud."""
         assert job.workload is not None
-        now = self.now
         self.engine.delete_workload(job.workload.key)
         self._pending_delta(job, -1)
+        self._to_cloud(job)
+
+    def _burst_relaunch(self, job: _Job) -> None:
+        """A job marked for the cloud after a preemption: its relaunch never enters Kueue."""
+        self._to_cloud(job)
+
+    def _to_cloud(self, job: _Job) -> None:
+        now = self.now
         job.wait_s += now - job.waiting_since
-        job.burst_cost = job.alloc_gpus * job.spec.duration_s / 3600.0 * self.config.burst_cost_per_gpu_hour
-        self._end(job, JobOutcome.BURST, now + job.spec.duration_s)
+        job.last_admission_s = now
+        job.burst_cost = job.alloc_gpus * job.remaining_s / 3600.0 * self.config.burst_cost_per_gpu_hour
+        self._end(job, JobOutcome.BURST, now + job.remaining_s)
+
+    def _checkpointed(self, ran_s: float, remaining_s: float) -> float:
+        """Run time a preempted run keeps: whole checkpoint intervals, never more than remained."""
+        every = self.config.checkpoint_every_s
+        if every is None or every <= 0:
+            return 0.0
+        return min(math.floor(ran_s / every) * every, remaining_s)
 
     def _end(self, job: _Job, outcome: JobOutcome, end_s: float) -> None:
         job.state = _State.DONE
@@ -489,6 +565,9 @@ class Simulator:
             launches=job.launches,
             burst_cost=job.burst_cost,
             end_s=job.end_s,
+            remaining_s=job.remaining_s,
+            first_preempted_s=job.first_preempted_s,
+            last_admission_s=job.last_admission_s,
         )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,13 +33,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
+from sky_kueue.skypilot import cluster_discovery
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, WorkloadDemand
 from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
-from sky_kueue.skypilot.view import CapacityFacts, ClusterView, QueueFacts, Shortfall
+from sky_kueue.skypilot.view import (
+    CapacityFacts,
+    ClusterView,
+    ContextHealth,
+    ContextView,
+    ContextViews,
+    QueueFacts,
+    SharedView,
+    Shortfall,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,12 +89,13 @@ def load_manifests(paths: Iterable[str]) -> list[dict[str, Any]]:
     documents: list[dict[str, Any]] = []
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-            loaded = list(yaml.safe_load_all(text))
-        except OSError as exc:
-            raise ManifestError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise ManifestError(f"{path}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+            text = files.read_text(path, "YAML manifest")
+        except InputError as exc:
+            raise ManifestError(f"{path}: cannot read: {exc.reason}") from None
+        try:
+            loaded = yaml_reader.load_all(text, str(path))
+        except InputError as exc:
+            raise ManifestError(str(exc)) from None
         documents.extend(doc for doc in loaded if isinstance(doc, dict))
     return documents
 
@@ -119,11 +131,11 @@ LIVE_RECONNECT_INTERVAL_SECONDS = 30.0
 #: How long one snapshot of the mirror serves policy calls: the calls of one decision read
 #: one state, and no decision sees a state older than this.
 LIVE_STATE_MAX_AGE_SECONDS = 1.0
-_live_mirrors: dict[tuple[str, str | None], Any] = {}
+_live_mirrors: dict[tuple[str | None, str | None], Any] = {}
 _live_lock = threading.Lock()
 
 
-def _live_mirror(kubeconfig: str, context: str | None, wait_seconds: float) -> Any:
+def _live_mirror(kubeconfig: str | None, context: str | None, wait_seconds: float) -> Any:
     """The process's mirror of (kubeconfig, context), started on first use.
 
     Raises:
@@ -161,20 +173,37 @@ class LiveClusterView:
     """
 
     def __init__(
-        self, config: PluginConfig, fallback: ClusterView, clock: Callable[[], float] = time.monotonic
+        self,
+        config: PluginConfig,
+        fallback: ClusterView,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
     ) -> None:
         self._settings = config.cluster
+        self._kubeconfig = kubeconfig if kubeconfig is not None else config.cluster.kubeconfig
+        self._context = context if context is not None else config.cluster.context
         self._fallback = fallback
         self._clock = clock
         self._lock = threading.Lock()
         self._mirror: Any = None
         self._next_attempt = 0.0
-        self._snapshot: tuple[float, ClusterView] | None = None
-        self._label = f"the live cluster ({self._settings.context or 'current context'})"
+        self._errors_seen = 0
+        self._snapshot: tuple[float, ClusterView, ContextHealth, str] | None = None
+        self._label = f"the live cluster ({self._context or 'current context'})"
 
     @property
     def source(self) -> str:
         return self._current().source
+
+    def status(self) -> ContextView:
+        """This view with how current it is (for placement over several clusters)."""
+        self._current()
+        with self._lock:
+            assert self._snapshot is not None
+            _, view, health, detail = self._snapshot
+        return ContextView(view, health, detail)
 
     def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
         return self._current().local_queue(namespace, name)
@@ -193,31 +222,39 @@ class LiveClusterView:
         with self._lock:
             if self._snapshot is not None and now - self._snapshot[0] < LIVE_STATE_MAX_AGE_SECONDS:
                 return self._snapshot[1]
-            view = self._refresh(now)
-            self._snapshot = (now, view)
+            view, health, detail = self._refresh(now)
+            self._snapshot = (now, view, health, detail)
             return view
 
-    def _refresh(self, now: float) -> ClusterView:
+    def _refresh(self, now: float) -> tuple[ClusterView, ContextHealth, str]:
         from sky_kueue.kueue import errors as model_errors
         from sky_kueue.kueue import parse as model_parse
         from sky_kueue.mirror import MirrorError
 
         settings = self._settings
-        assert settings.kubeconfig is not None
+        unreachable = ContextHealth.UNREACHABLE
         if self._mirror is None:
             if now < self._next_attempt:
-                return self._offline("not connected; retrying")
+                return self._offline("not connected; retrying"), unreachable, "cannot be reached (retrying)"
             first = self._next_attempt == 0.0
             try:
                 self._mirror = _live_mirror(
-                    settings.kubeconfig, settings.context, LIVE_SYNC_TIMEOUT_SECONDS if first else 0.0
+                    self._kubeconfig, self._context, LIVE_SYNC_TIMEOUT_SECONDS if first else 0.0
                 )
             except MirrorError as exc:
                 self._next_attempt = now + LIVE_RECONNECT_INTERVAL_SECONDS
                 logger.warning("sky-kueue: %s unavailable (%s); using the offline view", self._label, exc)
-                return self._offline("unreachable")
+                return self._offline("unreachable"), unreachable, f"cannot be reached: {exc}"
         if not self._mirror.synced:
-            return self._offline("syncing")
+            detail = f"its mirror did not sync within {LIVE_SYNC_TIMEOUT_SECONDS:.0f}s"
+            return self._offline("syncing"), ContextHealth.NOT_SYNCED, detail
+        if self._mirror.error_count > self._errors_seen:
+            # The watches failed since we last looked: the copy may be the last words of a
+            # cluster that is gone. One cheap request tells a dropped stream from a dead server.
+            problem = _probe(self._mirror)
+            if problem is not None:
+                return self._offline("unreachable"), unreachable, f"cannot be reached: {problem}"
+            self._errors_seen = self._mirror.error_count
         try:
             kueue_config = (
                 model_parse.parse_header(f"# kueue-config: {settings.kueue_config}") if settings.kueue_config else None
@@ -225,11 +262,99 @@ class LiveClusterView:
             state = self._mirror.cluster_state(kueue_config)
         except model_errors.ModelError as exc:
             logger.warning("sky-kueue: the live cluster state is not usable (%s); using the offline view", exc)
-            return self._offline("state not usable")
-        return ModelClusterView(state=state, source=self._label)
+            return self._offline("state not usable"), ContextHealth.NOT_SYNCED, f"its state is not usable ({exc})"
+        return ModelClusterView(state=state, source=self._label), ContextHealth.READY, ""
 
     def _offline(self, why: str) -> ClusterView:
         return _Relabelled(self._fallback, f"{self._fallback.source} ({self._label} {why})")
+
+
+#: Seconds (connect, read) of the reachability probe of a mirror whose watches failed.
+PROBE_TIMEOUT: tuple[int, int] = (2, 2)
+
+
+def _probe(mirror: Any) -> str | None:
+    """None if the mirror's API server answers ``/version``, else why not (one line)."""
+    from kubernetes import client
+
+    try:
+        client.VersionApi(mirror.connection.api_client).get_code(_request_timeout=PROBE_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not reachable now"
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return f"{mirror.connection.host}: {text[:120]}"
+    return None
+
+
+class LiveContextViews:
+    """One :class:`LiveClusterView` per kubeconfig context, made on first use.
+
+    Why per context: each cluster runs its own Kueue; the mirrors are shared per
+    (kubeconfig, context) by the process (:func:`_live_mirror`), so a policy server and the
+    launch CLI hold one watch set per cluster however many teams use it.
+
+    A single-cluster plugin config (no team lists ``clusters``, at most one context in
+    ``kubernetes.contexts``) keeps its meaning: its context is watched as ``cluster.context``
+    (default: the kubeconfig's current one), whatever name SkyPilot knows the cluster by.
+    In-cluster credentials reach only the cluster the process runs in, so every context
+    maps to it.
+    """
+
+    def __init__(
+        self,
+        config: PluginConfig,
+        kubeconfig: str | None,
+        fallback: ClusterView,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._kubeconfig = kubeconfig
+        self._fallback = fallback
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._views: dict[str | None, LiveClusterView] = {}
+        single = not any(team.clusters for team in config.teams.values()) and len(config.kubernetes.contexts) <= 1
+        self._legacy_contexts = (
+            {*config.kubernetes.contexts, config.kubernetes.default_context} - {None} if single else set()
+        )
+        self._in_cluster = kubeconfig is None
+
+    def mirrored_context(self, context: str | None) -> str | None:
+        """The kubeconfig context watched for ``context`` (None: the current one)."""
+        if self._in_cluster:
+            return None
+        if context is None or context in self._legacy_contexts:
+            return self._config.cluster.context
+        return context
+
+    def view(self, context: str | None) -> LiveClusterView:
+        """The live view of ``context`` (None: the kubeconfig's current context)."""
+        key = self.mirrored_context(context)
+        with self._lock:
+            view = self._views.get(key)
+            if view is None:
+                view = LiveClusterView(
+                    self._config, self._fallback, self._clock, kubeconfig=self._kubeconfig, context=key
+                )
+                self._views[key] = view
+        return view
+
+    def lookup(self, context: str | None) -> ContextView:
+        return self.view(context).status()
+
+    def warm(self, contexts: Iterable[str | None]) -> None:
+        """Connect to every context at once, so first syncs overlap instead of adding up."""
+        views = list({id(v): v for v in (self.view(c) for c in contexts)}.values())
+        if len(views) < 2:
+            return
+        threads = [threading.Thread(target=v.status, daemon=True) for v in views]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(LIVE_SYNC_TIMEOUT_SECONDS + WARM_SLACK_SECONDS)
+
+
+#: Extra seconds :meth:`LiveContextViews.warm` allows beyond the sync timeout (connecting).
+WARM_SLACK_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -273,6 +398,33 @@ def build_view(config: PluginConfig) -> ClusterView:
     if config.cluster.kubeconfig is not None:
         return LiveClusterView(config, offline)
     return offline
+
+
+def build_views(
+    config: PluginConfig,
+    environ: Mapping[str, str] | None = None,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> ContextViews:
+    """A view per context: the live clusters found as kubectl finds them (falling back while
+    one cannot be read), else one offline view (manifests, else the plugin config) for all.
+
+    Args:
+        config: the plugin config.
+        environ: the environment (default: the process's).
+        exists: file-existence check (tests).
+
+    Raises:
+        ManifestError: a manifest file cannot be read or holds an invalid Kueue object.
+    """
+    offline = _offline_view(config)
+    found = None
+    if config.cluster.kubeconfig is not None or config.cluster.discover:
+        found = cluster_discovery.find_kubeconfig(
+            config.cluster.kubeconfig, os.environ if environ is None else environ, exists
+        )
+    if found is None:
+        return SharedView(offline)
+    return LiveContextViews(config, found.path, offline)
 
 
 def _offline_view(config: PluginConfig) -> ClusterView:
@@ -431,6 +583,10 @@ class ModelClusterView:
         if verdict is None:
             return AdmissionVerdict(AdmissionOutcome.UNKNOWN, "the Kueue model returned no verdict")
         translated = _translate(verdict, model_predictor.VerdictKind)
+        if translated.preempts:
+            victims = [state.workloads[key] for key in translated.preempts if key in state.workloads]
+            if victims:
+                translated = dataclasses.replace(translated, preempted_priority=max(wl.priority for wl in victims))
         if translated.outcome is AdmissionOutcome.WAIT:
             from sky_kueue.kueue import eta as model_eta
 

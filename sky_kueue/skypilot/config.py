@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,10 +31,11 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    NonNegativeInt,
-    PositiveInt,
     ValidationError,
 )
+
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 
 #: Environment variable naming the plugin config file for the in-process admin policy.
 CONFIG_ENV_VAR = "SKY_KUEUE_CONFIG"
@@ -116,7 +118,13 @@ DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
 BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
-AdmissionTimeoutSeconds = Annotated[int, AfterValidator(_admission_timeout)]
+#: Kubernetes' priorities (and Kueue's priority values) are 32-bit; counts of seconds and
+#: GPUs are bounded the same way so no later arithmetic (timedelta, float) can overflow.
+INT32_MAX = 2**31 - 1
+Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
+BoundedCount = Annotated[int, Field(ge=0, le=INT32_MAX)]
+BoundedPositive = Annotated[int, Field(gt=0, le=INT32_MAX)]
+AdmissionTimeoutSeconds = Annotated[int, Field(le=INT32_MAX), AfterValidator(_admission_timeout)]
 
 
 class _Section(BaseModel):
@@ -163,8 +171,8 @@ class TeamLimits(_Section):
         max_cpus: most CPUs one job may request.
     """
 
-    max_gpus: NonNegativeInt | None = None
-    max_cpus: Decimal | None = Field(default=None, ge=0)
+    max_gpus: BoundedCount | None = None
+    max_cpus: Decimal | None = Field(default=None, ge=0, le=2**63 - 1)
 
 
 class BurstSettings(_Section):
@@ -178,9 +186,47 @@ class BurstSettings(_Section):
             false, every task of the team may burst unless labeled ``"false"``.
     """
 
-    max_queue_wait_seconds: PositiveInt
+    max_queue_wait_seconds: BoundedPositive
     clouds: tuple[BurstInfra, ...] = Field(min_length=1)
     opt_in: bool = False
+
+
+class TeamClusterConfig(_Section):
+    """One Kubernetes cluster a team may run on (an entry of ``teams.<team>.clusters``).
+
+    Why per cluster: each cluster runs its own Kueue, so the team's namespace, LocalQueue and
+    usable WorkloadPriorityClasses are facts of that cluster; by default they are the team's
+    own (the same names everywhere, what ``sky-kueue setup`` renders on every cluster).
+
+    Attributes:
+        context: kubeconfig context of the cluster.
+        namespace: the team's namespace there (default: the team's ``namespace``).
+        local_queue: the team's LocalQueue there (default: the team's ``local_queue``).
+        allowed_priority_classes: classes the team may use there (default: the team's allowed
+            classes); a task whose class is not listed is not placed on this cluster.
+    """
+
+    context: str = Field(min_length=1)
+    namespace: DnsLabel | None = None
+    local_queue: DnsSubdomain | None = None
+    allowed_priority_classes: tuple[DnsSubdomain, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TeamCluster:
+    """A team's queue on one cluster, with every default resolved.
+
+    Attributes:
+        context: kubeconfig context (None: the discovered default, e.g. the current context).
+        namespace: the team's namespace on that cluster.
+        local_queue: the team's LocalQueue on that cluster.
+        allowed_priority_classes: classes the team may use on that cluster.
+    """
+
+    context: str | None
+    namespace: str
+    local_queue: str
+    allowed_priority_classes: tuple[str, ...]
 
 
 class TeamConfig(_Section):
@@ -193,6 +239,9 @@ class TeamConfig(_Section):
         namespace: Kubernetes namespace of the team's pods (holds its LocalQueue).
         local_queue: the team's Kueue LocalQueue in ``namespace``.
         context: Kubernetes context of the team's cluster (default: ``kubernetes.default_context``).
+        clusters: several clusters the team may run on, each with its context (and optionally
+            its own namespace, LocalQueue and allowed classes); the policy places each task on
+            the one where Kueue is predicted to admit it soonest. Exclusive with ``context``.
         priority_classes: allowed and default WorkloadPriorityClasses.
         limits: per-job resource limits.
         admission_timeout_seconds: ``kubernetes.kueue.admission_timeout`` written for jobs
@@ -205,6 +254,7 @@ class TeamConfig(_Section):
     namespace: DnsLabel
     local_queue: DnsSubdomain
     context: str | None = None
+    clusters: tuple[TeamClusterConfig, ...] = ()
     priority_classes: PrioritySelection
     limits: TeamLimits = TeamLimits()
     admission_timeout_seconds: AdmissionTimeoutSeconds = DEFAULT_ADMISSION_TIMEOUT_SECONDS
@@ -245,9 +295,12 @@ class ClusterSettings(_Section):
     """Where the policy learns the cluster's Kueue state.
 
     Attributes:
-        kubeconfig: a kubeconfig of the Kueue-managed cluster; when set, the policy keeps a
-            watch-based mirror of its Kueue objects and validates and predicts against the live
-            state (falling back to ``manifests``, then to this config, when it is unreachable).
+        kubeconfig: a kubeconfig of the Kueue-managed clusters; the policy keeps a
+            watch-based mirror of each cluster's Kueue objects and validates and predicts
+            against the live state (falling back to ``manifests``, then to this config, when
+            it is unreachable). When unset and ``discover`` is true, found as kubectl finds
+            it: ``$KUBECONFIG`` (a list), else ``~/.kube/config``, else in-cluster credentials.
+        discover: look for a kubeconfig as kubectl does when ``kubeconfig`` is unset.
         context: the kubeconfig context (default: the kubeconfig's current one).
         kueue_config: the cluster's Kueue scheduling mode, as for ``sky-kueue predict
             --kueue-config`` (``fairSharing``, ``admissionFairSharing ...``); classical when unset.
@@ -256,6 +309,7 @@ class ClusterSettings(_Section):
     """
 
     kubeconfig: str | None = None
+    discover: bool = True
     context: str | None = None
     kueue_config: str | None = None
     manifests: tuple[str, ...] = ()
@@ -277,7 +331,7 @@ class PluginConfig(_Section):
 
     version: Literal[1] = 1
     kubernetes: KubernetesSettings = KubernetesSettings()
-    priority_classes: dict[DnsSubdomain, int] = Field(default_factory=dict)
+    priority_classes: dict[DnsSubdomain, Int32] = Field(default_factory=dict)
     teams: dict[DnsLabel, TeamConfig] = Field(min_length=1)
     aging: AgingSettings = AgingSettings()
     policy: PolicySettings = PolicySettings()
@@ -291,6 +345,40 @@ class PluginConfig(_Section):
                 config that passed :func:`validate_config` with aging enabled).
         """
         return [(name, self.priority_classes[name]) for name in self.aging.ladder]
+
+    def team_clusters(self, team: TeamConfig, discovered: tuple[str, ...] = ()) -> tuple[TeamCluster, ...]:
+        """Every cluster the team may run on, in the order the admin listed them.
+
+        Args:
+            team: the team.
+            discovered: contexts found outside this config (SkyPilot's
+                ``kubernetes.allowed_contexts``), used only when neither the team nor
+                ``kubernetes`` names a context.
+
+        A team that names no context runs on the one context the config implies (its
+        ``default_context``, or the only entry of ``contexts``), else on every entry of
+        ``kubernetes.contexts``, else on every discovered context, else on the default one.
+
+        Returns:
+            One entry per cluster; a single entry with context None means "the default
+            context" (as before several clusters existed).
+        """
+        allowed = tuple(team.priority_classes.allowed)
+        if team.clusters:
+            return tuple(
+                TeamCluster(
+                    context=c.context,
+                    namespace=c.namespace or team.namespace,
+                    local_queue=c.local_queue or team.local_queue,
+                    allowed_priority_classes=c.allowed_priority_classes or allowed,
+                )
+                for c in team.clusters
+            )
+        context = self.context_for(team)
+        pool = self.kubernetes.contexts or discovered
+        if context is None and pool:
+            return tuple(TeamCluster(ctx, team.namespace, team.local_queue, allowed) for ctx in pool)
+        return (TeamCluster(context, team.namespace, team.local_queue, allowed),)
 
     def context_for(self, team: TeamConfig) -> str | None:
         """The Kubernetes context a team's tasks are pinned to, or None for "any"."""
@@ -346,9 +434,9 @@ def load_config(path: str | os.PathLike[str]) -> PluginConfig:
     """
     source = os.fspath(path)
     try:
-        text = Path(source).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read the config file: {exc.strerror or exc}") from None
+        text = files.read_text(source, "YAML config file")
+    except InputError as exc:
+        raise ConfigError(source, "", f"cannot read the config file: {exc.reason}") from None
     config = parse_config(text, source)
     base = Path(source).resolve().parent
     manifests = tuple(str((base / m).resolve()) for m in config.cluster.manifests)
@@ -373,12 +461,9 @@ def parse_config(text: str, source: str = "<memory>") -> PluginConfig:
         ConfigError: the text is not YAML or fails validation.
     """
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(source, "", f"not valid YAML: {problem}", line) from None
+        data = yaml_reader.load_one(text, source)
+    except InputError as exc:
+        raise ConfigError(source, "", exc.problem, exc.line) from None
     if not isinstance(data, dict):
         raise ConfigError(source, "", "the config must be a YAML mapping with a 'teams' key")
     return validate_config(data, source, text)
@@ -441,11 +526,12 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                 f"{default_ctx!r} is not in kubernetes.contexts {list(contexts)}",
             )
         )
-    queue_owner: dict[tuple[str, str], str] = {}
+    queue_owner: dict[tuple[str | None, str, str], str] = {}
     for name, team in config.teams.items():
         base = ("teams", name)
         if team.context is not None and contexts and team.context not in contexts:
             issues.append(((*base, "context"), f"{team.context!r} is not in kubernetes.contexts {list(contexts)}"))
+        issues.extend(_cluster_issues(name, team, contexts))
         selection = team.priority_classes
         if selection.default not in selection.allowed:
             issues.append(
@@ -463,17 +549,30 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                             f"{cls!r} is not declared in priority_classes {sorted(catalog)}",
                         )
                     )
-        key = (team.namespace, team.local_queue)
-        if key in queue_owner:
-            issues.append(
+        for cluster in config.team_clusters(team):
+            # A queue is a team's share of one cluster: the same namespace/queue on two
+            # clusters is two queues; a team without a context shares every cluster.
+            owner = next(
                 (
-                    (*base, "local_queue"),
-                    f"LocalQueue {team.namespace}/{team.local_queue} already belongs to team "
-                    f"{queue_owner[key]!r}; each team needs its own queue",
-                )
+                    other
+                    for (ctx, ns, q), other in queue_owner.items()
+                    if (ns, q) == (cluster.namespace, cluster.local_queue)
+                    and other != name
+                    and (ctx is None or cluster.context is None or ctx == cluster.context)
+                ),
+                None,
             )
-        else:
-            queue_owner[key] = name
+            if owner is not None:
+                where = f" on context {cluster.context!r}" if cluster.context else ""
+                issues.append(
+                    (
+                        (*base, "local_queue"),
+                        f"LocalQueue {cluster.namespace}/{cluster.local_queue}{where} already belongs to team "
+                        f"{owner!r}; each team needs its own queue",
+                    )
+                )
+                break
+            queue_owner.setdefault((cluster.context, cluster.namespace, cluster.local_queue), name)
     for index, request_name in enumerate(config.policy.labeled_requests):
         if request_name not in LABELABLE_REQUEST_NAMES:
             issues.append(
@@ -483,6 +582,31 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                 )
             )
     issues.extend(_aging_issues(config))
+    return issues
+
+
+def _cluster_issues(name: str, team: TeamConfig, contexts: tuple[str, ...]) -> list[tuple[tuple[str, ...], str]]:
+    """Problems of ``teams.<name>.clusters``: context declared, listed once, classes allowed."""
+    issues: list[tuple[tuple[str, ...], str]] = []
+    base = ("teams", name, "clusters")
+    if team.clusters and team.context is not None:
+        issues.append(((*base,), "set either context or clusters, not both (clusters lists every context)"))
+    seen: set[str] = set()
+    for index, cluster in enumerate(team.clusters):
+        where = (*base, str(index))
+        if contexts and cluster.context not in contexts:
+            issues.append(((*where, "context"), f"{cluster.context!r} is not in kubernetes.contexts {list(contexts)}"))
+        if cluster.context in seen:
+            issues.append(((*where, "context"), f"context {cluster.context!r} is listed twice for team {name!r}"))
+        seen.add(cluster.context)
+        for cls in cluster.allowed_priority_classes or ():
+            if cls not in team.priority_classes.allowed:
+                issues.append(
+                    (
+                        (*where, "allowed_priority_classes"),
+                        f"{cls!r} is not among the team's allowed classes {list(team.priority_classes.allowed)}",
+                    )
+                )
     return issues
 
 

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from sky_kueue.skypilot.cluster_view import ManifestError, build_view
+from sky_kueue.skypilot.cluster_view import ManifestError, build_views
 from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.engine import PolicyResult, evaluate, misconfigured
 from sky_kueue.skypilot.request import PolicyRequest
-from sky_kueue.skypilot.view import ClusterView
+from sky_kueue.skypilot.view import ContextViews
 
 
 class ConfigCache:
@@ -40,10 +40,10 @@ class ConfigCache:
             self._path = lambda: fixed
         self._lock = threading.Lock()
         self._key: tuple[str, int, int] | None = None
-        self._value: tuple[PluginConfig, ClusterView] | None = None
+        self._value: tuple[PluginConfig, ContextViews] | None = None
 
-    def get(self) -> tuple[PluginConfig, ClusterView]:
-        """The current config and view, reloaded if the file changed.
+    def get(self) -> tuple[PluginConfig, ContextViews]:
+        """The current config and views (one per context), reloaded if the file changed.
 
         Raises:
             ConfigError: the config file is missing or invalid.
@@ -58,7 +58,7 @@ class ConfigCache:
         with self._lock:
             if self._key != key or self._value is None:
                 config = load_config(path)
-                self._value = (config, build_view(config))
+                self._value = (config, build_views(config))
                 self._key = key
             return self._value
 

@@ -35,8 +35,9 @@ class ConfigClusterView:
     def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
         """A LocalQueue exists if some team declares it; nothing is known about its ClusterQueue."""
         for team in self.config.teams.values():
-            if team.namespace == namespace and team.local_queue == name:
-                return QueueFacts(namespace=namespace, name=name)
+            for cluster in self.config.team_clusters(team):
+                if (cluster.namespace, cluster.local_queue) == (namespace, name):
+                    return QueueFacts(namespace=namespace, name=name)
         return None
 
     def priority_classes(self) -> Mapping[str, int] | None:

@@ -25,8 +25,11 @@ Rules, in order:
 4. The team comes from ``teams.resolve_team``; the queue, namespace and context always come
    from the team, so a task that asks for another team's queue is rejected rather than
    silently moved.
-5. Priority class, per-job limits, then the cluster checks that the view can answer.
-6. Cloud burst (``burst.plan_burst``) from the view's admission prediction.
+5. Priority class, per-job limits, then, on each of the team's clusters
+   (``PluginConfig.team_clusters``), the checks that cluster's view can answer and the
+   admission prediction; the clusters are ranked by ``placement.rank`` and the best one
+   comes first in ``resources.ordered``.
+6. Cloud burst (``burst.plan_burst``) from the best cluster's admission prediction.
 """
 
 from __future__ import annotations
@@ -38,19 +41,29 @@ from typing import Any
 
 from sky_kueue.skypilot import labels
 from sky_kueue.skypilot.burst import BurstAction, BurstPlan, plan_burst
+from sky_kueue.skypilot.cluster_discovery import allowed_contexts
 from sky_kueue.skypilot.config import (
     ADMISSION_TIMEOUT_FOREVER,
     LABELABLE_REQUEST_NAMES,
     PluginConfig,
+    TeamCluster,
     TeamConfig,
 )
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, DemandError, WorkloadDemand, format_quantity, pod_requests
+from sky_kueue.skypilot.placement import NO_RANKING, ClusterAssessment, Ranking, Standing, rank
 from sky_kueue.skypilot.request import JOBS_LAUNCH, JOBS_LAUNCH_CLUSTER, VALIDATE, PolicyRequest
 from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path, parse_infra
 from sky_kueue.skypilot.teams import TeamChoice, resolve_team
-from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
-from sky_kueue.skypilot.view import ClusterView, QueueFacts
+from sky_kueue.skypilot.verdict import UNKNOWN_VERDICT, AdmissionOutcome, AdmissionVerdict
+from sky_kueue.skypilot.view import (
+    ClusterView,
+    ContextHealth,
+    ContextView,
+    ContextViews,
+    QueueFacts,
+    as_context_views,
+)
 
 #: Prefix of every rejection message, so users can tell who rejected their task.
 MESSAGE_PREFIX = "sky-kueue: "
@@ -136,7 +149,10 @@ class Placement:
         pin_unpinned: also pin candidates that name no cloud to Kubernetes.
         set_quota_queue: also write ``kubernetes.quota.queue``, because the SkyPilot config
             sets that spelling somewhere and it would otherwise win over ours.
-        notes: human-readable notes (team choice, burst choice).
+        notes: human-readable notes (team choice, placement, burst choice).
+        ranking: how the team's clusters were ranked (one entry for a single-cluster team).
+        targets: the Kubernetes targets in ``resources.ordered`` order, best first; the first
+            is the one named by ``namespace``, ``local_queue`` and ``context``.
     """
 
     team: str
@@ -152,6 +168,8 @@ class Placement:
     pin_unpinned: bool = True
     set_quota_queue: bool = False
     notes: tuple[str, ...] = ()
+    ranking: Ranking = NO_RANKING
+    targets: tuple[TeamCluster, ...] = ()
 
 
 Decision = Placement | Rejection | PassThrough
@@ -176,18 +194,19 @@ def targets_kubernetes(candidate: Mapping[str, Any], config: PluginConfig) -> bo
     return infra.is_kubernetes or (infra.cloud is None and config.kubernetes.route_unpinned_tasks)
 
 
-def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | None = None) -> Decision:
+def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | ContextViews | None = None) -> Decision:
     """Decide what to do with one admin-policy request.
 
     Args:
         request: the request as plain data.
         config: the plugin config.
-        view: what is known about the cluster; defaults to the plugin config alone.
+        view: what is known about the clusters: one view for every context, or a view per
+            context; defaults to the plugin config alone.
 
     Returns:
         A :class:`Placement`, :class:`Rejection` or :class:`PassThrough`.
     """
-    cluster: ClusterView = view if view is not None else ConfigClusterView(config)
+    views = as_context_views(view if view is not None else ConfigClusterView(config))
     early = early_pass_through(request)
     if early is not None:
         return early
@@ -203,15 +222,18 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Non
     if not isinstance(choice, TeamChoice):
         return _reject(_TEAM_PROBLEM_CODES[choice.kind], choice.message)
     team = choice.team
-    context = config.context_for(team)
+    clusters = config.team_clusters(team, allowed_contexts(request.skypilot_config, request.workspace))
 
-    problem = _check_ownership(choice, config, findings, context)
+    problem = _check_ownership(choice, config, findings, clusters)
     if problem is not None:
         return problem
+    if findings.contexts and all(c.context is not None for c in clusters):
+        # The task pins contexts (or carries a placement written before): stay within them.
+        clusters = tuple(c for c in clusters if c.context in findings.contexts)
     burst_label = _single_burst_label(findings)
     if isinstance(burst_label, Rejection):
         return burst_label
-    priority_class = _choose_priority_class(choice, findings, cluster)
+    priority_class = _choose_priority_class(choice, findings)
     if isinstance(priority_class, Rejection):
         return priority_class
 
@@ -228,28 +250,24 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Non
         if limit_problem is not None:
             return limit_problem
 
-    queue = cluster.local_queue(team.namespace, team.local_queue)
-    queue_problem = _check_queue(choice, queue, cluster.source)
-    if queue_problem is not None:
-        return queue_problem
-    assert queue is not None  # _check_queue rejects a missing queue
-
     burst_settings = team.burst if _bursts(team, burst_label) else None
-    verdict: AdmissionVerdict | None = None
-    for demand in demands:
-        capacity = cluster.capacity(queue, demand)
-        if capacity.uncovered or capacity.exceeding:
-            code, message = _capacity_problem(queue, demand, capacity.uncovered, capacity.exceeding)
-            if burst_settings is None:
-                return _reject(code, message)
-            verdict = AdmissionVerdict(AdmissionOutcome.NEVER_FITS, message)
-            break
-    if verdict is None:
-        verdict = cluster.predict(queue, demands[0], priority_class)
+    views.warm(c.context for c in clusters)
+    assessed = [
+        _assess(choice, cluster, views.lookup(cluster.context), demands, priority_class, burst_settings is not None)
+        for cluster in clusters
+    ]
+    ranking = rank([a for a, _ in assessed])
+    ranked = ranking.ranked
+    if not ranked:
+        rejections = [r for _, r in assessed if r is not None]
+        if rejections and (burst_settings is None or len(rejections) == len(assessed)):
+            return rejections[0]
+    verdict = ranked[0].verdict if ranked else _never_fits(ranking)
+    first = ranked[0].cluster if ranked else clusters[0]
     if verdict.outcome is AdmissionOutcome.NEVER_FITS and burst_settings is None:
         return _reject(
             RejectionCode.EXCEEDS_CAPACITY,
-            f"Kueue could never admit this task in LocalQueue {team.namespace}/{team.local_queue}: "
+            f"Kueue could never admit this task in LocalQueue {first.namespace}/{first.local_queue}: "
             f"{verdict.reason or 'it exceeds the ClusterQueue potential capacity'}; reduce the request",
         )
     plan = plan_burst(verdict, burst_settings, team.admission_timeout_seconds)
@@ -257,14 +275,18 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Non
     if plan.action is BurstAction.ADD_CLOUD_FALLBACK and timeout != plan.admission_timeout_seconds:
         plan = BurstPlan(plan.action, timeout, plan.clouds, plan.message)
     notes = [f"team {choice.name} (from {choice.how})"]
+    if len(clusters) > 1:
+        order = ", ".join(f"{c.context_name} ({c.outcome})" for c in ranked) or "none"
+        notes.append(f"placement: {order}")
+    notes.extend(ranking.notes)
     if plan.message:
         notes.append(f"burst: {plan.message}")
     strategy = config.aging.strategy if config.aging.enabled and request.request_name == JOBS_LAUNCH else None
     return Placement(
         team=choice.name,
-        namespace=team.namespace,
-        local_queue=team.local_queue,
-        context=context,
+        namespace=first.namespace,
+        local_queue=first.local_queue,
+        context=first.context,
         priority_class=priority_class,
         admission_timeout_seconds=timeout,
         burst=plan,
@@ -274,7 +296,84 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Non
         pin_unpinned=config.kubernetes.route_unpinned_tasks,
         set_quota_queue=config_sets_quota_queue(request.skypilot_config),
         notes=tuple(notes),
+        ranking=ranking,
+        targets=tuple(c.cluster for c in ranked) if ranked else (first,),
     )
+
+
+def _never_fits(ranking: Ranking) -> AdmissionVerdict:
+    """The verdict when no cluster is ranked: the first never-fits one, if any."""
+    for ranked in ranking.clusters:
+        if ranked.standing is Standing.NEVER_FITS:
+            return ranked.verdict
+    return AdmissionVerdict(AdmissionOutcome.NEVER_FITS, "no cluster of the team can take it")
+
+
+def _assess(
+    choice: TeamChoice,
+    cluster: TeamCluster,
+    context_view: ContextView,
+    demands: list[WorkloadDemand],
+    priority_class: str,
+    may_burst: bool,
+) -> tuple[ClusterAssessment, Rejection | None]:
+    """Check and predict the task on one of the team's clusters.
+
+    Returns:
+        The assessment, and the rejection a single-cluster team would get (None when the
+        cluster is a candidate).
+    """
+    view = context_view.view
+
+    def excluded(rejection: Rejection) -> tuple[ClusterAssessment, Rejection | None]:
+        reason = rejection.message.removeprefix(MESSAGE_PREFIX)
+        assessment = ClusterAssessment(
+            cluster, UNKNOWN_VERDICT, context_view.health, context_view.detail, excluded_because=reason
+        )
+        return assessment, rejection
+
+    if priority_class not in cluster.allowed_priority_classes:
+        return excluded(
+            _reject(
+                RejectionCode.PRIORITY_NOT_ALLOWED,
+                f"priority class {priority_class!r} is not allowed for team {choice.name!r} on context "
+                f"{cluster.context!r} (allowed there: {', '.join(cluster.allowed_priority_classes)})",
+            )
+        )
+    known = view.priority_classes()
+    if known is not None and priority_class not in known:
+        return excluded(
+            _reject(
+                RejectionCode.PRIORITY_CLASS_MISSING,
+                f"WorkloadPriorityClass {priority_class!r} does not exist according to {view.source}; "
+                "ask an admin to create it",
+            )
+        )
+    queue = view.local_queue(cluster.namespace, cluster.local_queue)
+    queue_problem = _check_queue(choice, cluster, queue, view.source)
+    if queue_problem is not None:
+        return excluded(queue_problem)
+    assert queue is not None  # _check_queue rejects a missing queue
+
+    def assessment(verdict: AdmissionVerdict) -> ClusterAssessment:
+        return ClusterAssessment(cluster, verdict, context_view.health, context_view.detail)
+
+    for demand in demands:
+        capacity = view.capacity(queue, demand)
+        if capacity.uncovered or capacity.exceeding:
+            code, message = _capacity_problem(queue, demand, capacity.uncovered, capacity.exceeding)
+            never = assessment(AdmissionVerdict(AdmissionOutcome.NEVER_FITS, message))
+            return never, None if may_burst else _reject(code, message)
+    if context_view.health is ContextHealth.NOT_SYNCED:
+        return assessment(UNKNOWN_VERDICT), None
+    verdict = view.predict(queue, demands[0], priority_class)
+    if verdict.outcome is AdmissionOutcome.NEVER_FITS and not may_burst:
+        return assessment(verdict), _reject(
+            RejectionCode.EXCEEDS_CAPACITY,
+            f"Kueue could never admit this task in LocalQueue {cluster.namespace}/{cluster.local_queue}: "
+            f"{verdict.reason or 'it exceeds the ClusterQueue potential capacity'}; reduce the request",
+        )
+    return assessment(verdict), None
 
 
 def early_pass_through(request: PolicyRequest) -> PassThrough | None:
@@ -355,34 +454,57 @@ def _add(target: set[str], value: object, lower: bool = False) -> None:
 
 
 def _check_ownership(
-    choice: TeamChoice, config: PluginConfig, findings: _Findings, context: str | None
+    choice: TeamChoice, config: PluginConfig, findings: _Findings, clusters: tuple[TeamCluster, ...]
 ) -> Rejection | None:
-    team = choice.team
+    """Reject a task that names a queue, namespace or context that is not its team's.
+
+    Why reject rather than overwrite: a task that names another team's queue is either a
+    mistake the user should hear about or an attempt to use someone else's share; either
+    way it must not be silently moved (nor placed there).
+    """
+    queues = {c.local_queue for c in clusters}
+    namespaces = {c.namespace for c in clusters}
+    first = clusters[0]
     for queue in sorted(findings.queues):
-        if queue != team.local_queue:
-            owner = next((n for n, t in config.teams.items() if t.local_queue == queue and n != choice.name), None)
+        if queue not in queues:
+            owner = next(
+                (
+                    n
+                    for n, t in config.teams.items()
+                    if n != choice.name and any(c.local_queue == queue for c in config.team_clusters(t))
+                ),
+                None,
+            )
             whose = f", which belongs to team {owner!r}" if owner else ""
             return _reject(
                 RejectionCode.FOREIGN_QUEUE,
-                f"team {choice.name!r} submits to LocalQueue {team.namespace}/{team.local_queue}, "
+                f"team {choice.name!r} submits to LocalQueue {first.namespace}/{_one_of(sorted(queues))}, "
                 f"but the task asks for queue {queue!r}{whose}. Remove the queue setting; sky-kueue sets it",
             )
     for namespace in sorted(findings.namespaces):
-        if namespace != team.namespace:
+        if namespace not in namespaces:
             return _reject(
                 RejectionCode.FOREIGN_NAMESPACE,
-                f"pods of team {choice.name!r} run in namespace {team.namespace!r}, but the task asks for "
-                f"namespace {namespace!r}. Remove the namespace setting; sky-kueue sets it",
+                f"pods of team {choice.name!r} run in namespace {_one_of(sorted(namespaces))!r}, but the task asks "
+                f"for namespace {namespace!r}. Remove the namespace setting; sky-kueue sets it",
             )
-    if context is not None:
+    contexts = [c.context for c in clusters]
+    if None not in contexts:
         for asked in sorted(findings.contexts):
-            if asked != context:
+            if asked not in contexts:
+                where = (
+                    f"context {contexts[0]!r}" if len(contexts) == 1 else f"contexts {', '.join(map(repr, contexts))}"
+                )
                 return _reject(
                     RejectionCode.FOREIGN_CONTEXT,
-                    f"team {choice.name!r} runs on Kubernetes context {context!r}, but the task asks for "
-                    f"{asked!r}. Use infra: k8s (or k8s/{context})",
+                    f"team {choice.name!r} runs on Kubernetes {where}, but the task asks for "
+                    f"{asked!r}. Use infra: k8s (or k8s/{contexts[0]})",
                 )
     return None
+
+
+def _one_of(values: list[str]) -> str:
+    return values[0] if len(values) == 1 else "{" + ", ".join(values) + "}"
 
 
 def _single_burst_label(findings: _Findings) -> str | Rejection | None:
@@ -405,7 +527,9 @@ def _bursts(team: TeamConfig, burst_label: str | None) -> bool:
     return burst_label == "true" or not team.burst.opt_in
 
 
-def _choose_priority_class(choice: TeamChoice, findings: _Findings, cluster: ClusterView) -> str | Rejection:
+def _choose_priority_class(choice: TeamChoice, findings: _Findings) -> str | Rejection:
+    """The task's class (or the team's default) if the team may use it; each cluster then
+    checks that it exists there (``_assess``)."""
     team = choice.team
     asked = sorted(findings.priority_classes)
     if len(asked) > 1:
@@ -419,12 +543,6 @@ def _choose_priority_class(choice: TeamChoice, findings: _Findings, cluster: Clu
         return _reject(
             RejectionCode.PRIORITY_NOT_ALLOWED,
             f"priority class {chosen!r} is not allowed for team {choice.name!r} (allowed: {', '.join(allowed)})",
-        )
-    known = cluster.priority_classes()
-    if known is not None and chosen not in known:
-        return _reject(
-            RejectionCode.PRIORITY_CLASS_MISSING,
-            f"WorkloadPriorityClass {chosen!r} does not exist according to {cluster.source}; ask an admin to create it",
         )
     return chosen
 
@@ -456,9 +574,8 @@ def _check_limits(choice: TeamChoice, demand: WorkloadDemand, gpu_resource: str)
     return None
 
 
-def _check_queue(choice: TeamChoice, queue: QueueFacts | None, source: str) -> Rejection | None:
-    team = choice.team
-    where = f"LocalQueue {team.namespace}/{team.local_queue}"
+def _check_queue(choice: TeamChoice, cluster: TeamCluster, queue: QueueFacts | None, source: str) -> Rejection | None:
+    where = f"LocalQueue {cluster.namespace}/{cluster.local_queue}"
     if queue is None:
         return _reject(
             RejectionCode.QUEUE_MISSING,
@@ -480,7 +597,7 @@ def _check_queue(choice: TeamChoice, queue: QueueFacts | None, source: str) -> R
     if queue.selects_namespace is False:
         return _reject(
             RejectionCode.NAMESPACE_NOT_SELECTED,
-            f"ClusterQueue {cq} behind {where} does not select namespace {team.namespace!r} "
+            f"ClusterQueue {cq} behind {where} does not select namespace {cluster.namespace!r} "
             "(namespaceSelector); Kueue would not admit the job. Ask an admin",
         )
     return None

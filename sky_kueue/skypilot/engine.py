@@ -26,7 +26,7 @@ from sky_kueue.skypilot.decision import (
 )
 from sky_kueue.skypilot.request import PolicyRequest
 from sky_kueue.skypilot.rewrite import apply_placement
-from sky_kueue.skypilot.view import ClusterView
+from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +51,15 @@ class PolicyResult:
         return self.decision if isinstance(self.decision, Rejection) else None
 
 
-def evaluate(request: PolicyRequest, config: PluginConfig, view: ClusterView | None = None) -> PolicyResult:
+def evaluate(
+    request: PolicyRequest, config: PluginConfig, view: ClusterView | ContextViews | None = None
+) -> PolicyResult:
     """Decide a request and apply the decision.
 
     Args:
         request: the request.
         config: the plugin config.
-        view: cluster knowledge (default: the plugin config alone).
+        view: cluster knowledge, one view or one per context (default: the plugin config alone).
 
     Returns:
         The decision with the resulting task and SkyPilot config.

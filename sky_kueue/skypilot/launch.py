@@ -19,9 +19,10 @@ from sky_kueue.skypilot import labels
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.decision import PassThrough, Placement, Rejection
 from sky_kueue.skypilot.engine import PolicyResult, evaluate
+from sky_kueue.skypilot.placement import Standing
 from sky_kueue.skypilot.request import JOBS_LAUNCH, PolicyRequest, UserIdentity
 from sky_kueue.skypilot.task_yaml import candidates, resource_group, with_candidates
-from sky_kueue.skypilot.view import ClusterView
+from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 
 def with_choices(task: Mapping[str, Any], team: str | None = None, priority: str | None = None) -> dict[str, Any]:
@@ -57,30 +58,35 @@ def with_choices(task: Mapping[str, Any], team: str | None = None, priority: str
 def plan_launch(
     task: Mapping[str, Any],
     config: PluginConfig,
-    view: ClusterView | None = None,
+    view: ClusterView | ContextViews | None = None,
     team: str | None = None,
     priority: str | None = None,
     user: UserIdentity | None = None,
     workspace: str | None = None,
+    skypilot_config: Mapping[str, Any] | None = None,
 ) -> PolicyResult:
     """What the policy does with a managed-job submission of ``task``.
 
     Args:
         task: the task in YAML form (``Task.to_yaml_config()``).
         config: the plugin config.
-        view: cluster knowledge (default: the plugin config alone).
+        view: cluster knowledge, one view or one per context (default: the plugin config alone).
         team: ``--team`` override.
         priority: ``--priority`` (WorkloadPriorityClass) override.
         user: the submitting user, if known.
         workspace: the active SkyPilot workspace, if known.
+        skypilot_config: the SkyPilot config the submission would carry (its
+            ``kubernetes.allowed_contexts`` names the clusters when the plugin config does not).
 
     Returns:
         The policy result (decision, mutated task and SkyPilot config).
     """
-    skypilot_config = {"active_workspace": workspace} if workspace else {}
+    sent = copy.deepcopy(dict(skypilot_config or {}))
+    if workspace:
+        sent["active_workspace"] = workspace
     request = PolicyRequest(
         task=with_choices(task, team, priority),
-        skypilot_config=skypilot_config,
+        skypilot_config=sent,
         request_name=JOBS_LAUNCH,
         at_client_side=True,
         user=user,
@@ -117,10 +123,33 @@ def summary(result: PolicyResult) -> dict[str, Any]:
             "clouds": list(plan.clouds),
             "message": plan.message,
         },
+        "placement": placement_rows(decision),
         "notes": list(decision.notes),
         "task": result.task,
         "skypilot_config": result.skypilot_config,
     }
+
+
+def placement_rows(decision: Placement) -> list[dict[str, Any]]:
+    """The team's clusters in rank order (then those left out), as ``--output json`` shows them.
+
+    Each row: ``context``, ``outcome`` (``admit-now``, ``admit-after-preemption``, ``wait``,
+    ``unknown``, ``never-fits``, ``unreachable`` or ``excluded``), ``expected_wait_seconds``,
+    ``reason``, and ``ordered`` (whether the cluster is in ``resources.ordered``).
+    """
+    return [
+        {
+            "context": ranked.cluster.context,
+            "outcome": ranked.outcome,
+            "expected_wait_seconds": ranked.verdict.expected_wait_seconds,
+            "reason": ranked.reason,
+            "namespace": ranked.cluster.namespace,
+            "local_queue": ranked.cluster.local_queue,
+            "preempts": list(ranked.verdict.preempts),
+            "ordered": ranked.standing is Standing.RANKED,
+        }
+        for ranked in decision.ranking.clusters
+    ]
 
 
 def submit(result: PolicyResult, name: str | None = None) -> Any:

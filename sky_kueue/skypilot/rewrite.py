@@ -15,6 +15,9 @@ Where each setting goes, and why (SkyPilot 0.14.1: ``sky/skypilot_config.py`` an
 * The namespace is not a task-overridable key, so it goes into the request's SkyPilot config
   (``kubernetes.context_configs.<ctx>.namespace``), which for ``jobs.launch`` becomes the
   job's frozen controller config.
+* A team on several clusters gets one Kubernetes candidate per cluster in rank order in
+  ``resources.ordered``, each pinned to its context (``infra: k8s/<ctx>``) and carrying that
+  cluster's LocalQueue; each context's namespace goes into its ``context_configs`` scope.
 * ``resources.priority_class`` is set to the same class, so ``sky jobs queue`` shows it and
   SkyPilot's managed-job consistency check (one class per task) holds.
 
@@ -29,6 +32,7 @@ from typing import Any
 
 from sky_kueue.skypilot import labels
 from sky_kueue.skypilot.burst import BurstAction
+from sky_kueue.skypilot.config import TeamCluster
 from sky_kueue.skypilot.decision import Placement
 from sky_kueue.skypilot.task_yaml import (
     KUBERNETES_CLOUD,
@@ -61,14 +65,22 @@ def apply_placement(
         The new task and the new SkyPilot config (inputs are not modified).
     """
     group = resource_group(task)
+    targets = placement.targets or (TeamCluster(placement.context, placement.namespace, placement.local_queue, ()),)
     rewritten: list[tuple[bool, dict[str, Any]]] = []
     for candidate in candidates(task):
-        new = _labeled(candidate, placement)
-        infra = parse_infra(new)
+        infra = parse_infra(candidate)
         is_k8s = infra.is_kubernetes or (infra.cloud is None and placement.pin_unpinned)
-        if is_k8s:
-            new = with_infra(new, Infra(KUBERNETES_CLOUD, infra.region or placement.context))
-        rewritten.append((is_k8s, new))
+        if not is_k8s:
+            rewritten.append((False, _labeled(candidate, placement, targets[0])))
+            continue
+        for target in targets:
+            if infra.region is not None and target.context is not None and infra.region != target.context:
+                continue  # pinned to another of the team's clusters: that one's copy stays
+            new = _labeled(candidate, placement, target)
+            rewritten.append((True, with_infra(new, Infra(KUBERNETES_CLOUD, infra.region or target.context))))
+    if len(targets) > 1:
+        rewritten = _cluster_major(rewritten, targets)
+        group = "ordered"
     k8s = [c for is_k8s, c in rewritten if is_k8s]
     present = {_cloud_key(parse_infra(c)) for is_k8s, c in rewritten if not is_k8s}
     plan = placement.burst
@@ -81,10 +93,32 @@ def apply_placement(
         group = "ordered"
     else:
         final = [c for _, c in rewritten]
-    return with_candidates(task, group, final), _with_namespace(skypilot_config, placement)
+    return with_candidates(task, group, final), _with_cluster_scopes(skypilot_config, placement, targets)
 
 
-def _labeled(candidate: Mapping[str, Any], placement: Placement) -> dict[str, Any]:
+def _cluster_major(
+    rewritten: list[tuple[bool, dict[str, Any]]], targets: tuple[TeamCluster, ...]
+) -> list[tuple[bool, dict[str, Any]]]:
+    """The Kubernetes candidates grouped by cluster in rank order, where the first stood.
+
+    Why: SkyPilot tries ``ordered`` front to back, so every candidate of the best cluster must
+    come before any of the next one's; other clouds keep their place after them.
+    """
+    k8s = [c for is_k8s, c in rewritten if is_k8s]
+    rank_of = {t.context: i for i, t in enumerate(targets)}
+    k8s.sort(key=lambda c: rank_of.get(parse_infra(c).region, len(targets)))
+    out: list[tuple[bool, dict[str, Any]]] = []
+    placed = False
+    for is_k8s, candidate in rewritten:
+        if not is_k8s:
+            out.append((False, candidate))
+        elif not placed:
+            out.extend((True, c) for c in k8s)
+            placed = True
+    return out
+
+
+def _labeled(candidate: Mapping[str, Any], placement: Placement, target: TeamCluster) -> dict[str, Any]:
     new = copy.deepcopy(dict(candidate))
     task_labels = {
         k: v
@@ -102,12 +136,12 @@ def _labeled(candidate: Mapping[str, Any], placement: Placement) -> dict[str, An
         settings["strategy"] = placement.recovery_strategy
         new["job_recovery"] = settings
     overrides = copy.deepcopy(new.get(OVERRIDES_KEY) or {})
-    set_path(overrides, ("kubernetes", "kueue", "local_queue_name"), placement.local_queue)
+    set_path(overrides, ("kubernetes", "kueue", "local_queue_name"), target.local_queue)
     set_path(overrides, ("kubernetes", "kueue", "admission_timeout"), placement.admission_timeout_seconds)
     if placement.set_quota_queue or get_path(overrides, "kubernetes", "quota", "queue") is not None:
-        set_path(overrides, ("kubernetes", "quota", "queue"), placement.local_queue)
+        set_path(overrides, ("kubernetes", "quota", "queue"), target.local_queue)
     pod_labels = {
-        labels.KUEUE_QUEUE_LABEL: placement.local_queue,
+        labels.KUEUE_QUEUE_LABEL: target.local_queue,
         labels.KUEUE_PRIORITY_CLASS_LABEL: placement.priority_class,
         labels.TEAM_LABEL: placement.team,
     }
@@ -134,17 +168,45 @@ def _cloud_candidate(k8s_candidate: Mapping[str, Any], cloud: str) -> dict[str, 
     return new
 
 
-def _with_namespace(skypilot_config: Mapping[str, Any], placement: Placement) -> dict[str, Any]:
+def _with_cluster_scopes(
+    skypilot_config: Mapping[str, Any], placement: Placement, targets: tuple[TeamCluster, ...]
+) -> dict[str, Any]:
+    """The SkyPilot config with each cluster's namespace (and, where the config names a queue
+    that would beat the task's, that cluster's queue) in the cluster's own scope.
+
+    SkyPilot resolves both per context, most specific first: workspace context scope,
+    workspace, global context scope, global (``_get_effective_scoped_config_value`` in
+    SkyPilot 0.14.1 ``sky/skypilot_config.py``), and a task's ``config:`` only fills the
+    global levels, so a queue an admin set in a context scope would otherwise win.
+    """
     out = copy.deepcopy(dict(skypilot_config))
-    context = placement.context
-    scope = ("kubernetes", "context_configs", context) if context else ("kubernetes",)
-    set_path(out, (*scope, "namespace"), placement.namespace)
     workspace = out.get("active_workspace")
     workspace_k8s = get_path(out, "workspaces", str(workspace), "kubernetes") if workspace else None
-    if isinstance(workspace_k8s, dict):
-        # Workspace scopes beat the global one; overwrite a namespace set there.
-        if workspace_k8s.get("namespace") is not None:
-            workspace_k8s["namespace"] = placement.namespace
-        if context and get_path(workspace_k8s, "context_configs", context, "namespace") is not None:
-            set_path(workspace_k8s, ("context_configs", context, "namespace"), placement.namespace)
+    for target in targets:
+        context = target.context
+        scope = ("kubernetes", "context_configs", context) if context else ("kubernetes",)
+        set_path(out, (*scope, "namespace"), target.namespace)
+        if context:
+            _overwrite_queue(out.get("kubernetes"), context, target.local_queue)
+        if isinstance(workspace_k8s, dict):
+            # Workspace scopes beat the global one; overwrite a namespace set there.
+            if workspace_k8s.get("namespace") is not None and target is targets[0]:
+                workspace_k8s["namespace"] = target.namespace
+            if context and get_path(workspace_k8s, "context_configs", context, "namespace") is not None:
+                set_path(workspace_k8s, ("context_configs", context, "namespace"), target.namespace)
+            if context:
+                _overwrite_queue(workspace_k8s, context, target.local_queue)
     return out
+
+
+def _overwrite_queue(kubernetes: Any, context: str, local_queue: str) -> None:
+    """Write ``local_queue`` into ``context``'s scope of ``kubernetes`` for every queue
+    spelling set there (those beat the task's own setting)."""
+    if not isinstance(kubernetes, dict):
+        return
+    scope = get_path(kubernetes, "context_configs", context)
+    if not isinstance(scope, dict):
+        return
+    for spelling in (("kueue", "local_queue_name"), ("quota", "queue")):
+        if get_path(scope, *spelling) is not None:
+            set_path(scope, spelling, local_queue)

@@ -36,8 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sky_kueue.inputs import files, yaml_reader
+from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue.api import IS_GROUP_WORKLOAD_ANNOTATION, KUEUE_GROUP, PRIORITY_CLASS_LABEL
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.skypilot import demand, task_yaml
@@ -61,13 +61,9 @@ def load_task(path: str | Path) -> dict[str, Any]:
         ModelError: unreadable, invalid YAML, or not a mapping.
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise ModelError(f"{path}: invalid YAML") from exc
+        documents = yaml_reader.load_all(files.read_text(path, "SkyPilot task YAML"), str(path))
+    except InputError as exc:
+        raise ModelError(str(exc)) from None
     if len(documents) != 1 or not isinstance(documents[0], dict):
         raise ModelError(f"{path}: expected one SkyPilot task (a YAML mapping)")
     return documents[0]

@@ -37,12 +37,15 @@ class AdmissionVerdict:
         reason: one human-readable sentence explaining the outcome.
         preempts: ``namespace/name`` of the Workloads that would be preempted.
         expected_wait_seconds: estimated wait for ``WAIT`` (None when unknown).
+        preempted_priority: the highest priority among ``preempts`` (None when unknown);
+            placement prefers clusters whose victims matter least.
     """
 
     outcome: AdmissionOutcome
     reason: str = ""
     preempts: tuple[str, ...] = ()
     expected_wait_seconds: int | None = None
+    preempted_priority: int | None = None
 
     @property
     def admits(self) -> bool:

@@ -11,9 +11,10 @@ and ``cluster_view.ModelClusterView`` (the Kueue model over manifests or a mirro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from sky_kueue.skypilot.demand import WorkloadDemand
 from sky_kueue.skypilot.verdict import AdmissionVerdict
@@ -104,3 +105,63 @@ class ClusterView(Protocol):
     def predict(self, queue: QueueFacts, demand: WorkloadDemand, priority_class: str) -> AdmissionVerdict:
         """Predicted admission of ``demand`` submitted now to ``queue`` at ``priority_class``."""
         ...
+
+
+class ContextHealth(enum.Enum):
+    """How well a context's view reflects its cluster right now."""
+
+    #: Answers come from the cluster's current state (or from an offline description that
+    #: stands in for it: manifests, a snapshot, the plugin config).
+    READY = "ready"
+    #: The cluster answers but its mirror has not listed everything yet: no prediction.
+    NOT_SYNCED = "not-synced"
+    #: The cluster cannot be reached (or its kubeconfig context is unusable).
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """The view of one kubeconfig context and how current it is.
+
+    Attributes:
+        view: the answers (an offline fallback when the cluster is not usable).
+        health: whether ``view`` reflects the cluster now.
+        detail: why, when not ``READY`` (one phrase, for notes).
+    """
+
+    view: ClusterView
+    health: ContextHealth = ContextHealth.READY
+    detail: str = ""
+
+
+@runtime_checkable
+class ContextViews(Protocol):
+    """A view per kubeconfig context: what placement over several clusters asks."""
+
+    def lookup(self, context: str | None) -> ContextView:
+        """The view of ``context`` (None: the default context)."""
+        ...
+
+    def warm(self, contexts: Iterable[str | None]) -> None:
+        """Start connecting to ``contexts`` at once, so their first syncs overlap."""
+        ...
+
+
+@dataclass(frozen=True)
+class SharedView:
+    """One view that answers for every context (the plugin config, manifests, a snapshot)."""
+
+    view: ClusterView
+
+    def lookup(self, context: str | None) -> ContextView:
+        return ContextView(self.view)
+
+    def warm(self, contexts: Iterable[str | None]) -> None:
+        return None
+
+
+def as_context_views(view: ClusterView | ContextViews) -> ContextViews:
+    """``view`` itself when it already answers per context, else one view for all contexts."""
+    if isinstance(view, ContextViews):
+        return view
+    return SharedView(view)

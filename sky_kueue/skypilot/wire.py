@@ -24,6 +24,9 @@ from typing import Any
 
 import yaml
 
+from sky_kueue.inputs import yaml_reader
+from sky_kueue.inputs.errors import InputError
+from sky_kueue.skypilot import task_schema
 from sky_kueue.skypilot.request import PolicyRequest, RequestOptions, UserIdentity
 
 
@@ -51,6 +54,8 @@ def decode_request(body: bytes) -> PolicyRequest:
         raise WireError(f"body is not JSON ({exc.msg} at position {exc.pos})") from None
     except RecursionError:
         raise WireError("body nests JSON too deeply") from None
+    except ValueError as exc:  # an integer beyond Python's digit limit
+        raise WireError(f"body is not usable JSON ({str(exc).splitlines()[0]})") from None
     if isinstance(outer, str):
         try:
             inner = json.loads(outer)
@@ -58,6 +63,8 @@ def decode_request(body: bytes) -> PolicyRequest:
             raise WireError(f"body is a JSON string but its content is not JSON ({exc.msg})") from None
         except RecursionError:
             raise WireError("body nests JSON too deeply") from None
+        except ValueError as exc:
+            raise WireError(f"body is not usable JSON ({str(exc).splitlines()[0]})") from None
     else:
         inner = outer
     if not isinstance(inner, dict):
@@ -65,7 +72,13 @@ def decode_request(body: bytes) -> PolicyRequest:
     task = _yaml_mapping(_required_str(inner, "task"), "task")
     if not task:
         raise WireError("'task' is empty")
+    problem = task_schema.task_problem(task)
+    if problem is not None:
+        raise WireError(f"'task' is not a valid SkyPilot task: {problem}")
     skypilot_config = _yaml_mapping(_optional_str(inner, "skypilot_config"), "skypilot_config")
+    problem = task_schema.config_problem(skypilot_config)
+    if problem is not None:
+        raise WireError(f"'skypilot_config' is not a valid SkyPilot config: {problem}")
     request_name = _required_str(inner, "request_name").strip()
     if not request_name:
         raise WireError("'request_name' is empty")
@@ -109,46 +122,13 @@ def _as_str(value: object, key: str) -> str:
     return value
 
 
-#: Aliases one YAML document may use. SkyPilot's own dumps use none; a few are harmless, and
-#: a bound keeps an "alias bomb" (aliases of aliases) from expanding into exponential work
-#: in every later walk over the task.
-MAX_YAML_ALIASES = 64
-#: Nesting depth of a YAML document; a SkyPilot task is a dozen levels deep.
-MAX_YAML_DEPTH = 100
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``SafeLoader`` that refuses alias bombs and deep nesting before building anything."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._aliases = 0
-        self._depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
-        self._depth += 1
-        try:
-            if self._depth > MAX_YAML_DEPTH:
-                raise yaml.YAMLError(f"nested deeper than {MAX_YAML_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
 def _yaml_mapping(text: str, key: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_BoundedLoader) if doc is not None]
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or exc or "parse error"
-        raise WireError(f"{key!r} is not valid YAML ({problem})") from None
-    except RecursionError:
-        raise WireError(f"{key!r} nests YAML too deeply") from None
+        documents = yaml_reader.load_all(text, repr(key))
+    except InputError as exc:
+        raise WireError(f"{key!r} is not valid YAML ({exc.reason})") from None
     if not documents:
         return {}
     first = documents[0]

@@ -29,6 +29,7 @@ PREEMPTOR_CLASSES = (150, 1000)
 SEED = 20260101
 
 SETTINGS = AgingSettings(
+    policy="bounded",
     preemptions_per_step=2,
     boost_per_step=40,
     max_boost=400,

@@ -25,6 +25,7 @@ from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
 from sky_kueue.sandbox.apiserver.clock import ManualClock
+from sky_kueue.sandbox.apiserver.events import EventType
 from sky_kueue.sandbox.apiserver.watch import Watcher
 from sky_kueue.sandbox.sandbox import Sandbox
 from sky_kueue.sandbox.seed import seed_setup
@@ -39,8 +40,26 @@ USER_HASH = "fcd1e5cf"
 CONTROLLER_USER_AGENT = "sky-kueue-controller"
 
 
+def updates(events: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(previous version, new version) of every Workload update a watch delivered."""
+    previous: dict[str, dict[str, Any]] = {}
+    pairs = []
+    for event in events:
+        new = event.obj
+        old = previous.get(new["metadata"]["uid"])
+        previous[new["metadata"]["uid"]] = new
+        if old is not None and event.type is EventType.MODIFIED:
+            pairs.append((old, new))
+    return pairs
+
+
+def held_quota(obj: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
+    return conditions.get("QuotaReserved") == "True"
+
+
 def demo_aging(**overrides: Any) -> AgingSettings:
-    values: dict[str, Any] = {"preemptions_per_step": 1, "boost_per_step": 100}
+    values: dict[str, Any] = {"policy": "bounded", "preemptions_per_step": 1, "boost_per_step": 100}
     values.update(overrides)
     return AgingSettings(**values)
 

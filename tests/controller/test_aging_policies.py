@@ -19,6 +19,7 @@ NEVER = 1e12  # a "decay_after_run_seconds" no run reaches
 
 #: Preemption-only arithmetic: no age, no decay, anti-flapping window of 600 s.
 STEPS_ONLY = AgingSettings(
+    policy="bounded",
     preemptions_per_step=1,
     boost_per_step=100,
     age_weight=0,
@@ -212,6 +213,7 @@ def test_only_waiting_time_ages_and_the_relaunch_gap_counts_as_waiting() -> None
 
 def test_default_policy_adds_preemption_steps_and_age() -> None:
     settings = AgingSettings(
+        policy="bounded",
         preemptions_per_step=2, boost_per_step=100, age_weight=100, max_age_seconds=10_000.0, max_boost=500
     )
     history = preempted_times(4, run_seconds=1_000)  # waited 4 x 10 s
@@ -281,6 +283,7 @@ def test_decide_uses_the_configured_policy() -> None:
 
 #: Age only, saturating after one hour at 500 points: enough to cross any class gap below.
 AGE_SATURATED_IN_AN_HOUR = AgingSettings(
+    policy="bounded",
     preemptions_per_step=1,
     boost_per_step=0,
     age_weight=500,

@@ -90,7 +90,12 @@ def test_an_unknown_key_is_named_with_a_suggestion_and_the_file() -> None:
         ("cap_at_preemptor_priority", "yes", "aging.cap_at_preemptor_priority: expected true or false, got 'yes'"),
         ("ceiling_priority", 2**31, "aging.ceiling_priority: expected a value <= 2147483647"),
         ("burst_after_preemptions", 0, "aging.burst_after_preemptions: expected a value >= 1, got 0"),
-        ("policy", "fifo", "aging.policy: unknown policy 'fifo'; known policies: age, bounded, ladder, none"),
+        (
+            "policy",
+            "fifo",
+            "aging.policy: unknown policy 'fifo'; known policies: "
+            "age, bounded, keep-place, ladder, none, protect, rank",
+        ),
         ("policy", 3, "aging.policy: expected a name, got 3"),
         ("actuator", "magic", "aging.actuator: expected one of auto, boost-annotation, spec-priority"),
         ("priority_class_ladder", "aged", "aging.priority_class_ladder: expected a list of {name, value}"),

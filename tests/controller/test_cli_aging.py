@@ -64,6 +64,7 @@ aging:
   enabled: true
   ladder: [dev, dev-aged-1]
   parameters:
+    policy: bounded
     preemptions_per_step: 1
     age_weight: 0
 """
@@ -82,7 +83,7 @@ def test_the_aging_command_is_registered_lazily() -> None:
 
 
 def test_explain_prints_each_rule_of_the_computation(state: Path) -> None:
-    result = invoke("explain", "--job", "17", "--state", str(state), "--at", AT)
+    result = invoke("explain", "--job", "17", "--state", str(state), "--at", AT, "--policy", "bounded")
     assert result.exit_code == 0, result.output
     for text in ("managed-job/17", "How the boost is computed", "preemption steps", "result", "Recorded aging steps"):
         assert text in result.output

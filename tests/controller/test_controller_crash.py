@@ -62,6 +62,7 @@ ROUND_TIMEOUT_SECONDS = 60.0
 RANDOM_SEED = 20260101
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = {
+    "policy": "bounded",
     "preemptions_per_step": 1,
     "boost_per_step": 5,
     "max_boost": 1000,

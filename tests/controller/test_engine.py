@@ -22,6 +22,7 @@ from .fakes import RecordingActuator, transient
 GROUP = "train-17-fcd1e5cf"
 #: One step of +100 per preemption, no age, no decay: easy numbers to read.
 SETTINGS = AgingSettings(
+    policy="bounded",
     preemptions_per_step=1,
     boost_per_step=100,
     age_weight=0,

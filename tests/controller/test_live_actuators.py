@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from sky_kueue.controller.aging import ActuatorKind
-from sky_kueue.sandbox.apiserver.events import EventType
 
-from .live_support import WORKLOADS, Live, demo_aging, group_pod, live_sandbox
+from .live_support import WORKLOADS, Live, demo_aging, group_pod, held_quota, live_sandbox, updates
 
 KUEUE_CONFIG = {
     "apiVersion": "v1",
@@ -38,21 +37,13 @@ NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueu
 def _priority_writes(events: list[Any]) -> list[tuple[str, bool]]:
     """(workload, was it holding quota) for every change of spec.priority or the boost annotation."""
     boost_key = "kueue.x-k8s.io/priority-boost"
-    previous: dict[str, dict[str, Any]] = {}
-    writes = []
-    for event in events:
-        new = event.obj
-        old = previous.get(new["metadata"]["uid"])
-        previous[new["metadata"]["uid"]] = new
-        if event.type is not EventType.MODIFIED or old is None:
-            continue
-        old_boost = (old["metadata"].get("annotations") or {}).get(boost_key)
-        new_boost = (new["metadata"].get("annotations") or {}).get(boost_key)
-        if old["spec"].get("priority") == new["spec"].get("priority") and old_boost == new_boost:
-            continue
-        conditions = {c["type"]: c["status"] for c in (old.get("status") or {}).get("conditions") or []}
-        writes.append((new["metadata"]["name"], conditions.get("QuotaReserved") == "True"))
-    return writes
+    return [
+        (new["metadata"]["name"], held_quota(old))
+        for old, new in updates(events)
+        if old["spec"].get("priority") != new["spec"].get("priority")
+        or (old["metadata"].get("annotations") or {}).get(boost_key)
+        != (new["metadata"].get("annotations") or {}).get(boost_key)
+    ]
 
 
 def _run(live: Live) -> list[str]:

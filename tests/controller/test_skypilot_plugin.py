@@ -41,7 +41,7 @@ def _config(tmp: Path) -> Path:
         "enabled": True,
         "strategy": "KUEUE_AGING",
         "ladder": list(LADDER),
-        "parameters": {"preemptions_per_step": 1, "boost_per_step": 100},
+        "parameters": {"policy": "bounded", "preemptions_per_step": 1, "boost_per_step": 100},
     }
     path = tmp / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -79,10 +79,11 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float = STAGE_TIMEO
 
 
 def plugin_config(root: pathlib.Path) -> pathlib.Path:
-    """The demo config, aging one step per preemption (the default waits for two), so that a
-    single preemption shows in the relaunch's priority."""
+    """The demo config with the boost policy ``bounded`` aging one step per preemption (the
+    default ``rank`` only orders a relaunch inside its class), so that a single preemption shows
+    in the relaunch's priority (tests/controller/test_live_band.py shows ``rank`` live)."""
     data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
-    data["aging"]["parameters"] = {"preemptions_per_step": 1}
+    data["aging"]["parameters"] = {"policy": "bounded", "preemptions_per_step": 1}
     path = root / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

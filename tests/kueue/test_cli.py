@@ -127,6 +127,13 @@ def test_demo_runs_with_no_cluster() -> None:
     assert without["starved"] and without["preemptions"] >= 3 and without["burst"]
     assert not with_aging["starved"] and with_aging["preemptions"] == 1
     assert starvation["with_aging"]["team_a_finished"] == starvation["with_aging"]["team_a_jobs"]
+    # rank keeps team-b in its class: prod's borrowing still preempts it (threshold 100), and the
+    # controller marks it for a burst instead; no priority write ever left the dev class.
+    with_rank = starvation["with_rank"]
+    assert with_rank["policy"] == "rank"
+    assert with_rank["team_b"]["preemptions"] >= 3 and with_rank["team_b"]["burst"]
+    assert all(e["priority"] <= 100 for e in with_rank["events"] if e["job"] == "managed-job/1")
+    assert "under rank, the default" in starvation["verdict"]
     assert final["elapsed_seconds"] < 30
 
 

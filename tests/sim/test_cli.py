@@ -78,3 +78,25 @@ def test_plot_is_written_when_matplotlib_is_installed(tmp_path):
     result = invoke("--trace", "kueue-perf", "--jobs", "60", "--quiet", "--plot", str(path))
     assert result.exit_code == 0, result.output
     assert path.stat().st_size > 0
+
+
+def test_allow_burst_and_checkpoints_reach_the_json_report():
+    import json
+
+    result = invoke(
+        "--trace", "reclaim-storm-hot", "--hours", "24", "--policies", "baseline,keep-place",
+        "--allow-burst", "--checkpoint-every", "1800", "--output", "json", "--quiet",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    baseline, policy = report["policies"]["baseline"], report["policies"]["keep-place"]
+    assert baseline["bursts"] == baseline["burst_gpu_hours"] == 0  # SkyPilot alone never bursts on preemption
+    assert policy["bursts"] > 0 and policy["burst_gpu_hours"] > 0 and policy["burst_cost_usd"] > 0
+    for figures in (baseline, policy):
+        preempted = figures["preempted_jobs"]
+        assert set(preempted) >= {
+            "count", "p50_wait_after_preemption_s", "p99_wait_after_preemption_s",
+            "max_wait_after_preemption_s", "max_preemptions", "relaunch_starved",
+        }  # fmt: skip
+        assert 0 <= preempted["p50_wait_after_preemption_s"] <= preempted["p99_wait_after_preemption_s"]
+        assert preempted["p99_wait_after_preemption_s"] <= preempted["max_wait_after_preemption_s"]

@@ -78,7 +78,10 @@ class EveryTick:
 
 @pytest.mark.parametrize(
     "settings",
-    [AgingSettings(), AgingSettings(max_age_seconds=3600.0, age_weight=120, ceiling_priority=199)],
+    [
+        AgingSettings(policy="bounded"),
+        AgingSettings(policy="bounded", max_age_seconds=3600.0, age_weight=120, ceiling_priority=199),
+    ],
     ids=["defaults", "fast-age"],
 )
 def test_skipping_resync_ticks_that_cannot_change_the_boost_gives_the_same_run(settings):

@@ -113,7 +113,7 @@ def test_burst_after_the_team_wait_limit_costs_gpu_hours():
 
 
 def test_aging_raises_the_relaunched_workload_of_a_repeatedly_preempted_job():
-    # Two preemptions of the same low job by high jobs: the default (bounded) policy gives
+    # Two preemptions of the same low job by high jobs: the bounded policy gives
     # one step (+100) after two counted preemptions, capped at the preemptor's class (200).
     trace = (
         TraceBuilder()
@@ -123,7 +123,7 @@ def test_aging_raises_the_relaunched_workload_of_a_repeatedly_preempted_job():
         .job("high-2", at=70, gpus=4, run=50, klass="high")
         .trace()
     )
-    jobs = by_id(simulate(trace, policies.resolve("aging"), NO_DELAY))
+    jobs = by_id(simulate(trace, policies.resolve("aging", AgingSettings(policy="bounded")), NO_DELAY))
     assert jobs["low-1"].preemptions == 2
     assert jobs["low-1"].max_boost == 100
     baseline = by_id(simulate(trace, policies.resolve("baseline"), NO_DELAY))

@@ -71,7 +71,10 @@ def test_seed_setup_is_the_scenario_without_its_workloads() -> None:
     ],
 )
 def test_team_errors_name_the_key(extra: str, key_path: str, reason: str) -> None:
-    text = "kubernetes: {contexts: [ctx]}\n" + BASE + extra
+    # The extra line replaces a BASE line with the same key: duplicate YAML keys are refused.
+    key = extra.split(":", 1)[0] + ":"
+    base = "".join(line for line in BASE.splitlines(keepends=True) if not line.startswith(key))
+    text = "kubernetes: {contexts: [ctx]}\n" + base + extra
     with pytest.raises(ConfigError) as info:
         parse_config(text, "plugin.yaml")
     error = info.value

@@ -15,6 +15,7 @@ The formula and its rationale are in :mod:`sky_kueue.controller.aging.policies`.
 from __future__ import annotations
 
 # Import order matters: policies register themselves before settings validate names.
+from sky_kueue.controller.aging import band as band
 from sky_kueue.controller.aging import policies as policies
 from sky_kueue.controller.aging.decision import AgingDecision, ExplanationStep
 from sky_kueue.controller.aging.registry import (

@@ -54,6 +54,12 @@ class AgingDecision:
     #: The largest boost the caps allow (max_boost, preemptor class, absolute ceiling).
     boost_limit: int
     steps: tuple[ExplanationStep, ...]
+    #: Band policies only: the offset from the base priority for the Workload once admitted
+    #: (None: an admitted Workload keeps its priority), the offset after ``protect_seconds``
+    #: of its run, and that protection time (None: the whole run).
+    admitted_boost: int | None = None
+    released_boost: int | None = None
+    protect_seconds: float | None = None
 
     @property
     def effective_priority(self) -> int:
@@ -83,5 +89,8 @@ class AgingDecision:
             "age_points": self.age_points,
             "uncapped_boost": self.uncapped_boost,
             "boost_limit": self.boost_limit,
+            "admitted_boost": self.admitted_boost,
+            "released_boost": self.released_boost,
+            "protect_seconds": self.protect_seconds,
             "steps": [step.to_dict() for step in self.steps],
         }

@@ -8,7 +8,9 @@ Kueue has no aging across priority levels (kueue#754); KEP-7990 adds the
 ``kueue.x-k8s.io/priority-boost`` annotation and leaves the policy to an external
 controller. This module is that policy, as a pure function of the job's history.
 
-The default policy, ``bounded``, walks the history in time order and keeps two quantities:
+The boost policy ``bounded`` (the default until the band policies of
+:mod:`sky_kueue.controller.aging.band` measured better) walks the history in time order and
+keeps two quantities:
 
 * **preemption credit**: +1 per counted preemption. A preemption is *held* (not counted)
   when the job had been admitted with a boost and ran less than
@@ -379,7 +381,7 @@ class _Fold:
 BOUNDED = register_policy(
     FoldPolicy(
         name="bounded",
-        summary="preemption steps + Slurm age factor, capped, with anti-flapping and decay (default)",
+        summary="preemption steps + Slurm age factor, capped, with anti-flapping and decay",
     )
 )
 LADDER = register_policy(

@@ -36,8 +36,9 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 from sky_kueue.controller.aging import registry
 from sky_kueue.kueue.api import INT32_MAX, INT32_MIN
 
-#: The default policy (see :mod:`sky_kueue.controller.aging.policies`).
-DEFAULT_POLICY_NAME = "bounded"
+#: The default policy (see :mod:`sky_kueue.controller.aging.band`): the only one that did no harm
+#: against SkyPilot alone on the reclaim storms, seeds 0-2 (``benchmarks/anti_starvation.py``).
+DEFAULT_POLICY_NAME = "rank"
 #: One boost step every N counted preemptions (KEP-7990: "bump only every Nth preemption").
 DEFAULT_PREEMPTIONS_PER_STEP = 2
 #: Priority points added per step.
@@ -63,6 +64,22 @@ DEFAULT_DECAY_FACTOR = 0.5
 DEFAULT_BURST_AFTER_PREEMPTIONS: int | None = None
 #: Mark the job for cloud fallback when its predicted wait exceeds this many seconds.
 DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS: float | None = None
+#: Band policies (:mod:`sky_kueue.controller.aging.band`): priority levels below the class value
+#: that order waiting relaunches ahead of fresh arrivals.
+DEFAULT_RANK_LEVELS = 8
+#: Band policies: a waiting job's rank rises one level each time its age since first submission
+#: doubles from this many seconds (None: one level per preemption instead).
+DEFAULT_RANK_AGE_STEP_SECONDS: float | None = None
+#: Band policies: priority levels below the class value that order readmitted relaunches as
+#: the last victims of their class.
+DEFAULT_PROTECT_LEVELS = 8
+#: Band policies: a job is protected once readmitted only after this many preemptions (the first
+#: ones leave Kueue's own victim order, newest admission first, which loses the least work).
+DEFAULT_PROTECT_AFTER_PREEMPTIONS = 1
+#: Band policies: how long a readmitted relaunch stays protected (None: until its run ends).
+DEFAULT_PROTECT_SECONDS: float | None = None
+#: Largest rank_levels/protect_levels accepted (a band wider than this would swallow classes).
+MAX_BAND_LEVELS = 1_000
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -146,6 +163,8 @@ def _ladder(value: Any) -> tuple[PriorityClassRung, ...]:
 Points = Annotated[int, Field(ge=0, le=INT32_MAX)]
 #: A count of preemptions.
 Preemptions = Annotated[int, Field(ge=1, le=INT32_MAX)]
+#: Priority levels of a band policy's band (at most :data:`MAX_BAND_LEVELS`).
+BandLevels = Annotated[int, Field(ge=0, le=MAX_BAND_LEVELS)]
 #: A finite, positive duration.
 PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Ladder = Annotated[tuple[PriorityClassRung, ...], BeforeValidator(_ladder)]
@@ -176,6 +195,11 @@ class AgingSettings:
     decay_factor: Annotated[float, Field(ge=0, le=1)] = DEFAULT_DECAY_FACTOR
     burst_after_preemptions: Preemptions | None = DEFAULT_BURST_AFTER_PREEMPTIONS
     burst_max_predicted_wait_seconds: PositiveSeconds | None = DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS
+    rank_levels: BandLevels = DEFAULT_RANK_LEVELS
+    rank_age_step_seconds: PositiveSeconds | None = DEFAULT_RANK_AGE_STEP_SECONDS
+    protect_levels: BandLevels = DEFAULT_PROTECT_LEVELS
+    protect_after_preemptions: Preemptions = DEFAULT_PROTECT_AFTER_PREEMPTIONS
+    protect_seconds: PositiveSeconds | None = DEFAULT_PROTECT_SECONDS
     actuator: Annotated[ActuatorKind, Field(strict=False)] = ActuatorKind.AUTO
     priority_class_ladder: Ladder = ()
 

@@ -381,6 +381,10 @@ class KueueEmulator:
                 if holder.uid != wl.uid:
                     engine.delete_workload(key)
                     engine.add_workload(wl)
+                elif holder.priority != wl.priority:
+                    # spec.priority of an admitted Workload is mutable; Kueue updates its cache
+                    # and requeues the cohort's parked Workloads (Engine.update_admitted_priority).
+                    engine.update_admitted_priority(key, wl.priority)
                 continue
             if pending is not None:
                 if pending.uid != wl.uid:

@@ -1,0 +1,217 @@
+"""Anti-starvation benchmark: every policy against baseline, several seeds, the issue's criteria.
+
+For each trace (the reclaim storms and the contended synthetic trace at load 0.85) and each
+seed, one run per policy on the same jobs; every figure below is a policy against the
+``baseline`` of the *same* trace and seed (SkyPilot without sky-kueue). Three settings:
+
+* ``in-cluster``: no bursting. Criteria (issue 13): ``relaunch_starved`` at least 3x fewer
+  (0 where baseline has at most 2), ``max_preemptions`` at most half of baseline's, high
+  class p95 wait at most +5 %, ``in_queue_preemptions`` and ``inverted_preemptions`` no
+  more than baseline, goodput at least baseline's minus one point, total starved no more
+  than baseline.
+* ``burst``: ``--allow-burst`` for the policies (baseline keeps SkyPilot's behaviour).
+  Criteria: ``relaunch_starved`` 0, no job preempted more than 3 times, p99 wait after
+  preemption at least 5x lower; burst GPU-hours and cost reported.
+* ``checkpoint``: jobs checkpoint every :data:`CHECKPOINT_EVERY_SECONDS` (for every policy,
+  baseline included): what resuming changes, reported without criteria.
+
+Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2] [--markdown]``
+(JSON on stdout; ``--markdown`` prints the README's tables instead). About 2 minutes for
+three seeds on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.sim import compare, policies
+from sky_kueue.sim.metrics import IN_QUEUE_REASON, PolicyMetrics
+from sky_kueue.sim.simulator import SimConfig
+from sky_kueue.sim.traces import load_trace
+
+TRACES = ("reclaim-storm", "reclaim-storm-hot", "synthetic")
+SYNTHETIC_JOBS = 2_000
+SYNTHETIC_LOAD = 0.85
+IN_CLUSTER_POLICIES = ("baseline", "bounded", "rank", "protect", "keep-place")
+BURST_POLICIES = ("baseline", "rank", "keep-place")
+CHECKPOINT_POLICIES = ("baseline", "rank")
+CHECKPOINT_EVERY_SECONDS = 1_800.0
+RELAUNCH_STARVED_REDUCTION = 3.0
+MAX_PREEMPTIONS_FRACTION = 0.5
+HIGH_P95_MAX_INCREASE = 0.05
+#: A p95 of 1 s (one Kueue cycle) is "no wait"; below this slack an increase is not a regression.
+HIGH_P95_SLACK_SECONDS = 60.0
+GOODPUT_MAX_LOSS_POINTS = 1.0
+BURST_MAX_PREEMPTIONS = 3
+BURST_WAIT_AFTER_PREEMPTION_REDUCTION = 5.0
+
+
+@dataclass(frozen=True)
+class Row:
+    trace: str
+    seed: int
+    mode: str
+    policy: str
+    figures: dict[str, Any]
+    met: dict[str, bool]
+
+
+def _figures(m: PolicyMetrics, high: str) -> dict[str, Any]:
+    return {
+        "starved": m.starved,
+        "relaunch_starved": m.relaunch_starved,
+        "max_preemptions": m.preemptions_per_job_max,
+        "in_queue_preemptions": m.preemptions_by_reason.get(IN_QUEUE_REASON, 0),
+        "inverted_preemptions": m.inverted_preemptions,
+        "goodput_pct": round(100 * m.gpu_goodput, 1),
+        "high_p95_wait_s": round(m.classes[high].p95_wait_s),
+        "lost_gpu_hours": round(m.lost_gpu_hours),
+        "p99_wait_after_preemption_s": round(m.p99_wait_after_preemption_s),
+        "bursts": m.bursts,
+        "burst_gpu_hours": round(m.burst_gpu_hours),
+        "burst_cost_usd": round(m.burst_cost),
+    }
+
+
+def _in_cluster(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
+    rs_ok = (
+        f["relaunch_starved"] == 0
+        if b["relaunch_starved"] <= 2
+        else (f["relaunch_starved"] * RELAUNCH_STARVED_REDUCTION <= b["relaunch_starved"])
+    )
+    high_limit = max(b["high_p95_wait_s"] * (1 + HIGH_P95_MAX_INCREASE), b["high_p95_wait_s"] + HIGH_P95_SLACK_SECONDS)
+    return {
+        "relaunch_starved": rs_ok,
+        "max_preemptions": f["max_preemptions"] <= MAX_PREEMPTIONS_FRACTION * b["max_preemptions"],
+        "high_p95": f["high_p95_wait_s"] <= high_limit,
+        "in_queue_preemptions": f["in_queue_preemptions"] <= b["in_queue_preemptions"],
+        "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
+        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
+        "starved": f["starved"] <= b["starved"],
+    }
+
+
+def _burst(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
+    return {
+        "relaunch_starved": f["relaunch_starved"] == 0,
+        "max_preemptions": f["max_preemptions"] <= BURST_MAX_PREEMPTIONS,
+        "p99_wait_after_preemption": f["p99_wait_after_preemption_s"] * BURST_WAIT_AFTER_PREEMPTION_REDUCTION
+        <= b["p99_wait_after_preemption_s"],
+    }
+
+
+def run(seeds: list[int]) -> list[Row]:
+    rows: list[Row] = []
+    burst_settings = policies.with_burst_defaults(AgingSettings())
+    modes: tuple[tuple[str, tuple[str, ...], dict[str, Any], AgingSettings], ...] = (
+        ("in-cluster", IN_CLUSTER_POLICIES, {}, AgingSettings()),
+        ("burst", BURST_POLICIES, {"allow_burst": True}, burst_settings),
+        ("checkpoint", CHECKPOINT_POLICIES, {"checkpoint_every_s": CHECKPOINT_EVERY_SECONDS}, AgingSettings()),
+    )
+    for name in TRACES:
+        for seed in seeds:
+            if name == "synthetic":
+                trace = load_trace(name, seed=seed, jobs=SYNTHETIC_JOBS, load=SYNTHETIC_LOAD)
+            else:
+                trace = load_trace(name, seed=seed)
+            high = trace.class_order()[-1]
+            for mode, names, config_changes, settings in modes:
+                config = replace(SimConfig(seed=seed), **config_changes)
+                result = compare.compare(trace, list(names), config, settings=settings)
+                base = _figures(result.metrics["baseline"], high)
+                for policy, metrics in result.metrics.items():
+                    figures = _figures(metrics, high)
+                    met: dict[str, bool] = {}
+                    if policy != "baseline" and mode == "in-cluster":
+                        met = _in_cluster(figures, base)
+                    elif policy != "baseline" and mode == "burst":
+                        met = _burst(figures, base)
+                    rows.append(Row(name, seed, mode, policy, figures, met))
+                print(f"{name} seed {seed} {mode}: done", file=sys.stderr)
+    return rows
+
+
+def _spread(rows: list[Row], key: str) -> str:
+    return " / ".join(f"{r.figures[key]:,}" for r in rows)
+
+
+def markdown(rows: list[Row]) -> str:
+    """One table per mode: each cell lists the seeds' values, separated by slashes."""
+    out: list[str] = []
+    columns = {
+        "in-cluster": (
+            "starved",
+            "relaunch_starved",
+            "max_preemptions",
+            "in_queue_preemptions",
+            "inverted_preemptions",
+            "goodput_pct",
+            "high_p95_wait_s",
+            "lost_gpu_hours",
+            "p99_wait_after_preemption_s",
+        ),
+        "burst": (
+            "relaunch_starved",
+            "max_preemptions",
+            "p99_wait_after_preemption_s",
+            "bursts",
+            "burst_gpu_hours",
+            "burst_cost_usd",
+            "goodput_pct",
+        ),
+        "checkpoint": ("starved", "max_preemptions", "lost_gpu_hours", "goodput_pct", "p99_wait_after_preemption_s"),
+    }
+    for mode, keys in columns.items():
+        out.append(f"\n{mode}:\n")
+        out.append("| trace | policy | " + " | ".join(keys) + " | criteria met (per seed) |")
+        out.append("| --- | --- | " + " | ".join("---" for _ in keys) + " | --- |")
+        for trace in TRACES:
+            policies_seen: list[str] = []
+            for r in rows:
+                if r.mode == mode and r.trace == trace and r.policy not in policies_seen:
+                    policies_seen.append(r.policy)
+            for policy in policies_seen:
+                mine = [r for r in rows if r.mode == mode and r.trace == trace and r.policy == policy]
+                met = " / ".join("-" if not r.met else f"{sum(r.met.values())}/{len(r.met)}" for r in mine)
+                cells = " | ".join(_spread(mine, k) for k in keys)
+                out.append(f"| {trace} | {policy} | {cells} | {met} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    parser.add_argument("--markdown", action="store_true", help="print the README's tables instead of JSON")
+    args = parser.parse_args(argv)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
+    started = time.perf_counter()
+    rows = run(seeds)
+    if args.markdown:
+        print(markdown(rows))
+    else:
+        all_met = {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.met.values()) for r in rows if r.met}
+        print(
+            json.dumps(
+                {
+                    "seeds": seeds,
+                    "wall_s": round(time.perf_counter() - started, 1),
+                    "rows": [r.__dict__ for r in rows],
+                    "all_criteria_met": all_met,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Several clusters in the simulator: splitting keeps the capacity; placement by prediction
+uses the idle clusters that SkyPilot's fixed order leaves empty."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from click.testing import CliRunner
+
+from sky_kueue.cli.main import cli
+from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.sim import multicluster, policies, synthetic
+from sky_kueue.sim.traces import Trace
+
+SMALL = synthetic.SyntheticParams(jobs=200, load=0.85)
+
+
+def trace(seed: int = 0) -> Trace:
+    return synthetic.generate(SMALL, random.Random(seed))
+
+
+def test_split_clusters_hold_exactly_the_original_quota() -> None:
+    whole = trace().cluster
+    parts = multicluster.split_cluster(whole, 3)
+    assert sum(p.gpu_capacity for p in parts) == whole.gpu_capacity
+    for team, gpus in whole.team_gpus.items():
+        assert sum(p.team_gpus[team] for p in parts) == gpus
+
+
+def test_prediction_spreads_work_that_fixed_order_piles_on_the_first_cluster() -> None:
+    baseline = policies.resolve("baseline", AgingSettings())
+    runs = {
+        s: multicluster.run_placement(
+            trace(), baseline, 3, s, failover_timeout_s=multicluster.SKYPILOT_ADMISSION_TIMEOUT_SECONDS
+        )
+        for s in multicluster.PlacementStrategy
+    }
+    fixed, predicted = runs[multicluster.PlacementStrategy.FIXED_ORDER], runs[multicluster.PlacementStrategy.PREDICTED]
+    assert fixed.first_choice == (len(trace().jobs), 0, 0)
+    assert all(count > 0 for count in predicted.first_choice)
+    assert predicted.p95_wait_s <= fixed.p95_wait_s
+    assert len(predicted.run.jobs) == len(fixed.run.jobs) == len(trace().jobs)
+
+
+def test_simulate_clusters_option_prints_both_placements() -> None:
+    result = CliRunner().invoke(
+        cli, ["simulate", "--jobs", "100", "--clusters", "2", "--failover-after", "900", "-o", "json", "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [r["strategy"] for r in data["runs"]] == ["fixed-order", "predicted"]
+    assert all(len(r["utilisation"]) == 2 for r in data["runs"])
+    assert data["failover_after_s"] == 900
