@@ -39,11 +39,8 @@ def output_option() -> Callable[[F], F]:
 def file_option(
     flag: str, dest: str, help_text: str, *, multiple: bool = False, required: bool = False
 ) -> Callable[[F], F]:
-    """An option naming an input file (a ``Path``; repeatable with ``multiple``).
-
-    Directories, FIFOs and other non-regular files are refused by the input boundary
-    (:mod:`sky_kueue.inputs.files`) in one line naming the file, not by click.
-    """
+    """An option naming an input file (a ``Path``; repeatable with ``multiple``). Directories
+    pass click (``sky_kueue.inputs.files`` explains them in one line)."""
     return click.option(
         flag,
         dest,

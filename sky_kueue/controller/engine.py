@@ -108,9 +108,9 @@ class RecordedFact:
 
 @dataclass(frozen=True)
 class AgingResult:
-    """What aging one Workload did (:meth:`AgingEngine._age`, or ``_level`` for band policies)."""
+    """What aging one Workload did: an aging step (:meth:`AgingEngine._age`), or a band level
+    (:meth:`AgingEngine._level`, no stored step)."""
 
-    #: The stored aging step (None for a band level: setting one is idempotent, nothing is stored).
     step: AgingStep | None
     decision: AgingDecision
     patch: WorkloadPatch | None = None

@@ -24,6 +24,11 @@ CONDITION_EVICTED = "Evicted"
 CONDITION_PREEMPTED = "Preempted"
 CONDITION_REQUEUED = "Requeued"
 
+#: ``priorityClassSource`` of a Workload whose class is a WorkloadPriorityClass (v1beta1).
+WORKLOAD_PRIORITY_CLASS_SOURCE = f"{KUEUE_GROUP}/workloadpriorityclass"
+#: The ``apiVersion`` of Kueue objects in the deprecated, still served v1beta1.
+API_VERSION_V1BETA1 = f"{KUEUE_GROUP}/v1beta1"
+
 #: Evicted reason of a preemption (``kueue.WorkloadEvictedByPreemption``).
 EVICTED_BY_PREEMPTION = "Preempted"
 #: Prefix Kueue puts on the message of an Evicted/Preempted condition reset to False on
@@ -52,6 +57,8 @@ POD_GROUP_NAME_KEY = "kueue.x-k8s.io/pod-group-name"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 #: Pod annotation: "false" makes a group unretriable (SkyPilot sets it).
 RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+#: Pod annotation: how many pods the group has.
+POD_GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 #: Kueue's scheduling gate on pods it has not admitted yet (``pod_webhook.go``).
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 

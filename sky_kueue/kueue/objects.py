@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from sky_kueue.kueue import api as kueue_api
+
 FR = tuple[str, str]
 """A (flavor name, resource name) pair: the unit of quota accounting."""
 
@@ -53,7 +55,7 @@ class StopPolicy(str, enum.Enum):
 
 
 #: ``priorityClassSource`` value for a WorkloadPriorityClass (v1beta1 spelling).
-WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
+WORKLOAD_PRIORITY_CLASS_SOURCE = kueue_api.WORKLOAD_PRIORITY_CLASS_SOURCE
 #: ``priorityClassSource`` value for a core PriorityClass (v1beta1 spelling).
 POD_PRIORITY_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
 

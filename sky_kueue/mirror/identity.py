@@ -56,7 +56,7 @@ MANAGED_JOB_KEY_PREFIX = "managed-job/"
 POD_GROUP_KEY_PREFIX = "pod-group/"
 
 #: Annotation prefixes worth keeping on mirrored pods (everything else is dropped to save memory).
-KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", "kueue.x-k8s.io/")
+KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", f"{kueue_api.KUEUE_GROUP}/")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,22 @@ from rich.text import Text
 
 from sky_kueue.sim.compare import Comparison
 
+#: Columns of the run-wide table (one row per policy).
+RUN_COLUMNS: tuple[str, ...] = (
+    *("policy", "preempt/job", "max", "inverted", "lost GPU-h", "GPU util", "goodput", "bursts"),
+    *("burst $", "finished", "failed", "at horizon", "wall"),
+)
+#: Columns of the targets table (one row per policy).
+TARGET_COLUMNS = ("policy", "starved", "low max wait", "x lower", "high p95", "change", "util delta", "all met")
+
+
+def _policy_table(title: str, columns: tuple[str, ...]) -> Table:
+    """A table with one row per policy: the policy's name left-aligned, figures right-aligned."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    return table
+
 
 def to_json(comparison: Comparison) -> dict[str, Any]:
     trace = comparison.trace
@@ -96,23 +112,7 @@ def render(comparison: Comparison) -> Group:
                 str(c.preemptions),
             )
         waits.add_section()
-    runs = Table(title="Run-wide")
-    for column in (
-        "policy",
-        "preempt/job",
-        "max",
-        "inverted",
-        "lost GPU-h",
-        "GPU util",
-        "goodput",
-        "bursts",
-        "burst $",
-        "finished",
-        "failed",
-        "at horizon",
-        "wall",
-    ):
-        runs.add_column(column, justify="left" if column == "policy" else "right")
+    runs = _policy_table("Run-wide", RUN_COLUMNS)
     for name, m in comparison.metrics.items():
         at_horizon = m.outcomes.get("running-at-horizon", 0) + m.outcomes.get("pending-at-horizon", 0)
         runs.add_row(
@@ -132,18 +132,7 @@ def render(comparison: Comparison) -> Group:
         )
     parts: list[Any] = [header, waits, runs]
     if comparison.targets:
-        targets = Table(title=f"Targets against {comparison.reference} (same trace, same seed)")
-        for column in (
-            "policy",
-            "starved",
-            "low max wait",
-            "x lower",
-            "high p95",
-            "change",
-            "util delta",
-            "all met",
-        ):
-            targets.add_column(column, justify="left" if column == "policy" else "right")
+        targets = _policy_table(f"Targets against {comparison.reference} (same trace, same seed)", TARGET_COLUMNS)
         for name, t in comparison.targets.items():
             change = "-" if t.high_p95_increase is None else f"{t.high_p95_increase:+.1%}"
             targets.add_row(

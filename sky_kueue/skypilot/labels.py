@@ -8,6 +8,8 @@ use of a key.
 
 from __future__ import annotations
 
+from sky_kueue.kueue import api as kueue_api
+
 #: Task label (``resources.labels``) that names the team a task is submitted for. The policy
 #: consumes it and re-writes it as a pod label (see :data:`TEAM_LABEL`'s use in ``rewrite``),
 #: because GCP rejects label keys containing ``/`` and ``.`` when a task bursts to the cloud.
@@ -18,10 +20,10 @@ TEAM_LABEL = "sky-kueue.io/team"
 BURST_LABEL = "sky-kueue.io/burst"
 
 #: Kueue's pod label naming the LocalQueue (``pkg/controller/constants``).
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE_LABEL = kueue_api.QUEUE_NAME_LABEL
 
 #: Kueue's pod label naming the WorkloadPriorityClass. SkyPilot 0.14.1 never sets it.
-KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+KUEUE_PRIORITY_CLASS_LABEL = kueue_api.PRIORITY_CLASS_LABEL
 
 #: Prefix of every Kueue-owned label key; such keys never belong in ``resources.labels``.
-KUEUE_LABEL_PREFIX = "kueue.x-k8s.io/"
+KUEUE_LABEL_PREFIX = f"{kueue_api.KUEUE_GROUP}/"

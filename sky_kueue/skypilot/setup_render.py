@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sky_kueue.kueue import api as kueue_api
 from sky_kueue.skypilot.setup_spec import QueueSpec, TeamSpec, TeamsSpec
 
-KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
+KUEUE_API_VERSION = kueue_api.API_VERSION_V1BETA1
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 ZERO_QUANTITY = "0"
 

@@ -163,6 +163,8 @@ def _ladder(value: Any) -> tuple[PriorityClassRung, ...]:
 Points = Annotated[int, Field(ge=0, le=INT32_MAX)]
 #: A count of preemptions.
 Preemptions = Annotated[int, Field(ge=1, le=INT32_MAX)]
+#: Priority levels of a band policy's band (at most :data:`MAX_BAND_LEVELS`).
+BandLevels = Annotated[int, Field(ge=0, le=MAX_BAND_LEVELS)]
 #: A finite, positive duration.
 PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Ladder = Annotated[tuple[PriorityClassRung, ...], BeforeValidator(_ladder)]
@@ -193,9 +195,9 @@ class AgingSettings:
     decay_factor: Annotated[float, Field(ge=0, le=1)] = DEFAULT_DECAY_FACTOR
     burst_after_preemptions: Preemptions | None = DEFAULT_BURST_AFTER_PREEMPTIONS
     burst_max_predicted_wait_seconds: PositiveSeconds | None = DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS
-    rank_levels: Annotated[int, Field(ge=0, le=MAX_BAND_LEVELS)] = DEFAULT_RANK_LEVELS
+    rank_levels: BandLevels = DEFAULT_RANK_LEVELS
     rank_age_step_seconds: PositiveSeconds | None = DEFAULT_RANK_AGE_STEP_SECONDS
-    protect_levels: Annotated[int, Field(ge=0, le=MAX_BAND_LEVELS)] = DEFAULT_PROTECT_LEVELS
+    protect_levels: BandLevels = DEFAULT_PROTECT_LEVELS
     protect_after_preemptions: Preemptions = DEFAULT_PROTECT_AFTER_PREEMPTIONS
     protect_seconds: PositiveSeconds | None = DEFAULT_PROTECT_SECONDS
     actuator: Annotated[ActuatorKind, Field(strict=False)] = ActuatorKind.AUTO
