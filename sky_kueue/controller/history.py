@@ -174,6 +174,21 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class FoldedTotals:
+    """Old episodes a size-bounded store folded into counts (see ``JobHistory.folded``).
+
+    ``through`` is the time of the newest folded fact: a fact at or before it that is not
+    among the retained records was folded, so a replay of it is a duplicate, not news.
+    """
+
+    through: float
+    preemptions: int = 0
+    evictions: int = 0
+    transitions: int = 0
+    steps: int = 0
+
+
+@dataclass(frozen=True)
 class JobHistory:
     """Everything known about one job. Build one with the ``with_*`` methods or load it."""
 
@@ -187,6 +202,9 @@ class JobHistory:
     evictions: tuple[EvictionRecord, ...] = ()
     steps: tuple[AgingStep, ...] = ()
     burst: BurstRecord | None = field(default=None)
+    #: Episodes older than the retained records, folded into counts by a size-bounded store
+    #: (None: nothing folded; the SQLite store never folds).
+    folded: FoldedTotals | None = None
 
     # --- derived views -----------------------------------------------------------------
 
@@ -237,6 +255,16 @@ class JobHistory:
         # Ties (several steps actuated at one instant) go to the step recorded last.
         _, latest = max(enumerate(actuated), key=lambda item: (item[1].actuated_at or 0.0, item[1].revision, item[0]))
         return latest.actuated_boost or 0
+
+    @property
+    def preemption_count(self) -> int:
+        """Every preemption ever recorded, folded ones included."""
+        return len(self.preemptions) + (self.folded.preemptions if self.folded else 0)
+
+    @property
+    def eviction_count(self) -> int:
+        """Every other eviction ever recorded, folded ones included."""
+        return len(self.evictions) + (self.folded.evictions if self.folded else 0)
 
     def step(self, key: EpisodeKey) -> AgingStep | None:
         return next((s for s in self.steps if s.key == key), None)
