@@ -18,7 +18,8 @@ round-trips exactly through JSON; a microsecond RFC 3339 string does not.
 Why compaction, and how exactly-once survives it: etcd refuses a value larger than
 ``--max-request-bytes`` (1.5 MiB by default; etcd ``embed/config.go``, ``DefaultMaxRequestBytes``),
 and the API server rejects the write. A job preempted thousands of times would get there, so
-before an object reaches :data:`COMPACT_AT_BYTES` the oldest finished episodes (their
+before an object reaches :data:`COMPACT_AT_BYTES` (a third of the limit: every write sends the
+whole object, so a smaller one is also a faster one) the oldest finished episodes (their
 preemptions, evictions, transitions and actuated or skipped steps) are folded into
 :class:`~sky_kueue.controller.history.FoldedTotals`. Steps still ``decided`` are never folded
 (they await actuation), nor is the most recently actuated step (it carries the current
@@ -76,7 +77,10 @@ class RecordKind:
 
 #: etcd's default request limit is 1.5 MiB; compact well before it (bytes of the JSON body).
 ETCD_MAX_REQUEST_BYTES = 1_572_864
-COMPACT_AT_BYTES = 1_048_576
+COMPACT_AT_BYTES = 524_288
+#: Room left for what the API server adds to a stored object (uid, resourceVersion,
+#: creationTimestamp, generation, managedFields on a real server).
+SERVER_METADATA_ALLOWANCE_BYTES = 4_096
 #: A compaction keeps this fraction of the foldable records (the newest ones).
 RETAINED_FRACTION = 0.5
 #: Object names are DNS-1123 subdomains of at most this many characters (Kubernetes
@@ -412,10 +416,8 @@ def manifest(
 ) -> dict[str, Any]:
     """The full object body for a create or an update (``resourceVersion`` added by the caller)."""
     labels = {RECORD_LABEL: kind}
-    if kind == RecordKind.JOB:
-        record = decode_spec(spec)
-        if has_pending_steps(record.history):
-            labels[PENDING_LABEL] = "true"
+    if kind == RecordKind.JOB and any(s.state is StepState.DECIDED for s in spec.steps):
+        labels[PENDING_LABEL] = "true"
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -481,6 +483,22 @@ def compact(history: JobHistory) -> JobHistory:
     return replace(
         history, preemptions=preemptions, evictions=evictions, transitions=transitions, steps=steps, folded=folded
     )
+
+
+def fit(
+    record: JobRecord, name: str, namespace: str, compact_at_bytes: int = COMPACT_AT_BYTES
+) -> tuple[dict[str, Any], JobRecord] | None:
+    """The object body for ``record`` and the record it holds, compacted until the body
+    (plus what the API server adds) stays under ``compact_at_bytes``; None if it cannot."""
+    while True:
+        spec = encode_spec(record)
+        body = manifest(name, namespace, spec, RecordKind.JOB, summary_status(record.history))
+        if body_bytes(body) + SERVER_METADATA_ALLOWANCE_BYTES < compact_at_bytes:
+            return body, record
+        compacted = compact(record.history)
+        if compacted == record.history:
+            return None
+        record = replace(record, history=compacted)
 
 
 def _current_boost_step(history: JobHistory) -> AgingStep | None:

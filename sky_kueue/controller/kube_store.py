@@ -92,6 +92,8 @@ RETRY_MAX_ATTEMPTS = 30
 RETRY_DEADLINE_SECONDS = 60.0
 #: Attempts to merge a pod-group record that keeps being written meanwhile.
 MERGE_PASSES = 5
+#: Decoded objects remembered by (name, resourceVersion); cleared when full.
+DECODED_MEMO_ENTRIES = 4096
 #: Per-request timeout (connect, read) in whole seconds (the client ignores float timeouts).
 REQUEST_TIMEOUT_SECONDS = (5, 30)
 
@@ -307,6 +309,7 @@ class KubernetesHistoryStore:
         self._objects = _Objects(api_client, namespace, retry or RetryPolicy())
         self._aliases: dict[str, str] = {}  # pod-group key -> managed-job key, once linked
         self._step_jobs: dict[str, str] = {}  # step token -> job key
+        self._decoded: dict[tuple[str, str], doc.JobRecord] = {}
 
     def check(self) -> None:
         """Fails fast when the resource is not served or not readable (CRD missing, RBAC).
@@ -324,25 +327,34 @@ class KubernetesHistoryStore:
 
     # --- encoding -----------------------------------------------------------------------
 
-    @staticmethod
-    def _decode(obj: dict[str, Any] | None) -> doc.JobRecord | None:
-        return None if obj is None else doc.decode_spec(doc.parse_spec(obj))
+    def _decode(self, obj: dict[str, Any] | None) -> doc.JobRecord | None:
+        """The record in ``obj``; memoized by name and resourceVersion (objects are immutable
+        once written, so a version decodes to the same record every time)."""
+        if obj is None:
+            return None
+        metadata = obj.get("metadata") or {}
+        memo_key = (str(metadata.get("name")), str(metadata.get("resourceVersion")))
+        found = self._decoded.get(memo_key)
+        if found is None:
+            found = doc.decode_spec(doc.parse_spec(obj))
+            if len(self._decoded) >= DECODED_MEMO_ENTRIES:
+                self._decoded.clear()
+            self._decoded[memo_key] = found
+        return found
 
-    def _body(self, record: doc.JobRecord) -> dict[str, Any]:
-        """The object for ``record``, compacted until it fits :attr:`compact_at_bytes`."""
+    def _body(self, record: doc.JobRecord) -> tuple[dict[str, Any], doc.JobRecord]:
+        """The object for ``record``, compacted until it fits, and the record it holds.
+
+        Raises:
+            StoreError: nothing is left to fold and the record is still too large.
+        """
         name = doc.object_name(record.history.key)
-        while True:
-            spec = doc.encode_spec(record)
-            body = doc.manifest(name, self.namespace, spec, doc.RecordKind.JOB, doc.summary_status(record.history))
-            if doc.body_bytes(body) < self.compact_at_bytes:
-                return body
-            compacted = doc.compact(record.history)
-            if compacted == record.history:
-                raise StoreError(
-                    f"{self._objects.where(name)} would exceed {self.compact_at_bytes} bytes "
-                    "and nothing is left to compact"
-                )
-            record = replace(record, history=compacted)
+        fitted = doc.fit(record, name, self.namespace, self.compact_at_bytes)
+        if fitted is None:
+            raise StoreError(
+                f"{self._objects.where(name)} would exceed {self.compact_at_bytes} bytes and nothing is left to compact"
+            )
+        return fitted
 
     # --- job keys -----------------------------------------------------------------------
 
@@ -352,17 +364,25 @@ class KubernetesHistoryStore:
         change: Callable[[doc.JobRecord | None], tuple[doc.JobRecord | None, T]],
     ) -> T:
         name = doc.object_name(job_key)
+        written: list[doc.JobRecord] = []
 
         def on_object(obj: dict[str, Any] | None) -> tuple[dict[str, Any] | None, T]:
+            written.clear()
             before = self._decode(obj)
             if before is not None and (before.alias_of or before.merging_into):
                 raise _Moved()  # merged into a managed job under us: resolve again
             after, result = change(before)
             if after is None or doc.same_record(before, after):
                 return None, result
-            return self._body(after), result
+            body, stored = self._body(after)
+            written.append(stored)
+            return body, result
 
-        return self._objects.update(name, on_object)
+        result = self._objects.update(name, on_object)
+        current = self._objects.cache.get(name)
+        if written and current is not None:  # the next write starts from this record, undecoded
+            self._decoded[(name, str(current["metadata"]["resourceVersion"]))] = written[0]
+        return result
 
     def _canonical_for_group(self, group_key: str) -> str:
         """The job key pod-group observations go to (following an alias, finishing a merge)."""
