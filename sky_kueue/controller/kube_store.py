@@ -743,6 +743,32 @@ class KubernetesHistoryStore:
             )
         return tuple(sorted(summaries, key=lambda s: s.key))
 
+    def import_history(self, history: JobHistory, namespace: str) -> bool:
+        """Writes a whole history (``controller migrate``); united by key with what is there.
+
+        Idempotent: importing the same history twice changes nothing the second time. A
+        managed job's pod group becomes its alias, as if the controller had seen both.
+
+        Returns:
+            True when something was written.
+        """
+        incoming = doc.JobRecord(history, namespace)
+
+        def change(record: doc.JobRecord | None) -> tuple[doc.JobRecord | None, bool]:
+            if record is None:
+                return incoming, True
+            merged = doc.merge(record, replace(incoming, history=replace(history, key="")), history.key)
+            merged = replace(merged, aliases=tuple(a for a in merged.aliases if a))
+            return merged, not doc.same_record(record, merged)
+
+        written = self._update_job(history.key, change)
+        identity = history.identity
+        if identity is not None and identity.managed_job_id and identity.pod_group_key:
+            self._link(identity.pod_group_key, history.key, history.first_seen or 0.0)
+        for step in history.steps:
+            self._step_jobs[step.key.token] = history.key
+        return written
+
     def histories(self) -> Iterable[JobHistory]:
         """Every job's full history (for ``controller migrate`` and ``status``)."""
         return tuple(r.history for r in self._records() if not r.merging_into)

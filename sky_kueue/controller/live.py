@@ -66,7 +66,7 @@ from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator
 from sky_kueue.controller.kube_watch import EventType, KindSpec, KindWatch, WatchedEvent
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.relaunch import StaleWorkload, pod_group_of, stale_workload
-from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
 
 log = logging.getLogger(__name__)
@@ -565,7 +565,7 @@ class Controller:
         aging: AgingSettings,
         settings: ControllerSettings,
         *,
-        runtime: RuntimeState | None = None,
+        runtime: ControllerState | None = None,
         clock: Clock = system_clock,
         lease_clock: Clock = system_clock,
         lease_client: LeaseClient | None = None,
