@@ -7,9 +7,10 @@ Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watche
 watch cursor is saved, the Lease is released so a follower takes over at once, and the
 process exits 0.
 
-``controller status`` reads the state file only (safe while the controller runs: WAL mode)
-and lists the jobs with their preemptions, current boost and burst decisions, plus the last
-heartbeat.
+``controller status`` reads the store only (a SQLite file is safe to read while the
+controller runs: WAL mode; ``--state kubernetes`` reads the JobHistory objects) and lists the
+jobs with their preemptions, current boost and burst decisions, plus the last heartbeat.
+``controller migrate`` moves a SQLite history into the in-cluster store.
 
 Bad input (missing file, invalid config, unreachable cluster at startup) prints one line and
 exits with code 2; never a traceback.

@@ -12,10 +12,11 @@ a *pure function of this history* (:mod:`sky_kueue.controller.aging`), which mak
 reproducible: recomputing it from the same history gives the same boost, so a crash can
 never make the controller boost twice.
 
-Everything here is immutable and free of I/O. :class:`HistoryStore` is the port; the
-embedded SQLite adapter lives in :mod:`sky_kueue.controller.sqlite_store`, and a
-Kubernetes-native store (a ConfigMap or a small CRD) can implement the same Protocol for an
-in-cluster deployment.
+Everything here is immutable and free of I/O. :class:`HistoryStore` is the port, with two
+adapters: the embedded SQLite file (:mod:`sky_kueue.controller.sqlite_store`) and one
+``JobHistory`` object per job in the API server (:mod:`sky_kueue.controller.kube_store`) for
+an in-cluster deployment with several replicas; ``--state`` chooses
+(:mod:`sky_kueue.controller.state_spec`).
 """
 
 from __future__ import annotations
