@@ -418,26 +418,23 @@ class KubernetesHistoryStore:
                 group_name, self.namespace, spec, doc.RecordKind.JOB, doc.summary_status(record.history)
             ), False
 
-        absent = self._objects.update(group_name, mark)
-        if absent:
+        def create_alias(obj: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
+            if obj is None:
+                return self._alias_body(group_key, key), True
+            record = self._decode(obj)
+            return None, record is not None and record.alias_of == key  # False: a full record appeared
+
+        for _ in range(MERGE_PASSES):
+            if not self._objects.update(group_name, mark):
+                self._finish_merge(group_key, key)
+                break
             # No pod-group history: the managed job lists the alias, then the alias object appears.
             self._update_job(key, lambda r: (self._with_alias(r, group_key, key, seen_at), None))
-            self._objects.update(
-                group_name,
-                lambda obj: (
-                    (self._alias_body(group_key, key), None) if obj is None else self._repoint(obj, group_key, key)
-                ),
-            )
+            if self._objects.update(group_name, create_alias):
+                break
         else:
-            self._finish_merge(group_key, key)
+            raise StoreError(f"{self._objects.where(group_name)}: still changing after {MERGE_PASSES} link passes")
         self._aliases[group_key] = key
-
-    def _repoint(self, obj: dict[str, Any], group_key: str, key: str) -> tuple[dict[str, Any] | None, None]:
-        record = self._decode(obj)
-        assert record is not None
-        if record.alias_of == key:
-            return None, None
-        raise _Conflict()  # a full record appeared meanwhile: the caller's next pass merges it
 
     def _with_alias(self, record: doc.JobRecord | None, group_key: str, key: str, seen_at: float) -> doc.JobRecord:
         if record is None:

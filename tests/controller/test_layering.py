@@ -21,6 +21,7 @@ PURE = (
     "sky_kueue.controller.history",
     "sky_kueue.controller.identity",
     "sky_kueue.controller.keys",
+    "sky_kueue.controller.state_spec",
     "sky_kueue.kueue.api",
 )
 IO_MODULES = ("sqlite3", "kubernetes", "urllib3", "socket", "http.client", "sky")
