@@ -296,18 +296,14 @@ def chain_failure_sources(first: FailureFunc | None, second: FailureFunc) -> Fai
     registered would silence another plugin's failures. A failing earlier source is logged and
     does not hide ours.
     """
-
     def both(cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
         if first is None:
             return second(cluster_hash, cluster_name)
         try:
             earlier = list(first(cluster_hash, cluster_name) or [])
         except Exception as exc:  # noqa: BLE001 - another plugin's bug must not hide Kueue preemptions
-            log.warning(
-                "an earlier external failure source failed (%s: %s); reporting sky-kueue's only",
-                type(exc).__name__,
-                exc,
-            )
+            log.warning("an earlier external failure source failed (%s: %s); reporting sky-kueue's only",
+                        type(exc).__name__, exc)
             earlier = []
         return earlier + second(cluster_hash, cluster_name)
 
