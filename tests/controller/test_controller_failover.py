@@ -4,10 +4,13 @@ Two ``sky-kueue controller run --state kubernetes`` processes share one sandbox 
 in JobHistory objects, the Lease in ``default``). The test plays Kueue and SkyPilot as the
 crash test does (``test_controller_crash.Driver``): each round every job is preempted and
 relaunched. In the middle round the leader is SIGKILLed right after the burst of preemptions
-and relaunches lands, before it has aged them. The follower must take the Lease within one
-lease duration of the leader's last renewal (client-go ``tools/leaderelection``: a candidate
-retries every RetryPeriod, and a lease not renewed for LeaseDuration is free), resume from
-the history and cursor in the cluster, and age every relaunch.
+and relaunches lands, with one relaunch aged and the others' patches in flight. The follower
+must take the Lease within one lease duration of its last observation of the leader's
+renewal, as client-go ``tools/leaderelection`` does (a candidate polls every RetryPeriod and
+counts LeaseDuration from the moment it *observed* the record change, not from the holder's
+``renewTime``, so clocks need not agree): measured from the last renewal that is at most
+LeaseDuration plus two RetryPeriods (the observation lag and the next poll). It then resumes
+from the history and cursor in the cluster and ages every relaunch.
 
 Afterwards: every preemption recorded once, one step per relaunch at the policy's boost,
 each actuated; every relaunch's priority raised exactly once; and the aging PATCHes the API
@@ -54,6 +57,10 @@ RETRY_PERIOD_SECONDS = 0.5
 LEASE_NAME = "sky-kueue-controller"
 LEASE_NAMESPACE = "default"
 LEASE_POLL_SECONDS = 0.05
+#: Process scheduling on a shared 2-core machine, on top of the election's own bound.
+SCHEDULING_SLACK_SECONDS = 0.25
+#: The follower's bound from the leader's last renewal (see the module docstring).
+TAKEOVER_BOUND_SECONDS = LEASE_DURATION_SECONDS + 2 * RETRY_PERIOD_SECONDS + SCHEDULING_SLACK_SECONDS
 STOP_TIMEOUT_SECONDS = 30
 
 
@@ -163,9 +170,8 @@ def test_the_follower_takes_over_mid_burst_and_nothing_is_lost_or_doubled(tmp_pa
                 driver.wait_for_aging()
                 sandbox.store.delete("pods", prod, "crash")
                 driver.admit_all()
-            # One lease duration after the last renewal, plus the follower's polling period.
             assert takeover_seconds is not None
-            assert takeover_seconds <= LEASE_DURATION_SECONDS + RETRY_PERIOD_SECONDS + LEASE_POLL_SECONDS
+            assert takeover_seconds <= TAKEOVER_BOUND_SECONDS
             assert follower.leading.is_set()
             follower.proc.send_signal(signal.SIGTERM)
             assert follower.proc.wait(timeout=STOP_TIMEOUT_SECONDS) == 0
