@@ -28,6 +28,12 @@ or before it is reported "already recorded", so the idempotency of the watch rep
 folded episodes as well. Only the most recent :data:`RETAINED_FRACTION` of the records is
 kept in full, so ``through`` lies hundreds of episodes in the past, far beyond any watch
 replay window (the API server's watch cache keeps minutes of events, ``--watch-cache-sizes``).
+
+What a fold loses: the aging policies are folds over the *retained* records, so after a
+compaction they see the job's recent past only (the folded counts feed ``status``, the
+printer columns and ``controller status``, not the policy), and the waiting and running time
+of folded intervals is dropped. At :data:`COMPACT_AT_BYTES` that happens after roughly 1,500
+preemption cycles of one job, long after any bounded policy has reached its cap.
 """
 
 from __future__ import annotations
