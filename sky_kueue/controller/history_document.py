@@ -32,8 +32,9 @@ replay window (the API server's watch cache keeps minutes of events, ``--watch-c
 What a fold loses: the aging policies are folds over the *retained* records, so after a
 compaction they see the job's recent past only (the folded counts feed ``status``, the
 printer columns and ``controller status``, not the policy), and the waiting and running time
-of folded intervals is dropped. At :data:`COMPACT_AT_BYTES` that happens after roughly 1,500
-preemption cycles of one job, long after any bounded policy has reached its cap.
+of folded intervals is dropped. One preemption cycle costs about 1.1 KiB (the preemption
+with Kueue's message, three transitions, an aging step with its explanation), so at
+:data:`COMPACT_AT_BYTES` the first fold comes after roughly 450 preemptions of one job.
 """
 
 from __future__ import annotations
