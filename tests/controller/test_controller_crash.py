@@ -332,7 +332,8 @@ def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path, state_
     # The sandbox keeps the real time: the controller process stamps its decisions with it.
     with Sandbox(run_emulator=False, start=datetime.datetime.now(datetime.timezone.utc)) as sandbox:
         sandbox.apply(SETUP)
-        sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
+        if state_kind == "kubernetes":
+            sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
         command = [
             sys.executable,
             "-m",
