@@ -19,10 +19,18 @@ across machines):
 * ``throughput``: ``BURST`` evictions written at once; preemptions handled (patched) per
   second until the last patch lands, against the bare watch client echoing the same burst.
 
+Both history stores are measured side by side in one run (``stores``): ``--state
+sqlite:PATH`` (fsynced SQLite transactions) and ``--state kubernetes`` (each history write a
+compare-and-swap PUT of the job's JobHistory object to the same sandbox API server), with
+``kubernetes_to_sqlite`` ratios. The policy is pinned to ``bounded``, whose aging steps are
+stored (the default ``rank`` sets band levels and stores no step, which would not exercise
+the store). The top-level ``eviction_to_patch_ms`` and ``throughput`` are the SQLite
+store's, as before.
+
 The controller is the real ``sky-kueue controller run`` in a subprocess (its own
 interpreter, as deployed), talking to the sandbox API server on 127.0.0.1.
 
-Run: ``.venv/bin/python benchmarks/controller.py`` (about 15 s).
+Run: ``.venv/bin/python benchmarks/controller.py`` (about 25 s).
 """
 
 from __future__ import annotations
@@ -36,11 +44,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sky_kueue.controller.kube_store import KubernetesRuntimeState
+from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.sandbox import Sandbox
 
@@ -55,6 +66,8 @@ REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = "workloads.kueue.x-k8s.io"
 NAMESPACE = "bench"
 ECHO_ANNOTATION = "bench.sky-kueue.io/echo"
+#: Where ``--state kubernetes`` keeps the histories in the benchmark.
+STORE_NAMESPACE = "sky-kueue-system"
 
 #: The bare watch client: observe a Workload change, merge-patch an annotation back.
 ECHO_CLIENT = f"""
@@ -215,34 +228,42 @@ def _start(command: list[str], ready: str, log: Path) -> subprocess.Popen[bytes]
     return proc
 
 
-def _wait_handled(state: Path | None, version: int) -> None:
-    """Waits until the controller's durable cursor passes ``version`` (the creations are digested)."""
-    if state is None:
-        return
-    from sky_kueue.controller.runtime_state import RuntimeState
+CursorReader = Callable[[], "str | None"]
 
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
+
+def _sqlite_cursor(state: Path) -> CursorReader:
+    def read() -> str | None:
         runtime = RuntimeState(state, read_only=True)
         try:
-            cursor = runtime.cursor("workloads")
+            return runtime.cursor("workloads")
         finally:
             runtime.close()
-        if cursor is not None and int(cursor) >= version:
+
+    return read
+
+
+def _wait_handled(cursor: CursorReader | None, version: int) -> None:
+    """Waits until the controller's durable cursor passes ``version`` (the creations are digested)."""
+    if cursor is None:
+        return
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        found = cursor()
+        if found is not None and int(found) >= version:
             return
         time.sleep(CURSOR_POLL_SECONDS)
     raise RuntimeError("the controller did not digest the new Workloads in time")
 
 
 def _measure(
-    sb: Sandbox, prefix: str, count: int, landing: Landing, *, burst: bool, state: Path | None = None
+    sb: Sandbox, prefix: str, count: int, landing: Landing, *, burst: bool, cursor: CursorReader | None = None
 ) -> tuple[list[float], float]:
     """Creates ``count`` Workloads, evicts them (one by one, or all at once) and times the answers."""
     store = sb.store
     names = [f"{prefix}-{i}" for i in range(count)]
     for i, name in enumerate(names):
         store.create(WORKLOADS, _workload(name, f"{prefix}{i}"), NAMESPACE)
-    _wait_handled(state, store.resource_version)  # not part of any measurement
+    _wait_handled(cursor, store.resource_version)  # not part of any measurement
     started: dict[str, float] = {}
     status = _evicted(_stamp(sb))
     echo = prefix.startswith("echo")
@@ -260,14 +281,60 @@ def _measure(
     return [landing.at[n] - started[n] for n in names], elapsed
 
 
+def _run_controller(sb: Sandbox, tmp: Path, tag: str, state: str, aged: Landing) -> tuple[list[float], float]:
+    """Runs ``controller run --state STATE`` and measures it (Workload names prefixed ``tag``)."""
+    if state.startswith("kubernetes"):
+        runtime = KubernetesRuntimeState(sb.api_client(), STORE_NAMESPACE)
+        cursor: CursorReader = lambda: runtime.cursor("workloads")  # noqa: E731
+    else:
+        cursor = _sqlite_cursor(Path(state))
+    controller = _start(
+        [
+            sys.executable,
+            "-m",
+            "sky_kueue.cli.main",
+            "controller",
+            "run",
+            "--kubeconfig",
+            str(sb.kubeconfig_path),
+            "--state",
+            state,
+            "--config",
+            str(tmp / "sky-kueue.yaml"),
+            "--lease-namespace",
+            "default",
+            "--identity",
+            f"bench-{tag}",
+            "--priority-boost-gate",
+            "off",
+        ],
+        '"session started"',
+        tmp / f"controller-{tag}.log",
+    )
+    try:
+        _measure(sb, f"{tag}-warm", WARMUP, aged, burst=False, cursor=cursor)
+        delays, _ = _measure(sb, f"{tag}-job", SAMPLES, aged, burst=False, cursor=cursor)
+        _, burst_seconds = _measure(sb, f"{tag}-burst", BURST, aged, burst=True, cursor=cursor)
+    finally:
+        controller.terminate()  # releases the Lease: the next controller leads at once
+        controller.wait(timeout=30)
+    return delays, burst_seconds
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sky-kueue-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
         config = yaml.safe_load((REPO / "configs" / "sky-kueue.yaml").read_text())
-        config["aging"]["parameters"] = {"preemptions_per_step": 1, "boost_per_step": 100, "age_weight": 0}
+        config["aging"]["parameters"] = {
+            "policy": "bounded",
+            "preemptions_per_step": 1,
+            "boost_per_step": 100,
+            "age_weight": 0,
+        }
         (tmp / "sky-kueue.yaml").write_text(yaml.safe_dump(config))
         with Sandbox(run_emulator=False) as sb:
             sb.apply(SETUP)
+            sb.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
             aged, echoed = Landing(_aged), Landing(_echoed)
             sb.store.add_commit_hook(aged, WORKLOADS)
             sb.store.add_commit_hook(echoed, WORKLOADS)
@@ -281,56 +348,49 @@ def main() -> None:
                 echo.terminate()
                 echo.wait(timeout=30)
 
-            controller = _start(
-                [
-                    sys.executable,
-                    "-m",
-                    "sky_kueue.cli.main",
-                    "controller",
-                    "run",
-                    "--kubeconfig",
-                    str(sb.kubeconfig_path),
-                    "--state",
-                    str(tmp / "controller.db"),
-                    "--config",
-                    str(tmp / "sky-kueue.yaml"),
-                    "--lease-namespace",
-                    "default",
-                    "--priority-boost-gate",
-                    "off",
-                ],
-                '"session started"',
-                tmp / "controller.log",
-            )
-            try:
-                state = tmp / "controller.db"
-                _measure(sb, "warm", WARMUP, aged, burst=False, state=state)
-                delays, _ = _measure(sb, "job", SAMPLES, aged, burst=False, state=state)
-                _, burst_seconds = _measure(sb, "burst", BURST, aged, burst=True, state=state)
-            finally:
-                controller.terminate()
-                controller.wait(timeout=30)
+            results = {
+                "sqlite": _run_controller(sb, tmp, "sqlite", str(tmp / "controller.db"), aged),
+                "kubernetes": _run_controller(sb, tmp, "k8s", f"kubernetes:{STORE_NAMESPACE}", aged),
+            }
 
-    controller_summary, baseline_summary = _summary(delays), _summary(baseline)
-    throughput = BURST / burst_seconds
+    baseline_summary = _summary(baseline)
     baseline_throughput = BURST / baseline_burst_seconds
+    stores = {}
+    for name, (delays, burst_seconds) in results.items():
+        summary = _summary(delays)
+        throughput = BURST / burst_seconds
+        stores[name] = {
+            "eviction_to_patch_ms": summary,
+            "ratio_to_baseline": {
+                "median": round(summary["median"] / baseline_summary["median"], 2),
+                "p99": round(summary["p99"] / baseline_summary["p99"], 2),
+            },
+            "throughput": {
+                "preemptions": BURST,
+                "seconds": round(burst_seconds, 3),
+                "preemptions_per_second": round(throughput, 1),
+                "baseline_echoes_per_second": round(baseline_throughput, 1),
+                "ratio_to_baseline": round(throughput / baseline_throughput, 2),
+            },
+            "meets_target": summary["p99"] < TARGET_P99_MS,
+        }
+    sqlite, kube = stores["sqlite"], stores["kubernetes"]
     document = {
         "samples": SAMPLES,
-        "eviction_to_patch_ms": controller_summary,
+        "eviction_to_patch_ms": sqlite["eviction_to_patch_ms"],
         "baseline_watch_roundtrip_ms": baseline_summary,
-        "ratio_to_baseline": {
-            "median": round(controller_summary["median"] / baseline_summary["median"], 2),
-            "p99": round(controller_summary["p99"] / baseline_summary["p99"], 2),
-        },
-        "throughput": {
-            "preemptions": BURST,
-            "seconds": round(burst_seconds, 3),
-            "preemptions_per_second": round(throughput, 1),
-            "baseline_echoes_per_second": round(baseline_throughput, 1),
-            "ratio_to_baseline": round(throughput / baseline_throughput, 2),
+        "ratio_to_baseline": sqlite["ratio_to_baseline"],
+        "throughput": sqlite["throughput"],
+        "stores": stores,
+        "kubernetes_to_sqlite": {
+            "median": round(kube["eviction_to_patch_ms"]["median"] / sqlite["eviction_to_patch_ms"]["median"], 2),
+            "p99": round(kube["eviction_to_patch_ms"]["p99"] / sqlite["eviction_to_patch_ms"]["p99"], 2),
+            "preemptions_per_second": round(
+                kube["throughput"]["preemptions_per_second"] / sqlite["throughput"]["preemptions_per_second"], 2
+            ),
         },
         "target_p99_ms": TARGET_P99_MS,
-        "meets_target": controller_summary["p99"] < TARGET_P99_MS,
+        "meets_target": all(store["meets_target"] for store in stores.values()),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
     }
     json.dump(document, sys.stdout, indent=2)

@@ -77,26 +77,31 @@ def _parse_at(text: str | None) -> float:
     return value
 
 
-def _load_history(state_path: Path, job_ref: str) -> JobHistory:
-    from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+def _load_history(
+    state_text: str, job_ref: str, kubeconfig: Path | None, context: str | None, in_cluster: bool
+) -> JobHistory:
+    from sky_kueue.cli import state_option
 
-    if not state_path.exists():
-        errors.fail(f"state file {state_path} does not exist")
-    if state_path.is_dir():
-        errors.fail(f"state path {state_path} is a directory, expected the history store file")
+    spec = state_option.parse(state_text)
+    opened = state_option.open_from_cli(
+        spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=True
+    )
+    where = opened.location
     try:
-        with SqliteHistoryStore(state_path, read_only=True) as store:
-            key = store.resolve(job_ref)
-            if key is None:
-                known = [job.key for job in store.jobs()]
-                listed = ", ".join(known[:MAX_JOBS_IN_ERROR]) or "none"
-                more = f" (and {len(known) - MAX_JOBS_IN_ERROR} more)" if len(known) > MAX_JOBS_IN_ERROR else ""
-                errors.fail(f"no job matching {job_ref!r} in {state_path}; known jobs: {listed}{more}")
-            history = store.load(key)
+        store = opened.store
+        key = store.resolve(job_ref)
+        if key is None:
+            known = [job.key for job in store.jobs()]
+            listed = ", ".join(known[:MAX_JOBS_IN_ERROR]) or "none"
+            more = f" (and {len(known) - MAX_JOBS_IN_ERROR} more)" if len(known) > MAX_JOBS_IN_ERROR else ""
+            errors.fail(f"no job matching {job_ref!r} in {where}; known jobs: {listed}{more}")
+        history = store.load(key)
     except StoreError as err:
         errors.fail(str(err))
+    finally:
+        opened.close()
     if history is None:
-        errors.fail(f"job {job_ref!r} disappeared from {state_path} while reading")
+        errors.fail(f"job {job_ref!r} disappeared from {where} while reading")
     return history
 
 
@@ -216,7 +221,15 @@ def aging() -> None:
 
 @aging.command("explain")
 @click.option("--job", "job_ref", metavar="JOB", help="Managed-job id (17), job key, or pod-group name.")
-@click.option("--state", "state_path", metavar="PATH", type=click.Path(path_type=Path), help="History store file.")
+@click.option(
+    "--state",
+    "state_text",
+    metavar="SPEC",
+    help="The controller's history: sqlite:PATH, PATH, or kubernetes[:NAMESPACE].",
+)
+@options.kubeconfig_option("kubeconfig (--state kubernetes).")
+@options.context_option()
+@click.option("--in-cluster", is_flag=True, help="Use the pod's service account (--state kubernetes).")
 @click.option("--config", "config_path", metavar="FILE", type=click.Path(path_type=Path), help="sky-kueue config.")
 @click.option(
     "--policy", "policy_name", metavar="NAME", help="Evaluate with this policy instead of the configured one."
@@ -225,7 +238,10 @@ def aging() -> None:
 @options.output_option()
 def explain(
     job_ref: str | None,
-    state_path: Path | None,
+    state_text: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    in_cluster: bool,
     config_path: Path | None,
     policy_name: str | None,
     at_text: str | None,
@@ -234,8 +250,8 @@ def explain(
     """Show how the boost of JOB is computed from the durable history."""
     if not job_ref or not job_ref.strip():
         errors.fail("--job is required (a managed-job id, job key or pod-group name)")
-    if state_path is None:
-        errors.fail("--state is required (the controller's history store file)")
+    if state_text is None:
+        errors.fail("--state is required (the controller's history: sqlite:PATH, PATH, or kubernetes[:NAMESPACE])")
     settings = load_settings(config_path)
     if policy_name is not None:
         try:
@@ -245,7 +261,7 @@ def explain(
     else:
         policy = aging_policies.get_policy(settings.policy)
     now = _parse_at(at_text)
-    history = _load_history(state_path, job_ref)
+    history = _load_history(state_text, job_ref, kubeconfig, context, in_cluster)
     decision = policy.decide(history, settings, now)
     if output == "json":
         json.dump(_report(history, settings, decision), sys.stdout, indent=2, sort_keys=True)

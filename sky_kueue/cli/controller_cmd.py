@@ -7,9 +7,10 @@ Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watche
 watch cursor is saved, the Lease is released so a follower takes over at once, and the
 process exits 0.
 
-``controller status`` reads the state file only (safe while the controller runs: WAL mode)
-and lists the jobs with their preemptions, current boost and burst decisions, plus the last
-heartbeat.
+``controller status`` reads the store only (a SQLite file is safe to read while the
+controller runs: WAL mode; ``--state kubernetes`` reads the JobHistory objects) and lists the
+jobs with their preemptions, current boost and burst decisions, plus the last heartbeat.
+``controller migrate`` moves a SQLite history into the in-cluster store.
 
 Bad input (missing file, invalid config, unreachable cluster at startup) prints one line and
 exits with code 2; never a traceback.
@@ -30,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from sky_kueue.cli import options
+from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
+from sky_kueue.cli.state_option import cluster_options, state_option
 from sky_kueue.controller.history import StoreError
-from sky_kueue.controller.runtime_state import resolve_state_path
+from sky_kueue.controller.state_spec import OpenedState, StateKind
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -89,7 +92,7 @@ def controller() -> None:
 @options.kubeconfig_option()
 @options.context_option()
 @click.option("--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig.")
-@click.option("--state", "state_path", type=click.Path(path_type=Path, dir_okay=False), help="State file.")
+@state_option
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
 @click.option("--namespace", help="Watch one namespace only (default: all).")
 @click.option("--lease-namespace", help="Namespace of the leader-election Lease (default: the pod's).")
@@ -118,7 +121,7 @@ def run(
     kubeconfig: Path | None,
     context: str | None,
     in_cluster: bool,
-    state_path: Path | None,
+    state_text: str | None,
     config_path: Path | None,
     namespace: str | None,
     lease_namespace: str | None,
@@ -139,9 +142,9 @@ def run(
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
-    from sky_kueue.controller.runtime_state import RuntimeState
-    from sky_kueue.controller.sqlite_store import SqliteHistoryStore
     from sky_kueue.skypilot.config import resolve_config_path
+
+    spec = state_option_module.parse(state_text)
 
     try:
         loaded = load_controller_config(resolve_config_path(config_path))
@@ -159,13 +162,14 @@ def run(
     except ValueError as err:
         raise UserError(str(err)) from None
     api_client = _api_client(kubeconfig, context, in_cluster)
-    state = resolve_state_path(state_path)
     try:
-        state.parent.mkdir(parents=True, exist_ok=True)
-        store = SqliteHistoryStore(state)
-        runtime = RuntimeState(state)
-    except (OSError, StoreError) as err:
-        raise UserError(f"--state: {err}") from None
+        opened = state_option_module.open_from_cli(
+            spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=False, api_client=api_client
+        )
+    except UserError as err:
+        message = err.message if spec.kind is StateKind.KUBERNETES else f"--state: {err.message}"
+        raise UserError(message) from None
+    store, runtime = opened.store, opened.runtime
     logs.configure(log_format, log_level)
     gate = {"auto": None, "on": True, "off": False}[priority_boost_gate]
     settings = ControllerSettings(
@@ -190,7 +194,7 @@ def run(
             "fields": {
                 "identity": lease_settings.identity,
                 "lease": f"{lease_settings.namespace}/{lease_settings.name}",
-                "state": str(state),
+                "state": str(spec),
                 "config": str(loaded.path),
                 "aging_enabled": loaded.enabled,
                 "policy": loaded.aging.policy,
@@ -203,62 +207,50 @@ def run(
     try:
         ctl.run(stop)
     finally:
-        store.close()
-        runtime.close()
+        opened.close()
     log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
 
 
-def _status_document(state: Path) -> dict[str, Any]:
-    from sky_kueue.controller.runtime_state import RuntimeState
-    from sky_kueue.controller.sqlite_store import SqliteHistoryStore
-
-    if not state.exists():
-        raise UserError(f"state file {state} does not exist (start the controller with --state {state})")
-    if state.is_dir():
-        raise UserError(f"state path {state} is a directory, expected the controller's state file")
+def _status_document(opened: OpenedState) -> dict[str, Any]:
+    store, runtime = opened.store, opened.runtime
     try:
-        with SqliteHistoryStore(state, read_only=True) as store:
-            runtime = RuntimeState(state, read_only=True)
-            try:
-                beat = runtime.heartbeat()
-                cursors = runtime.cursors()
-            finally:
-                runtime.close()
-            jobs = []
-            for summary in store.jobs():
-                history = store.load(summary.key)
-                if history is None:
-                    continue
-                last = max(history.preemptions, key=lambda p: p.at, default=None)
-                jobs.append(
-                    {
-                        "job": summary.key,
-                        "namespace": summary.namespace,
-                        "pod_group": summary.pod_group,
-                        "managed_job_id": summary.managed_job_id,
-                        "phase": summary.phase.value if summary.phase else None,
-                        "base_priority": history.base_priority,
-                        "preemptions": summary.preemptions,
-                        "other_evictions": summary.evictions,
-                        "boost": summary.current_boost,
-                        "last_preemption": None
-                        if last is None
-                        else {
-                            "at": last.at,
-                            "workload": last.workload_name,
-                            "reason": last.reason,
-                            "preemptor_uid": last.preemptor_uid,
-                            "preemptor_priority": last.preemptor_priority,
-                        },
-                        "burst": None
-                        if history.burst is None
-                        else {
-                            "reason": history.burst.reason,
-                            "detail": history.burst.detail,
-                            "decided_at": history.burst.decided_at,
-                        },
-                    }
-                )
+        beat = runtime.heartbeat()
+        cursors = runtime.cursors()
+        jobs = []
+        for summary in store.jobs():
+            history = store.load(summary.key)
+            if history is None:
+                continue
+            last = max(history.preemptions, key=lambda p: p.at, default=None)
+            jobs.append(
+                {
+                    "job": summary.key,
+                    "namespace": summary.namespace,
+                    "pod_group": summary.pod_group,
+                    "managed_job_id": summary.managed_job_id,
+                    "phase": summary.phase.value if summary.phase else None,
+                    "base_priority": history.base_priority,
+                    "preemptions": summary.preemptions,
+                    "other_evictions": summary.evictions,
+                    "boost": summary.current_boost,
+                    "last_preemption": None
+                    if last is None
+                    else {
+                        "at": last.at,
+                        "workload": last.workload_name,
+                        "reason": last.reason,
+                        "preemptor_uid": last.preemptor_uid,
+                        "preemptor_priority": last.preemptor_priority,
+                    },
+                    "burst": None
+                    if history.burst is None
+                    else {
+                        "reason": history.burst.reason,
+                        "detail": history.burst.detail,
+                        "decided_at": history.burst.decided_at,
+                    },
+                }
+            )
     except StoreError as err:
         raise UserError(str(err)) from None
     controller_info: dict[str, Any] | None = None
@@ -270,7 +262,7 @@ def _status_document(state: Path) -> dict[str, Any]:
             "heartbeat_age_seconds": round(time.time() - beat.at, 3),
             **beat.details,
         }
-    return {"state": str(state), "controller": controller_info, "cursors": cursors, "jobs": jobs}
+    return {"state": opened.location, "controller": controller_info, "cursors": cursors, "jobs": jobs}
 
 
 def _print_status(document: dict[str, Any]) -> None:
@@ -308,7 +300,8 @@ def _print_status(document: dict[str, Any]) -> None:
 
 
 @controller.command("status")
-@click.option("--state", "state_path", type=click.Path(path_type=Path), help="State file.")
+@state_option
+@cluster_options
 @options.output_option()
 @click.option(
     "--max-heartbeat-age",
@@ -317,9 +310,23 @@ def _print_status(document: dict[str, Any]) -> None:
     metavar="SECONDS",
     help="Exit 1 if the last heartbeat is older than this (a liveness probe).",
 )
-def status(state_path: Path | None, output: str, max_heartbeat_age: float | None) -> None:
+def status(
+    state_text: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    in_cluster: bool,
+    output: str,
+    max_heartbeat_age: float | None,
+) -> None:
     """Jobs, preemptions, boosts and burst decisions recorded by the controller."""
-    document = _status_document(resolve_state_path(state_path))
+    spec = state_option_module.parse(state_text)
+    opened = state_option_module.open_from_cli(
+        spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=True
+    )
+    try:
+        document = _status_document(opened)
+    finally:
+        opened.close()
     if output == "json":
         json.dump(document, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
@@ -330,3 +337,57 @@ def status(state_path: Path | None, output: str, max_heartbeat_age: float | None
         if info is None or info["heartbeat_age_seconds"] > max_heartbeat_age:
             click.echo(f"error: no controller heartbeat within {max_heartbeat_age:g} s", err=True)
             sys.exit(EXIT_STALE_HEARTBEAT)
+
+
+@controller.command("migrate")
+@click.option("--from", "source_text", required=True, metavar="sqlite:PATH", help="The SQLite history to move.")
+@click.option(
+    "--to", "target_text", required=True, metavar="kubernetes[:NS]", help="The in-cluster store to move it to."
+)
+@cluster_options
+def migrate(source_text: str, target_text: str, kubeconfig: Path | None, context: str | None, in_cluster: bool) -> None:
+    """Move a SQLite history (and its watch cursors) into the in-cluster store.
+
+    Idempotent: facts are united by their idempotency keys, so running it twice, or after
+    the in-cluster controller already recorded some facts, duplicates nothing. Stop the
+    SQLite-backed controller first, or facts it records meanwhile stay behind.
+    """
+    from sky_kueue.controller.kube_store import KubernetesHistoryStore
+    from sky_kueue.controller.state_spec import parse_kubernetes_spec
+
+    source = state_option_module.parse(source_text, option="--from")
+    if source.kind is not StateKind.SQLITE:
+        raise UserError(f"--from {source_text!r}: expected a SQLite history (sqlite:PATH or PATH)")
+    try:
+        target = parse_kubernetes_spec(target_text, "--to")
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    reader = state_option_module.open_from_cli(source, kubeconfig=None, context=None, in_cluster=False, read_only=True)
+    writer = state_option_module.open_from_cli(
+        target, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=False
+    )
+    assert isinstance(writer.store, KubernetesHistoryStore)
+    jobs = preemptions = steps = written = 0
+    try:
+        for summary in reader.store.jobs():
+            history = reader.store.load(summary.key)
+            if history is None:
+                continue
+            written += writer.store.import_history(history, summary.namespace)
+            moved = writer.store.load(history.key)
+            if moved is None or moved.preemption_count < history.preemption_count:
+                raise UserError(f"job {history.key}: the copy in {writer.location} is incomplete; run migrate again")
+            jobs += 1
+            preemptions += history.preemption_count
+            steps += len(history.steps)
+        for resource, version in reader.runtime.cursors().items():
+            writer.runtime.save_cursor(resource, version, time.time())
+    except StoreError as err:
+        raise UserError(str(err)) from None
+    finally:
+        reader.close()
+        writer.close()
+    click.echo(
+        f"migrated {jobs} jobs ({preemptions} preemptions, {steps} aging steps; {written} written, "
+        f"{jobs - written} already there) from {reader.location} to {writer.location}"
+    )

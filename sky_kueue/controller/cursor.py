@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from sky_kueue.controller.clock import Clock
-from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.state_spec import ControllerState
 
 #: The durable cursor is written at most this often (it may lag; a replay is idempotent).
 CURSOR_PERSIST_INTERVAL_SECONDS = 0.5
@@ -37,7 +37,7 @@ class WorkloadCursor:
 
     def __init__(
         self,
-        runtime: RuntimeState | None,
+        runtime: ControllerState | None,
         clock: Clock,
         *,
         persist_interval_seconds: float = CURSOR_PERSIST_INTERVAL_SECONDS,

@@ -12,10 +12,11 @@ a *pure function of this history* (:mod:`sky_kueue.controller.aging`), which mak
 reproducible: recomputing it from the same history gives the same boost, so a crash can
 never make the controller boost twice.
 
-Everything here is immutable and free of I/O. :class:`HistoryStore` is the port; the
-embedded SQLite adapter lives in :mod:`sky_kueue.controller.sqlite_store`, and a
-Kubernetes-native store (a ConfigMap or a small CRD) can implement the same Protocol for an
-in-cluster deployment.
+Everything here is immutable and free of I/O. :class:`HistoryStore` is the port, with two
+adapters: the embedded SQLite file (:mod:`sky_kueue.controller.sqlite_store`) and one
+``JobHistory`` object per job in the API server (:mod:`sky_kueue.controller.kube_store`) for
+an in-cluster deployment with several replicas; ``--state`` chooses
+(:mod:`sky_kueue.controller.state_spec`).
 """
 
 from __future__ import annotations
@@ -174,6 +175,21 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class FoldedTotals:
+    """Old episodes a size-bounded store folded into counts (see ``JobHistory.folded``).
+
+    ``through`` is the time of the newest folded fact: a fact at or before it that is not
+    among the retained records was folded, so a replay of it is a duplicate, not news.
+    """
+
+    through: float
+    preemptions: int = 0
+    evictions: int = 0
+    transitions: int = 0
+    steps: int = 0
+
+
+@dataclass(frozen=True)
 class JobHistory:
     """Everything known about one job. Build one with the ``with_*`` methods or load it."""
 
@@ -187,6 +203,9 @@ class JobHistory:
     evictions: tuple[EvictionRecord, ...] = ()
     steps: tuple[AgingStep, ...] = ()
     burst: BurstRecord | None = field(default=None)
+    #: Episodes older than the retained records, folded into counts by a size-bounded store
+    #: (None: nothing folded; the SQLite store never folds).
+    folded: FoldedTotals | None = None
 
     # --- derived views -----------------------------------------------------------------
 
@@ -237,6 +256,16 @@ class JobHistory:
         # Ties (several steps actuated at one instant) go to the step recorded last.
         _, latest = max(enumerate(actuated), key=lambda item: (item[1].actuated_at or 0.0, item[1].revision, item[0]))
         return latest.actuated_boost or 0
+
+    @property
+    def preemption_count(self) -> int:
+        """Every preemption ever recorded, folded ones included."""
+        return len(self.preemptions) + (self.folded.preemptions if self.folded else 0)
+
+    @property
+    def eviction_count(self) -> int:
+        """Every other eviction ever recorded, folded ones included."""
+        return len(self.evictions) + (self.folded.evictions if self.folded else 0)
 
     def step(self, key: EpisodeKey) -> AgingStep | None:
         return next((s for s in self.steps if s.key == key), None)

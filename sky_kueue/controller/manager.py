@@ -44,8 +44,8 @@ from sky_kueue.controller.history import HistoryStore, StoreError
 from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, KubernetesWorkloadDeleter
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.reconciler import Reconciler, preemptor_class
-from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session
+from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.errors import MirrorError
 from sky_kueue.mirror.kinds import KindName
@@ -107,7 +107,7 @@ class Controller:
         aging: AgingSettings,
         settings: ControllerSettings,
         *,
-        runtime: RuntimeState | None = None,
+        runtime: ControllerState | None = None,
         clock: Clock = system_clock,
         lease_clock: Clock = system_clock,
         lease_client: LeaseClient | None = None,

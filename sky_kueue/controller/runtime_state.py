@@ -33,10 +33,9 @@ from typing import Any
 
 from sky_kueue.controller.history import StoreError
 from sky_kueue.controller.sqlite_store import DEFAULT_BUSY_TIMEOUT_MILLISECONDS, connect
+from sky_kueue.controller.state_spec import DEFAULT_STATE_PATH, STATE_ENV_VAR
 
-#: Where the state file lives unless ``--state`` or ``$SKY_KUEUE_STATE`` says otherwise.
-DEFAULT_STATE_PATH = "~/.sky/sky-kueue/controller.db"
-STATE_ENV_VAR = "SKY_KUEUE_STATE"
+__all__ = ["DEFAULT_STATE_PATH", "STATE_ENV_VAR", "Heartbeat", "RuntimeState", "resolve_state_path"]
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS controller_cursors (

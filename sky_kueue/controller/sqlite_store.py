@@ -2,8 +2,9 @@
 
 Why SQLite: the controller needs a durable, transactional record that survives Workload
 deletion (SkyPilot's relaunch replaces the Workload) and controller crashes, with no extra
-infrastructure for a single-replica or laptop deployment. A Kubernetes-native store can
-implement the same :class:`~sky_kueue.controller.history.HistoryStore` Protocol.
+infrastructure for a laptop run or a single replica with a volume. Several replicas share
+the in-cluster store instead (:mod:`sky_kueue.controller.kube_store`, ``--state kubernetes``),
+which implements the same :class:`~sky_kueue.controller.history.HistoryStore` Protocol.
 
 Durability choices:
 

@@ -18,11 +18,13 @@ from typing import Any
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.clock import ManualClock as LeaseClock
 from sky_kueue.controller.events import Recorder
-from sky_kueue.controller.history import JobHistory
+from sky_kueue.controller.history import HistoryStore, JobHistory
+from sky_kueue.controller.kube_store import KubernetesHistoryStore, KubernetesRuntimeState
 from sky_kueue.controller.leader import LeaseSettings
 from sky_kueue.controller.manager import Controller, ControllerSettings
 from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
 from sky_kueue.sandbox.apiserver.clock import ManualClock
 from sky_kueue.sandbox.apiserver.events import EventType
@@ -38,6 +40,8 @@ TEST_LEASE = {"lease_duration_seconds": 15.0, "renew_deadline_seconds": 10.0, "r
 USER_HASH = "fcd1e5cf"
 #: The controller's requests carry this User-Agent (as ``controller run`` sets it).
 CONTROLLER_USER_AGENT = "sky-kueue-controller"
+#: Where the Kubernetes store keeps JobHistory objects in live tests (the Deployment's namespace).
+STORE_NAMESPACE = "sky-kueue-system"
 
 
 def updates(events: list[Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -118,8 +122,8 @@ class Live:
     sandbox: Sandbox
     clock: ManualClock
     lease_clock: LeaseClock
-    store: SqliteHistoryStore
-    runtime: RuntimeState
+    store: HistoryStore
+    runtime: ControllerState
     state_path: Path
     controllers: list[Controller] = field(default_factory=list)
     recorder: Recorder = field(default_factory=Recorder)
@@ -215,14 +219,30 @@ class Live:
 
 @contextmanager
 def live_sandbox(
-    tmp_path: Path, *, priority_boost: bool = False, setup: Sequence[dict[str, Any]] | None = None
+    tmp_path: Path,
+    *,
+    priority_boost: bool = False,
+    setup: Sequence[dict[str, Any]] | None = None,
+    state_kind: str = "sqlite",
 ) -> Iterator[Live]:
+    """A sandbox and the controller's state: a SQLite file, or (``state_kind="kubernetes"``)
+    JobHistory objects in the sandbox's ``sky-kueue-system`` namespace, written with the
+    controller's user agent (so the RBAC test sees the store's requests as the controller's)."""
     clock = ManualClock(EPOCH)
     with Sandbox(clock=clock, run_emulator=False, priority_boost=priority_boost) as sandbox:
         sandbox.apply(list(setup) if setup is not None else seed_setup())
         state = tmp_path / "controller.db"
-        store = SqliteHistoryStore(state)
-        runtime = RuntimeState(state)
+        store: HistoryStore
+        runtime: ControllerState
+        if state_kind == "kubernetes":
+            sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
+            api_client = sandbox.api_client()
+            api_client.user_agent = CONTROLLER_USER_AGENT
+            store = KubernetesHistoryStore(api_client, STORE_NAMESPACE)
+            runtime = KubernetesRuntimeState(api_client, STORE_NAMESPACE)
+        else:
+            store = SqliteHistoryStore(state)
+            runtime = RuntimeState(state)
         live = Live(sandbox, clock, LeaseClock(EPOCH.timestamp()), store, runtime, state)
         live.changes = sandbox.store.watch(WORKLOADS)
         try:

@@ -10,6 +10,9 @@ again. Meanwhile a killer thread SIGKILLs ``sky-kueue controller run`` at random
 (mid-transaction, mid-patch, mid-replay) and restarts it, sometimes after letting the
 cluster move on without it. Every restart watches again from the durable cursor.
 
+It runs against both stores: the SQLite file, and (``--state kubernetes``) JobHistory objects
+in the sandbox's API server, where every write is a compare-and-swap over HTTP.
+
 Afterwards: every preemption recorded exactly once, one decision per relaunch at exactly
 the policy's boost, each actuated, and each Workload's priority changed exactly once and only
 while it was waiting. Finally SIGTERM stops the last process gracefully (exit 0, Lease
@@ -29,18 +32,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client
 
 from sky_kueue.controller import aging
 from sky_kueue.controller.aging import AgingSettings
-from sky_kueue.controller.history import JobHistory, PreemptionRecord, StepState
+from sky_kueue.controller.history import HistoryStore, JobHistory, PreemptionRecord, StepState
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.controller.kube_store import KubernetesHistoryStore
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.sandbox.apiserver.events import EventType
 from sky_kueue.sandbox.sandbox import Sandbox
 
-from .live_support import WORKLOADS, group_pod
+from .live_support import STORE_NAMESPACE, WORKLOADS, group_pod
 
 #: Jobs preempted together each round, and rounds: JOBS x ROUNDS preemptions (the issue asks 200).
 JOBS = 4
@@ -318,13 +323,17 @@ class Driver:
         self.drain()
 
 
-def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path) -> None:
+@pytest.mark.parametrize("state_kind", ["sqlite", "kubernetes"])
+def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path, state_kind: str) -> None:
     rng = random.Random(RANDOM_SEED)
     settings = AgingSettings.from_mapping(SETTINGS)
     state = tmp_path / "controller.db"
+    state_spec = str(state) if state_kind == "sqlite" else f"kubernetes:{STORE_NAMESPACE}"
     # The sandbox keeps the real time: the controller process stamps its decisions with it.
     with Sandbox(run_emulator=False, start=datetime.datetime.now(datetime.timezone.utc)) as sandbox:
         sandbox.apply(SETUP)
+        if state_kind == "kubernetes":
+            sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
         command = [
             sys.executable,
             "-m",
@@ -334,7 +343,7 @@ def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path) -> Non
             "--kubeconfig",
             str(sandbox.kubeconfig_path),
             "--state",
-            str(state),
+            state_spec,
             "--config",
             str(_config(tmp_path)),
             "--lease-namespace",
@@ -377,7 +386,11 @@ def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path) -> Non
         driver.drain()
         driver.changes.close()
 
-    with SqliteHistoryStore(state, read_only=True) as store:
+        store: HistoryStore = (
+            SqliteHistoryStore(state, read_only=True)
+            if state_kind == "sqlite"
+            else KubernetesHistoryStore(sandbox.api_client(), STORE_NAMESPACE)
+        )
         total = 0
         for job, want in driver.histories.items():
             got = store.load(f"managed-job/{job}")
@@ -401,6 +414,7 @@ def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path) -> Non
         # harmless (the Workload is already at its priority) and checked to be the only case.
         pending = store.pending_steps()
         assert all(step.boost == 0 for step in pending), pending
+        store.close()
 
     # Each relaunch's priority was raised exactly once, to its boost, while it was waiting.
     raised: dict[str, list[tuple[int, int, bool]]] = {}

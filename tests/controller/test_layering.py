@@ -21,6 +21,7 @@ PURE = (
     "sky_kueue.controller.history",
     "sky_kueue.mirror.identity",
     "sky_kueue.controller.keys",
+    "sky_kueue.controller.state_spec",
     "sky_kueue.kueue.api",
     "sky_kueue.mirror.identity",
     "sky_kueue.mirror.preemption_message",

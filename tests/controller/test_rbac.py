@@ -64,8 +64,8 @@ def _allows(scope: str | None, rule: dict[str, Any], group: str, resource: str, 
 def test_the_manifests_describe_one_controller_deployment() -> None:
     docs = _documents()
     kinds = sorted(d["kind"] for d in docs)
-    expected = ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "PersistentVolumeClaim"]
-    expected += ["Role", "RoleBinding"] * 2 + ["Deployment"]  # the Lease; gate detection in kueue-system
+    expected = ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"]
+    expected += ["Role", "RoleBinding"] * 3 + ["Deployment"]  # the Lease; the history; gate detection
     assert kinds == sorted(expected)
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     assert sorted(kustomization["resources"]) == sorted(
@@ -75,7 +75,11 @@ def test_the_manifests_describe_one_controller_deployment() -> None:
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert pod["serviceAccountName"] == "sky-kueue-controller"
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    # HA: two replicas, no volume (the history is in the API server), a rollout never stops both.
+    assert deployment["spec"]["replicas"] == 2 and "volumeClaimTemplates" not in deployment["spec"]
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
+    assert all("persistentVolumeClaim" not in v for v in pod.get("volumes", []))
+    assert "--state=kubernetes" in container["args"]
     assert container["command"] == ["sky-kueue", "controller", "run"]
     assert "--in-cluster" in container["args"] and "--log-format=json" in container["args"]
     from sky_kueue.cli.controller_cmd import run
@@ -84,7 +88,11 @@ def test_the_manifests_describe_one_controller_deployment() -> None:
     assert parsed.params["reage_interval"] == 300 and parsed.params["in_cluster"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert "ports" not in container  # nothing listens
-    assert container["livenessProbe"]["exec"]["command"][:3] == ["sky-kueue", "controller", "status"]
+    probe = container["livenessProbe"]["exec"]["command"]
+    assert probe[:3] == ["sky-kueue", "controller", "status"] and "--state=kubernetes" in probe
+    from sky_kueue.cli.controller_cmd import status
+
+    status.make_context("status", list(probe[3:]), resilient_parsing=False)
 
 
 def _key(record: Any) -> tuple[str, str, str, str, str] | None:
@@ -99,7 +107,7 @@ def _key(record: Any) -> tuple[str, str, str, str, str] | None:
 
 
 def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> None:
-    with live_sandbox(tmp_path) as live:
+    with live_sandbox(tmp_path, state_kind="kubernetes") as live:  # as deployed: --state kubernetes
         store = live.sandbox.store
         prod = group_pod("train", "2", "team-a", "prod-priority", "7", gpus="2")
         live.sandbox.apply(prod)

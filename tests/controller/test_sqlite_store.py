@@ -1,4 +1,8 @@
-"""The SQLite history store: durable, idempotent, and strict about what it opens."""
+"""The history stores: durable, idempotent, and (SQLite) strict about what it opens.
+
+The contract tests take ``history_store`` and run against both stores behind the
+``HistoryStore`` protocol: SQLite, and the Kubernetes store on the sandbox's API server.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import pytest
 from sky_kueue.controller.history import (
     BurstRecord,
     EvictionRecord,
+    HistoryStore,
     Phase,
     PreemptionRecord,
     StepDecision,
@@ -59,81 +64,81 @@ def test_the_store_uses_wal_and_full_synchronous_commits(store: SqliteHistorySto
     assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
-def test_facts_are_recorded_once_however_often_they_are_delivered(store: SqliteHistoryStore) -> None:
-    assert store.record_preemption(JOB, preemption("w0", 50.0))
-    assert not store.record_preemption(JOB, preemption("w0", 50.0))
-    assert store.record_transition(JOB, queued("w1", 60.0))
-    assert not store.record_transition(JOB, queued("w1", 60.0))
+def test_facts_are_recorded_once_however_often_they_are_delivered(history_store: HistoryStore) -> None:
+    assert history_store.record_preemption(JOB, preemption("w0", 50.0))
+    assert not history_store.record_preemption(JOB, preemption("w0", 50.0))
+    assert history_store.record_transition(JOB, queued("w1", 60.0))
+    assert not history_store.record_transition(JOB, queued("w1", 60.0))
     eviction = EvictionRecord(EpisodeKey("w1", 1), 70.0, "train-17-ab", "PodsReadyTimeout", "PodsReadyTimeout")
-    assert store.record_eviction(JOB, eviction)
-    assert not store.record_eviction(JOB, eviction)
-    h = store.load("managed-job/17")
+    assert history_store.record_eviction(JOB, eviction)
+    assert not history_store.record_eviction(JOB, eviction)
+    h = history_store.load("managed-job/17")
     assert h is not None
     assert (len(h.preemptions), len(h.evictions), len(h.transitions)) == (1, 1, 3)  # + 2 WAITING transitions
 
 
-def test_a_step_is_decided_once_raised_never_lowered(store: SqliteHistoryStore) -> None:
-    first = store.decide_step(JOB, decision("w1", 100, 10.0))
+def test_a_step_is_decided_once_raised_never_lowered(history_store: HistoryStore) -> None:
+    first = history_store.decide_step(JOB, decision("w1", 100, 10.0))
     assert (first.boost, first.revision, first.state) == (100, 0, StepState.DECIDED)
-    assert store.decide_step(JOB, decision("w1", 100, 20.0)) == first  # replay: unchanged
-    assert store.decide_step(JOB, decision("w1", 40, 30.0)) == first  # lower: ignored
-    raised = store.decide_step(JOB, decision("w1", 150, 40.0))
+    assert history_store.decide_step(JOB, decision("w1", 100, 20.0)) == first  # replay: unchanged
+    assert history_store.decide_step(JOB, decision("w1", 40, 30.0)) == first  # lower: ignored
+    raised = history_store.decide_step(JOB, decision("w1", 150, 40.0))
     assert (raised.boost, raised.revision, raised.decided_at, raised.revised_at) == (150, 1, 10.0, 40.0)
 
 
-def test_actuation_is_a_compare_and_set_on_the_revision(store: SqliteHistoryStore) -> None:
-    step = store.decide_step(JOB, decision("w1", 100, 10.0))
-    store.decide_step(JOB, decision("w1", 150, 20.0))  # raised while the patch was in flight
-    stale = store.mark_actuated(step.key, 100, step.revision, 30.0, "kubernetes")
+def test_actuation_is_a_compare_and_set_on_the_revision(history_store: HistoryStore) -> None:
+    step = history_store.decide_step(JOB, decision("w1", 100, 10.0))
+    history_store.decide_step(JOB, decision("w1", 150, 20.0))  # raised while the patch was in flight
+    stale = history_store.mark_actuated(step.key, 100, step.revision, 30.0, "kubernetes")
     assert stale.state is StepState.DECIDED  # the raise still needs actuating
-    done = store.mark_actuated(step.key, 150, stale.revision, 31.0, "kubernetes")
+    done = history_store.mark_actuated(step.key, 150, stale.revision, 31.0, "kubernetes")
     assert (done.state, done.actuated_boost, done.actuator) == (StepState.ACTUATED, 150, "kubernetes")
-    assert store.mark_actuated(step.key, 150, stale.revision, 99.0, "again") == done  # idempotent
-    assert store.pending_steps() == ()
+    assert history_store.mark_actuated(step.key, 150, stale.revision, 99.0, "again") == done  # idempotent
+    assert history_store.pending_steps() == ()
 
 
-def test_pending_steps_are_those_decided_but_not_actuated_or_skipped(store: SqliteHistoryStore) -> None:
-    a = store.decide_step(JOB, decision("w1", 100, 10.0))
-    b = store.decide_step(JOB, decision("w2", 200, 20.0))
-    c = store.decide_step(JOB, decision("w3", 300, 30.0))
-    store.mark_actuated(a.key, 100, 0, 11.0, "k")
-    skipped = store.mark_skipped(b.key, 21.0, "target-gone: not found")
+def test_pending_steps_are_those_decided_but_not_actuated_or_skipped(history_store: HistoryStore) -> None:
+    a = history_store.decide_step(JOB, decision("w1", 100, 10.0))
+    b = history_store.decide_step(JOB, decision("w2", 200, 20.0))
+    c = history_store.decide_step(JOB, decision("w3", 300, 30.0))
+    history_store.mark_actuated(a.key, 100, 0, 11.0, "k")
+    skipped = history_store.mark_skipped(b.key, 21.0, "target-gone: not found")
     assert (skipped.state, skipped.detail) == (StepState.SKIPPED, "target-gone: not found")
-    assert [s.key for s in store.pending_steps()] == [c.key]
-    assert store.decide_step(JOB, decision("w2", 999, 40.0)).boost == 200  # a skipped step stays skipped
+    assert [s.key for s in history_store.pending_steps()] == [c.key]
+    assert history_store.decide_step(JOB, decision("w2", 999, 40.0)).boost == 200  # a skipped step stays skipped
 
 
-def test_history_recorded_under_the_pod_group_merges_into_the_managed_job(store: SqliteHistoryStore) -> None:
-    store.ensure_job(GROUP_ONLY, 100, 0.0)
-    store.record_transition(GROUP_ONLY, queued("w0", 0.0))
-    store.record_preemption(GROUP_ONLY, preemption("w0", 50.0))
-    store.record_burst(GROUP_ONLY, BurstRecord(55.0, "preemptions", "x", 1))
-    assert store.resolve("pod-group/team-b/train-17-ab") == "pod-group/team-b/train-17-ab"
+def test_history_recorded_under_the_pod_group_merges_into_the_managed_job(history_store: HistoryStore) -> None:
+    history_store.ensure_job(GROUP_ONLY, 100, 0.0)
+    history_store.record_transition(GROUP_ONLY, queued("w0", 0.0))
+    history_store.record_preemption(GROUP_ONLY, preemption("w0", 50.0))
+    history_store.record_burst(GROUP_ONLY, BurstRecord(55.0, "preemptions", "x", 1))
+    assert history_store.resolve("pod-group/team-b/train-17-ab") == "pod-group/team-b/train-17-ab"
 
-    store.record_transition(JOB, queued("w1", 60.0))  # now the pods with the job id are seen
+    history_store.record_transition(JOB, queued("w1", 60.0))  # now the pods with the job id are seen
 
-    assert [job.key for job in store.jobs()] == ["managed-job/17"]
-    h = store.load("pod-group/team-b/train-17-ab")  # the old key is an alias now
+    assert [job.key for job in history_store.jobs()] == ["managed-job/17"]
+    h = history_store.load("pod-group/team-b/train-17-ab")  # the old key is an alias now
     assert h is not None and h.key == "managed-job/17"
     assert (len(h.preemptions), len(h.transitions), h.first_seen, h.base_priority) == (1, 3, 0.0, 100)
     assert h.burst is not None
-    store.record_preemption(GROUP_ONLY, preemption("w1", 90.0))  # group-only observations follow the alias
-    loaded = store.load("managed-job/17")
+    history_store.record_preemption(GROUP_ONLY, preemption("w1", 90.0))  # group-only observations follow the alias
+    loaded = history_store.load("managed-job/17")
     assert loaded is not None and len(loaded.preemptions) == 2
 
 
-def test_the_first_base_priority_wins(store: SqliteHistoryStore) -> None:
-    store.ensure_job(JOB, 100, 5.0)
-    store.ensure_job(JOB, 250, 1.0)  # a later Workload already carrying our spec.priority patch
-    h = store.load("managed-job/17")
+def test_the_first_base_priority_wins(history_store: HistoryStore) -> None:
+    history_store.ensure_job(JOB, 100, 5.0)
+    history_store.ensure_job(JOB, 250, 1.0)  # a later Workload already carrying our spec.priority patch
+    h = history_store.load("managed-job/17")
     assert h is not None and (h.base_priority, h.first_seen) == (100, 1.0)
 
 
-def test_the_burst_decision_is_recorded_once(store: SqliteHistoryStore) -> None:
-    first = store.record_burst(JOB, BurstRecord(10.0, "preemptions", "preempted 5 times", 5))
-    again = store.record_burst(JOB, BurstRecord(20.0, "predicted-wait", "other", 6))
+def test_the_burst_decision_is_recorded_once(history_store: HistoryStore) -> None:
+    first = history_store.record_burst(JOB, BurstRecord(10.0, "preemptions", "preempted 5 times", 5))
+    again = history_store.record_burst(JOB, BurstRecord(20.0, "predicted-wait", "other", 6))
     assert again == first
-    assert [j.burst for j in store.jobs()] == [True]
+    assert [j.burst for j in history_store.jobs()] == [True]
 
 
 @pytest.mark.parametrize(
@@ -148,24 +153,24 @@ def test_the_burst_decision_is_recorded_once(store: SqliteHistoryStore) -> None:
         ("", None),
     ],
 )
-def test_users_can_name_a_job_several_ways(store: SqliteHistoryStore, text: str, expected: str | None) -> None:
-    store.ensure_job(JOB, 100, 0.0)
-    assert store.resolve(text) == expected
+def test_users_can_name_a_job_several_ways(history_store: HistoryStore, text: str, expected: str | None) -> None:
+    history_store.ensure_job(JOB, 100, 0.0)
+    assert history_store.resolve(text) == expected
 
 
-def test_an_ambiguous_job_reference_is_an_error(store: SqliteHistoryStore) -> None:
-    store.ensure_job(JobIdentity("a", pod_group="g"), 1, 0.0)
-    store.ensure_job(JobIdentity("b", pod_group="g"), 1, 0.0)
+def test_an_ambiguous_job_reference_is_an_error(history_store: HistoryStore) -> None:
+    history_store.ensure_job(JobIdentity("a", pod_group="g"), 1, 0.0)
+    history_store.ensure_job(JobIdentity("b", pod_group="g"), 1, 0.0)
     with pytest.raises(StoreError, match="'g' is ambiguous: pod-group/a/g, pod-group/b/g"):
-        store.resolve("g")
+        history_store.resolve("g")
 
 
-def test_job_summaries_show_preemptions_boost_and_phase(store: SqliteHistoryStore) -> None:
-    store.ensure_job(JOB, 100, 0.0)
-    store.record_preemption(JOB, preemption("w0", 50.0))
-    step = store.decide_step(JOB, decision("w1", 100, 60.0))
-    store.mark_actuated(step.key, 100, 0, 61.0, "k")
-    (summary,) = store.jobs()
+def test_job_summaries_show_preemptions_boost_and_phase(history_store: HistoryStore) -> None:
+    history_store.ensure_job(JOB, 100, 0.0)
+    history_store.record_preemption(JOB, preemption("w0", 50.0))
+    step = history_store.decide_step(JOB, decision("w1", 100, 60.0))
+    history_store.mark_actuated(step.key, 100, 0, 61.0, "k")
+    (summary,) = history_store.jobs()
     assert (summary.preemptions, summary.current_boost, summary.phase, summary.burst) == (1, 100, Phase.WAITING, False)
 
 

@@ -293,6 +293,40 @@ def _cluster_queue_columns(cohort_field: str) -> tuple[PrinterColumn, ...]:
     )
 
 
+#: sky-kueue's own resource: the controller's per-job history (``configs/controller/jobhistory-crd.yaml``;
+#: the printer columns here must equal the manifest's, which a test checks).
+SKY_KUEUE_GROUP = "sky-kueue.io"
+SKY_KUEUE_VERSION = "v1alpha1"
+
+
+def job_history_resource() -> ResourceType:
+    """The ``jobhistories.sky-kueue.io`` custom resource, served like the CRD declares it.
+
+    No status subresource (the store writes record and summary in one request), custom
+    semantics (PUT requires ``metadata.resourceVersion``; a stale one is a 409).
+    """
+    return ResourceType(
+        group=SKY_KUEUE_GROUP,
+        kind="JobHistory",
+        plural="jobhistories",
+        singular="jobhistory",
+        namespaced=True,
+        versions=(SKY_KUEUE_VERSION,),
+        storage_version=SKY_KUEUE_VERSION,
+        converter=IdentityConverter(SKY_KUEUE_GROUP),
+        short_names=("jh",),
+        custom=True,
+        reset_status_on_create=False,
+        default_printer_columns=_columns(
+            PrinterColumn("Job", ".spec.job", description="The job's key"),
+            PrinterColumn("Preemptions", ".status.preemptions", "integer", description="Preemptions recorded"),
+            PrinterColumn("Boost", ".status.boost", "integer", description="Priority boost last actuated"),
+            PrinterColumn("Phase", ".status.phase", description="Waiting, running or finished"),
+            AGE_COLUMN,
+        ),
+    )
+
+
 def default_resources() -> list[ResourceType]:
     """The resources a sandbox serves: core kinds SkyPilot and Kueue touch, and Kueue's CRDs."""
     return [
@@ -474,4 +508,5 @@ def default_resources() -> list[ResourceType]:
             short_names=("ac",),
             status_subresource=True,
         ),
+        job_history_resource(),
     ]

@@ -1,0 +1,70 @@
+"""``--state`` on the command line: parse it, connect when it names the cluster, open it.
+
+One helper for ``controller run``, ``controller status``, ``controller migrate`` and
+``aging explain``, so every command accepts the same forms
+(:mod:`sky_kueue.controller.state_spec`) and fails the same way: one line, exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import click
+
+from sky_kueue.cli import options
+from sky_kueue.cli.errors import UserError
+from sky_kueue.controller.history import StoreError
+from sky_kueue.controller.state_spec import OpenedState, StateKind, StateSpec, open_state, parse_state_spec
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+F = TypeVar("F", bound=Callable[..., object])
+
+STATE_HELP = "Where the history lives: sqlite:PATH (default ~/.sky/sky-kueue/controller.db), PATH, kubernetes[:NS]."
+
+
+def state_option(function: F) -> F:
+    """``--state SPEC`` (kept as text; :func:`parse` reads it)."""
+    return click.option("--state", "state_text", metavar="SPEC", default=None, help=STATE_HELP)(function)
+
+
+def cluster_options(function: F) -> F:
+    """``--kubeconfig``, ``--context``, ``--in-cluster``: needed when ``--state`` is kubernetes."""
+    function = click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")(function)
+    function = options.context_option()(function)
+    return options.kubeconfig_option("kubeconfig file.")(function)
+
+
+def parse(text: str | None, *, option: str = "--state") -> StateSpec:
+    """The parsed spec; a malformed one is an :class:`~sky_kueue.cli.errors.UserError` (one line, exit 2)."""
+    try:
+        return parse_state_spec(text, option)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+
+
+def open_from_cli(
+    spec: StateSpec,
+    *,
+    kubeconfig: Path | None,
+    context: str | None,
+    in_cluster: bool,
+    read_only: bool,
+    api_client: ApiClient | None = None,
+) -> OpenedState:
+    """Opens the store, connecting to the cluster first for a Kubernetes spec.
+
+    Raises:
+        UserError: the store cannot be opened (one line, exit 2).
+    """
+    if spec.kind is StateKind.KUBERNETES and api_client is None:
+        from sky_kueue.cli.controller_cmd import _api_client
+
+        api_client = _api_client(kubeconfig, context, in_cluster)
+    try:
+        return open_state(spec, api_client=api_client, read_only=read_only)
+    except StoreError as err:
+        raise UserError(f"--state {spec}: {err}" if spec.kind is StateKind.KUBERNETES else str(err)) from None
