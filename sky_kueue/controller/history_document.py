@@ -39,12 +39,13 @@ with Kueue's message, three transitions, an aging step with its explanation), so
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
@@ -218,42 +219,32 @@ class JobRecord:
     merging_into: str | None = None
 
 
+_DocT = TypeVar("_DocT", bound=BaseModel)
+_RecordT = TypeVar("_RecordT")
+
+
+def _to_doc(model: type[_DocT], record: Any, *, drop: tuple[str, ...] = (), **overrides: Any) -> _DocT:
+    """A history dataclass as its document (the same field names; ``overrides`` re-encode keys,
+    ``drop`` leaves out what the document holds once for the whole job)."""
+    values = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in drop}
+    values.update(overrides)
+    return model(**values)
+
+
+def _from_doc(cls: type[_RecordT], document: BaseModel, **overrides: Any) -> _RecordT:
+    """A document back as its history dataclass (``overrides`` decode keys)."""
+    values = dict(document)
+    values.update(overrides)
+    return cls(**values)
+
+
 def _step_to_doc(step: AgingStep) -> StepDoc:
-    return StepDoc(
-        key=step.key.token,
-        workload_namespace=step.workload_namespace,
-        workload_name=step.workload_name,
-        policy=step.policy,
-        boost=step.boost,
-        revision=step.revision,
-        decided_at=step.decided_at,
-        state=step.state,
-        revised_at=step.revised_at,
-        actuated_boost=step.actuated_boost,
-        actuated_at=step.actuated_at,
-        actuator=step.actuator,
-        detail=step.detail,
-        explanation=step.explanation,
-    )
+    return _to_doc(StepDoc, step, key=step.key.token, drop=("job_key",))
 
 
 def step_from_doc(doc: StepDoc, job_key: str) -> AgingStep:
-    return AgingStep(
-        key=EpisodeKey.parse(doc.key),
-        job_key=job_key,
-        workload_namespace=doc.workload_namespace,
-        workload_name=doc.workload_name,
-        policy=doc.policy,
-        boost=doc.boost,
-        revision=doc.revision,
-        decided_at=doc.decided_at,
-        state=doc.state,
-        revised_at=doc.revised_at,
-        actuated_boost=doc.actuated_boost,
-        actuated_at=doc.actuated_at,
-        actuator=doc.actuator,
-        detail=doc.detail,
-        explanation=tuple(doc.explanation),
+    return _from_doc(
+        AgingStep, doc, key=EpisodeKey.parse(doc.key), job_key=job_key, explanation=tuple(doc.explanation)
     )
 
 
@@ -273,53 +264,12 @@ def encode_spec(record: JobRecord) -> JobHistorySpec:
         aliases=record.aliases,
         alias_of=record.alias_of,
         merging_into=record.merging_into,
-        transitions=tuple(
-            TransitionDoc(key=t.key, cause=t.cause, at=t.at, workload_uid=t.workload_uid) for t in h.transitions
-        ),
-        preemptions=tuple(
-            PreemptionDoc(
-                key=p.key.token,
-                at=p.at,
-                workload_name=p.workload_name,
-                reason=p.reason,
-                preemptor_uid=p.preemptor_uid,
-                preemptor_job_uid=p.preemptor_job_uid,
-                preemptor_priority=p.preemptor_priority,
-                message=p.message,
-            )
-            for p in h.preemptions
-        ),
-        evictions=tuple(
-            EvictionDoc(
-                key=e.key.token,
-                at=e.at,
-                workload_name=e.workload_name,
-                reason=e.reason,
-                kind=e.kind,
-                message=e.message,
-                underlying_cause=e.underlying_cause,
-            )
-            for e in h.evictions
-        ),
+        transitions=tuple(_to_doc(TransitionDoc, t) for t in h.transitions),
+        preemptions=tuple(_to_doc(PreemptionDoc, p, key=p.key.token) for p in h.preemptions),
+        evictions=tuple(_to_doc(EvictionDoc, e, key=e.key.token) for e in h.evictions),
         steps=tuple(_step_to_doc(s) for s in h.steps),
-        burst=None
-        if h.burst is None
-        else BurstDoc(
-            decided_at=h.burst.decided_at,
-            reason=h.burst.reason,
-            detail=h.burst.detail,
-            preemptions=h.burst.preemptions,
-            predicted_wait_seconds=h.burst.predicted_wait_seconds,
-        ),
-        folded=None
-        if h.folded is None
-        else FoldedDoc(
-            through=h.folded.through,
-            preemptions=h.folded.preemptions,
-            evictions=h.folded.evictions,
-            transitions=h.folded.transitions,
-            steps=h.folded.steps,
-        ),
+        burst=None if h.burst is None else _to_doc(BurstDoc, h.burst),
+        folded=None if h.folded is None else _to_doc(FoldedDoc, h.folded),
     )
 
 
@@ -340,51 +290,12 @@ def decode_spec(spec: JobHistorySpec) -> JobRecord:
         identity=identity,
         base_priority=spec.base_priority,
         first_seen=spec.first_seen,
-        transitions=tuple(Transition(t.key, t.cause, t.at, t.workload_uid) for t in spec.transitions),
-        preemptions=tuple(
-            PreemptionRecord(
-                key=EpisodeKey.parse(p.key),
-                at=p.at,
-                workload_name=p.workload_name,
-                reason=p.reason,
-                preemptor_uid=p.preemptor_uid,
-                preemptor_job_uid=p.preemptor_job_uid,
-                preemptor_priority=p.preemptor_priority,
-                message=p.message,
-            )
-            for p in spec.preemptions
-        ),
-        evictions=tuple(
-            EvictionRecord(
-                key=EpisodeKey.parse(e.key),
-                at=e.at,
-                workload_name=e.workload_name,
-                reason=e.reason,
-                kind=e.kind,
-                message=e.message,
-                underlying_cause=e.underlying_cause,
-            )
-            for e in spec.evictions
-        ),
+        transitions=tuple(_from_doc(Transition, t) for t in spec.transitions),
+        preemptions=tuple(_from_doc(PreemptionRecord, p, key=EpisodeKey.parse(p.key)) for p in spec.preemptions),
+        evictions=tuple(_from_doc(EvictionRecord, e, key=EpisodeKey.parse(e.key)) for e in spec.evictions),
         steps=tuple(step_from_doc(s, spec.job) for s in spec.steps),
-        burst=None
-        if spec.burst is None
-        else BurstRecord(
-            decided_at=spec.burst.decided_at,
-            reason=spec.burst.reason,
-            detail=spec.burst.detail,
-            preemptions=spec.burst.preemptions,
-            predicted_wait_seconds=spec.burst.predicted_wait_seconds,
-        ),
-        folded=None
-        if spec.folded is None
-        else FoldedTotals(
-            through=spec.folded.through,
-            preemptions=spec.folded.preemptions,
-            evictions=spec.folded.evictions,
-            transitions=spec.folded.transitions,
-            steps=spec.folded.steps,
-        ),
+        burst=None if spec.burst is None else _from_doc(BurstRecord, spec.burst),
+        folded=None if spec.folded is None else _from_doc(FoldedTotals, spec.folded),
     )
     return JobRecord(history, spec.namespace, spec.aliases, spec.alias_of, spec.merging_into)
 
