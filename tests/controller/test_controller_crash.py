@@ -114,6 +114,43 @@ SETUP: list[dict[str, Any]] = [
 ]
 
 
+def controller_command(
+    sandbox: Sandbox,
+    state_spec: str,
+    config: Path,
+    *,
+    lease_namespace: str,
+    lease_seconds: tuple[float, float, float],
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """``sky-kueue controller run`` against ``sandbox``; lease (duration, renew deadline, retry)."""
+    duration, renew, retry = lease_seconds
+    return [
+        sys.executable,
+        "-m",
+        "sky_kueue.cli.main",
+        "controller",
+        "run",
+        "--kubeconfig",
+        str(sandbox.kubeconfig_path),
+        "--state",
+        state_spec,
+        "--config",
+        str(config),
+        "--lease-namespace",
+        lease_namespace,
+        "--lease-duration",
+        str(duration),
+        "--renew-deadline",
+        str(renew),
+        "--retry-period",
+        str(retry),
+        "--priority-boost-gate",
+        "off",
+        *extra,
+    ]
+
+
 def _config(tmp: Path) -> Path:
     data = yaml.safe_load((REPO / "configs" / "sky-kueue.yaml").read_text())
     data["aging"]["parameters"] = dict(SETTINGS)
@@ -334,31 +371,15 @@ def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path, state_
         sandbox.apply(SETUP)
         if state_kind == "kubernetes":
             sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
-        command = [
-            sys.executable,
-            "-m",
-            "sky_kueue.cli.main",
-            "controller",
-            "run",
-            "--kubeconfig",
-            str(sandbox.kubeconfig_path),
-            "--state",
+        command = controller_command(
+            sandbox,
             state_spec,
-            "--config",
-            str(_config(tmp_path)),
-            "--lease-namespace",
-            "default",
-            "--identity",
-            "crash-controller",  # a restarted pod keeps its name: it re-acquires its own lease at once
-            "--lease-duration",
-            "4",
-            "--renew-deadline",
-            "3",
-            "--retry-period",
-            "0.5",
-            "--priority-boost-gate",
-            "off",
-        ]
+            _config(tmp_path),
+            lease_namespace="default",
+            lease_seconds=(4.0, 3.0, 0.5),
+            # a restarted pod keeps its name: it re-acquires its own lease at once
+            extra=("--identity", "crash-controller"),
+        )
         driver = Driver(sandbox, settings)
         killer = Killer(command, tmp_path / "controller.log", rng)
         killer.thread.start()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from .test_controller_crash import (
     STARTUP_TIMEOUT_SECONDS,
     Driver,
     _config,
+    controller_command,
 )
 
 #: Rounds of "preempt every job, relaunch every job"; the leader dies in the middle one.
@@ -100,29 +100,13 @@ def test_the_follower_takes_over_mid_burst_and_nothing_is_lost_or_doubled(tmp_pa
     with Sandbox(run_emulator=False, start=datetime.datetime.now(datetime.timezone.utc)) as sandbox:
         sandbox.apply(SETUP)
         sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
-        command = [
-            sys.executable,
-            "-m",
-            "sky_kueue.cli.main",
-            "controller",
-            "run",
-            "--kubeconfig",
-            str(sandbox.kubeconfig_path),
-            "--state",
+        command = controller_command(
+            sandbox,
             f"kubernetes:{STORE_NAMESPACE}",
-            "--config",
-            str(_config(tmp_path)),
-            "--lease-namespace",
-            LEASE_NAMESPACE,
-            "--lease-duration",
-            str(LEASE_DURATION_SECONDS),
-            "--renew-deadline",
-            str(RENEW_DEADLINE_SECONDS),
-            "--retry-period",
-            str(RETRY_PERIOD_SECONDS),
-            "--priority-boost-gate",
-            "off",
-        ]
+            _config(tmp_path),
+            lease_namespace=LEASE_NAMESPACE,
+            lease_seconds=(LEASE_DURATION_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_PERIOD_SECONDS),
+        )
         coordination = client.CoordinationV1Api(sandbox.api_client())
         leader = Replica("replica-a", command, tmp_path / "replica-a.log")
         replicas = [leader]
