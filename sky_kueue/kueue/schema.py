@@ -66,13 +66,17 @@ NonNegativeInt32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 StrMap = dict[str, str]
 
 
-class _Fields(BaseModel):
-    """Strict types for the declared fields; undeclared fields are kept and not checked."""
+class StrictFields(BaseModel):
+    """Strict types for the declared fields; undeclared fields are kept and not checked.
+
+    The base of every declared input schema (also SkyPilot's task and config,
+    :mod:`sky_kueue.skypilot.task_schema`): only what the code reads is declared.
+    """
 
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class ObjectMeta(_Fields):
+class ObjectMeta(StrictFields):
     name: str | None = None
     namespace: str | None = None
     uid: str | None = None
@@ -81,11 +85,11 @@ class ObjectMeta(_Fields):
     creationTimestamp: Timestamp | None = None
 
 
-class _Object(_Fields):
+class _Object(StrictFields):
     metadata: ObjectMeta | None = None
 
 
-class Toleration(_Fields):
+class Toleration(StrictFields):
     key: str | None = None
     operator: str | None = None
     value: str | None = None
@@ -93,13 +97,13 @@ class Toleration(_Fields):
     tolerationSeconds: int | None = None
 
 
-class Taint(_Fields):
+class Taint(StrictFields):
     key: str | None = None
     value: str | None = None
     effect: str | None = None
 
 
-class ResourceFlavorSpec(_Fields):
+class ResourceFlavorSpec(StrictFields):
     nodeLabels: StrMap | None = None
     nodeTaints: list[Taint] | None = None
     tolerations: list[Toleration] | None = None
@@ -109,68 +113,68 @@ class ResourceFlavor(_Object):
     spec: ResourceFlavorSpec | None = None
 
 
-class ResourceQuota(_Fields):
+class ResourceQuota(StrictFields):
     name: str | None = None
     nominalQuota: Quantity | None = None
     borrowingLimit: Quantity | None = None
     lendingLimit: Quantity | None = None
 
 
-class FlavorQuotas(_Fields):
+class FlavorQuotas(StrictFields):
     name: str | None = None
     resources: list[ResourceQuota] | None = None
 
 
-class ResourceGroup(_Fields):
+class ResourceGroup(StrictFields):
     coveredResources: list[str] | None = None
     flavors: list[FlavorQuotas] | None = None
 
 
-class FairSharing(_Fields):
+class FairSharing(StrictFields):
     weight: NonNegativeQuantity | None = None
 
 
-class LabelSelectorRequirement(_Fields):
+class LabelSelectorRequirement(StrictFields):
     key: str | None = None
     operator: str | None = None
     values: list[str] | None = None
 
 
-class LabelSelector(_Fields):
+class LabelSelector(StrictFields):
     matchLabels: StrMap | None = None
     matchExpressions: list[LabelSelectorRequirement] | None = None
 
 
-class BorrowWithinCohort(_Fields):
+class BorrowWithinCohort(StrictFields):
     policy: str | None = None
     maxPriorityThreshold: Int32 | None = None
 
 
-class ClusterQueuePreemption(_Fields):
+class ClusterQueuePreemption(StrictFields):
     withinClusterQueue: str | None = None
     reclaimWithinCohort: str | None = None
     borrowWithinCohort: BorrowWithinCohort | None = None
 
 
-class FlavorFungibility(_Fields):
+class FlavorFungibility(StrictFields):
     whenCanBorrow: str | None = None
     whenCanPreempt: str | None = None
     preference: str | None = None
 
 
-class AdmissionScope(_Fields):
+class AdmissionScope(StrictFields):
     admissionMode: str | None = None
 
 
-class AdmissionCheckRule(_Fields):
+class AdmissionCheckRule(StrictFields):
     name: str | None = None
 
 
-class AdmissionChecksStrategy(_Fields):
+class AdmissionChecksStrategy(StrictFields):
     admissionChecks: list[AdmissionCheckRule] | None = None
 
 
-class ClusterQueueSpec(_Fields):
+class ClusterQueueSpec(StrictFields):
     cohort: str | None = None
     cohortName: str | None = None
     namespaceSelector: LabelSelector | None = None
@@ -189,7 +193,7 @@ class ClusterQueue(_Object):
     spec: ClusterQueueSpec | None = None
 
 
-class CohortSpec(_Fields):
+class CohortSpec(StrictFields):
     parent: str | None = None
     parentName: str | None = None
     resourceGroups: list[ResourceGroup] | None = None
@@ -200,20 +204,20 @@ class Cohort(_Object):
     spec: CohortSpec | None = None
 
 
-class LocalQueueSpec(_Fields):
+class LocalQueueSpec(StrictFields):
     clusterQueue: str | None = None
     fairSharing: FairSharing | None = None
 
 
-class AdmissionFairSharingStatus(_Fields):
+class AdmissionFairSharingStatus(StrictFields):
     consumedResources: dict[str, NonNegativeQuantity] | None = None
 
 
-class LocalQueueFairSharingStatus(_Fields):
+class LocalQueueFairSharingStatus(StrictFields):
     admissionFairSharingStatus: AdmissionFairSharingStatus | None = None
 
 
-class LocalQueueStatus(_Fields):
+class LocalQueueStatus(StrictFields):
     fairSharing: LocalQueueFairSharingStatus | None = None
 
 
@@ -227,34 +231,34 @@ class WorkloadPriorityClass(_Object):
     description: str | None = None
 
 
-class ResourceRequirements(_Fields):
+class ResourceRequirements(StrictFields):
     requests: dict[str, NonNegativeQuantity] | None = None
     limits: dict[str, NonNegativeQuantity] | None = None
 
 
-class Container(_Fields):
+class Container(StrictFields):
     name: str | None = None
     resources: ResourceRequirements | None = None
     restartPolicy: str | None = None
 
 
-class NodeSelectorTerm(_Fields):
+class NodeSelectorTerm(StrictFields):
     matchExpressions: list[LabelSelectorRequirement] | None = None
 
 
-class NodeSelector(_Fields):
+class NodeSelector(StrictFields):
     nodeSelectorTerms: list[NodeSelectorTerm] | None = None
 
 
-class NodeAffinity(_Fields):
+class NodeAffinity(StrictFields):
     requiredDuringSchedulingIgnoredDuringExecution: NodeSelector | None = None
 
 
-class Affinity(_Fields):
+class Affinity(StrictFields):
     nodeAffinity: NodeAffinity | None = None
 
 
-class PodSpec(_Fields):
+class PodSpec(StrictFields):
     containers: list[Container] | None = None
     initContainers: list[Container] | None = None
     overhead: dict[str, NonNegativeQuantity] | None = None
@@ -263,24 +267,24 @@ class PodSpec(_Fields):
     tolerations: list[Toleration] | None = None
 
 
-class PodTemplate(_Fields):
+class PodTemplate(StrictFields):
     spec: PodSpec | None = None
 
 
-class PodSet(_Fields):
+class PodSet(StrictFields):
     name: str | None = None
     count: NonNegativeInt32 | None = None
     minCount: NonNegativeInt32 | None = None
     template: PodTemplate | None = None
 
 
-class PriorityClassRef(_Fields):
+class PriorityClassRef(StrictFields):
     name: str | None = None
     group: str | None = None
     kind: str | None = None
 
 
-class WorkloadSpec(_Fields):
+class WorkloadSpec(StrictFields):
     queueName: str | None = None
     podSets: list[PodSet] | None = None
     priority: Int32 | None = None
@@ -290,19 +294,19 @@ class WorkloadSpec(_Fields):
     active: bool | None = None
 
 
-class PodSetAssignment(_Fields):
+class PodSetAssignment(StrictFields):
     name: str | None = None
     count: NonNegativeInt32 | None = None
     flavors: StrMap | None = None
     resourceUsage: dict[str, NonNegativeQuantity] | None = None
 
 
-class Admission(_Fields):
+class Admission(StrictFields):
     clusterQueue: str | None = None
     podSetAssignments: list[PodSetAssignment] | None = None
 
 
-class Condition(_Fields):
+class Condition(StrictFields):
     type: str | None = None
     status: str | None = None
     reason: str | None = None
@@ -310,7 +314,7 @@ class Condition(_Fields):
     lastTransitionTime: Timestamp | None = None
 
 
-class WorkloadStatus(_Fields):
+class WorkloadStatus(StrictFields):
     admission: Admission | None = None
     conditions: list[Condition] | None = None
 
@@ -331,7 +335,8 @@ SCHEMAS: dict[str, type[_Object]] = {
     "AdmissionCheck": _Object,
 }
 
-_EXPECTED = {
+#: pydantic's type errors as the words a user reads (``expected a list, got str``).
+EXPECTED_TYPES = {
     "list_type": "expected a list",
     "dict_type": "expected a mapping",
     "model_type": "expected a mapping",
@@ -350,17 +355,19 @@ def field_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def reason(error: Mapping[str, Any]) -> str:
+    """What one pydantic error says is wrong, without where (``expected a list, got str``)."""
+    kind = str(error.get("type", ""))
+    if kind in EXPECTED_TYPES:
+        return f"{EXPECTED_TYPES[kind]}, got {type(error.get('input')).__name__}"
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    return message[:1].lower() + message[1:]
+
+
 def describe(error: Mapping[str, Any]) -> str:
     """One pydantic error as ``path: what is wrong``."""
-    kind = str(error.get("type", ""))
     path = field_path(tuple(error.get("loc", ())))
-    value = error.get("input")
-    if kind in _EXPECTED:
-        reason = f"{_EXPECTED[kind]}, got {type(value).__name__}"
-    else:
-        reason = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-        reason = reason[:1].lower() + reason[1:]
-    return f"{path}: {reason}" if path else reason
+    return f"{path}: {reason(error)}" if path else reason(error)
 
 
 def check_document(kind: str, doc: Mapping[str, Any], where: str) -> None:

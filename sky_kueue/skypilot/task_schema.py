@@ -15,19 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-#: SkyPilot's integers (``num_nodes``) and the policy's arithmetic stay within 32 bits.
-INT32_MAX = 2**31 - 1
+from sky_kueue.kueue.api import INT32_MAX
+from sky_kueue.kueue.schema import StrictFields as _Fields
+from sky_kueue.kueue.schema import StrMap, reason
+
 #: A number-or-text resource amount (``cpus: 4``, ``cpus: 4+``, ``memory: 32``).
 Amount = Annotated[str | int | float, Field(union_mode="left_to_right")]
-StrMap = dict[str, str]
-
-
-class _Fields(BaseModel):
-    """Strict types for the declared fields; undeclared fields pass through unchecked."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class KubernetesConfig(_Fields):
@@ -83,17 +78,6 @@ class SkyPilotConfig(_Fields):
     kubernetes: dict[str, Any] | None = None
 
 
-_EXPECTED = {
-    "list_type": "expected a list",
-    "dict_type": "expected a mapping",
-    "model_type": "expected a mapping",
-    "model_attributes_type": "expected a mapping",
-    "string_type": "expected a string",
-    "int_type": "expected an integer",
-    "bool_type": "expected true or false",
-}
-
-
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "constrained-int"})
 
 
@@ -107,12 +91,7 @@ def _first_problem(exc: ValidationError) -> str:
     errors = sorted(exc.errors(include_url=False), key=lambda e: len(e["loc"]))
     first = errors[0]
     path = ".".join(str(p) for p in first["loc"] if not _is_union_tag(p))
-    kind = str(first["type"])
-    reason = _EXPECTED.get(kind, str(first["msg"]).removeprefix("Value error, "))
-    reason = reason[:1].lower() + reason[1:]
-    if kind in _EXPECTED:
-        reason += f", got {type(first['input']).__name__}"
-    return f"{path}: {reason}" if path else reason
+    return f"{path}: {reason(first)}" if path else reason(first)
 
 
 def task_problem(task: Mapping[str, Any]) -> str | None:
