@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from sky_kueue.cli import errors, options
+from sky_kueue.cli import errors, options, state_option
 from sky_kueue.controller import aging as aging_policies
 from sky_kueue.controller.aging import AgingDecision, AgingSettings, SettingsError
 from sky_kueue.controller.detection import parse_time
@@ -80,8 +80,6 @@ def _parse_at(text: str | None) -> float:
 def _load_history(
     state_text: str, job_ref: str, kubeconfig: Path | None, context: str | None, in_cluster: bool
 ) -> JobHistory:
-    from sky_kueue.cli import state_option
-
     spec = state_option.parse(state_text)
     opened = state_option.open_from_cli(
         spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=True
@@ -227,9 +225,7 @@ def aging() -> None:
     metavar="SPEC",
     help="The controller's history: sqlite:PATH, PATH, or kubernetes[:NAMESPACE].",
 )
-@options.kubeconfig_option("kubeconfig (--state kubernetes).")
-@options.context_option()
-@click.option("--in-cluster", is_flag=True, help="Use the pod's service account (--state kubernetes).")
+@state_option.cluster_options
 @click.option("--config", "config_path", metavar="FILE", type=click.Path(path_type=Path), help="sky-kueue config.")
 @click.option(
     "--policy", "policy_name", metavar="NAME", help="Evaluate with this policy instead of the configured one."

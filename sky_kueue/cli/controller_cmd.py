@@ -89,9 +89,7 @@ def controller() -> None:
 
 
 @controller.command("run")
-@options.kubeconfig_option()
-@options.context_option()
-@click.option("--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig.")
+@cluster_options
 @state_option
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
 @click.option("--namespace", help="Watch one namespace only (default: all).")

@@ -33,7 +33,9 @@ def state_option(function: F) -> F:
 
 def cluster_options(function: F) -> F:
     """``--kubeconfig``, ``--context``, ``--in-cluster``: needed when ``--state`` is kubernetes."""
-    function = click.option("--in-cluster", is_flag=True, help="Use the pod's service account.")(function)
+    function = click.option(
+        "--in-cluster", is_flag=True, help="Use the pod's service account instead of a kubeconfig."
+    )(function)
     function = options.context_option()(function)
     return options.kubeconfig_option("kubeconfig file.")(function)
 
