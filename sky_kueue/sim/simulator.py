@@ -287,7 +287,7 @@ class Simulator:
             if job.state is _State.QUEUED and job.launches == token:
                 self._burst(job)
             elif job.state is _State.RELAUNCHING and job.launches == token:
-                self._burst_relaunch(job)
+                self._to_cloud(job)  # marked for the cloud after a preemption: never back in Kueue
         elif kind is EventKind.RESYNC and job.state is _State.QUEUED and job.launches == token:
             self._reage(job)
         elif kind is EventKind.RELEASE and job.state is _State.RUNNING and job.launches == token:
@@ -341,7 +341,7 @@ class Simulator:
         decision = self.policy.decide(job.history, now)
         job.decision = decision
         # A band policy's levels sit below the class value (negative); a boost policy's are >= 0.
-        boost = decision.boost if decision.admitted_boost is not None else max(decision.boost, 0)
+        boost = decision.boost
         job.priority = job.base_priority + boost
         job.max_boost = max(job.max_boost, boost)
         job.workload = make_workload(
@@ -401,11 +401,7 @@ class Simulator:
         if decision is not None and decision.admitted_boost is not None:
             # The controller's actuator for admitted Workloads (zero latency, as every reaction).
             self._set_admitted_priority(job, job.base_priority + decision.admitted_boost)
-            if (
-                decision.protect_s is not None
-                and decision.released_boost is not None
-                and decision.released_boost != decision.admitted_boost
-            ):
+            if decision.protect_s is not None and decision.released_boost is not None:
                 self.events.push(instant + decision.protect_s, EventKind.RELEASE, job.index, job.launches)
         self._usage_delta(job, +job.alloc_gpus, instant)
         self.admission_times[job.queue.cluster_queue].append(instant)
@@ -484,11 +480,8 @@ class Simulator:
         self._pending_delta(job, -1)
         self._to_cloud(job)
 
-    def _burst_relaunch(self, job: _Job) -> None:
-        """A job marked for the cloud after a preemption: its relaunch never enters Kueue."""
-        self._to_cloud(job)
-
     def _to_cloud(self, job: _Job) -> None:
+        """SkyPilot runs the job's remaining work in a public cloud, starting now."""
         now = self.now
         job.wait_s += now - job.waiting_since
         job.last_admission_s = now
