@@ -40,7 +40,7 @@ from typing import Protocol
 
 from sky_kueue.controller import aging, burst
 from sky_kueue.controller.aging import AgingDecision, AgingSettings
-from sky_kueue.controller.aging.band import BandPolicy, next_rank_change
+from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.aging.policies import FoldPolicy
 from sky_kueue.controller.history import JobHistory
 
@@ -168,15 +168,9 @@ class RegistryPolicy:
         if history is None:
             return Decision(0, None)
         decision = self.policy.decide(history, self.settings, now)
-        if isinstance(self.policy, BandPolicy):
-            age = now - history.first_seen if history.first_seen is not None else 0.0
-            wait = next_rank_change(age, self.settings, self.policy)
-            next_change = None if wait is None or self.resync_seconds is None else now + wait
-        else:
-            next_change = self._next_change(decision, now)
         return Decision(
             decision.boost,
-            next_change,
+            self._next_change(decision, now),
             decision.admitted_boost,
             decision.released_boost,
             decision.protect_seconds,
@@ -186,6 +180,8 @@ class RegistryPolicy:
         if self.resync_seconds is None:
             return None
         policy = self.policy
+        if isinstance(policy, BandPolicy):
+            return None  # a band level changes only with a preemption or an admission
         if not isinstance(policy, FoldPolicy):
             return now  # unknown formula: re-decide at every resync tick
         settings = self.settings

@@ -54,7 +54,6 @@ it was admitted.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,11 +86,10 @@ class BandPolicy:
         """``(K, P)``: the rank and protect levels this policy uses."""
         return (settings.rank_levels if self.rank else 0, settings.protect_levels if self.protect else 0)
 
-    def levels(self, preemptions: int, settings: AgingSettings, age_seconds: float = 0.0) -> BandLevels:
-        """The offsets for a job preempted ``preemptions`` times, first submitted ``age_seconds`` ago."""
+    def levels(self, preemptions: int, settings: AgingSettings) -> BandLevels:
+        """The offsets for a job preempted ``preemptions`` times so far."""
         k, p = self.widths(settings)
-        rank = rank_level(preemptions, age_seconds, settings)
-        pending = -p - k + min(rank, k - 1) if k > 0 else -p
+        pending = -p - k + min(preemptions, k - 1) if k > 0 else -p
         protected = max(preemptions - settings.protect_after_preemptions + 1, 0)
         return BandLevels(pending=pending, admitted=-p + min(protected, p), released=-p)
 
@@ -100,18 +98,10 @@ class BandPolicy:
         base = history.base_priority if history.base_priority is not None else 0
         n = len(history.preemptions)
         k, p = self.widths(settings)
-        age = now - history.first_seen if history.first_seen is not None else 0.0
-        levels = self.levels(n, settings, age)
-        rank = rank_level(n, age, settings)
+        levels = self.levels(n, settings)
         intervals = history.intervals(now)
         wait = sum(i.duration for i in intervals if i.phase is Phase.WAITING)
         run = sum(i.duration for i in intervals if i.phase is Phase.RUNNING)
-        step = settings.rank_age_step_seconds
-        rank_text = (
-            f"rank {rank} = {n} preemptions"
-            if step is None
-            else f"rank {rank}: first submitted {age:.0f}s ago, one level per doubling from {step:.0f}s"
-        )
         protect_for = settings.protect_seconds
         protect_text = "the whole run" if protect_for is None else f"the first {protect_for:.0f}s of the run"
         steps = (
@@ -128,7 +118,7 @@ class BandPolicy:
             ExplanationStep(
                 "waiting",
                 f"{base + levels.pending}",
-                f"c - P - K + min(rank, K - 1) = {base} - {p} - {k} + {min(rank, k - 1)}; {rank_text}"
+                f"c - P - K + min(n, K - 1) = {base} - {p} - {k} + {min(n, k - 1)}"
                 if k
                 else f"c - P = {base} - {p}",
             ),
@@ -162,35 +152,6 @@ class BandPolicy:
             released_boost=levels.released,
             protect_seconds=protect_for,
         )
-
-
-def rank_level(preemptions: int, age_seconds: float, settings: AgingSettings) -> int:
-    """A waiting job's rank inside its class (uncapped; see :data:`AgingSettings.rank_age_step_seconds`).
-
-    By age (the default): 0 before ``step`` seconds since the job's first submission, then one
-    level per doubling (``step``, ``2 step``, ``4 step``, ...), so a class's waiting jobs sort by
-    when they were first submitted, relaunched or not (Kueue's own FIFO, restored for the
-    relaunch, which Kueue sees as new). By preemptions (``rank_age_step_seconds: null``): one
-    level per preemption, relaunches ahead of every fresh arrival.
-    """
-    step = settings.rank_age_step_seconds
-    if step is None:
-        return preemptions
-    if age_seconds < step:
-        return 0
-    return math.floor(math.log2(age_seconds / step)) + 1
-
-
-def next_rank_change(age_seconds: float, settings: AgingSettings, policy: BandPolicy) -> float | None:
-    """Seconds of further waiting until the rank rises (None: never, or not by age)."""
-    step = settings.rank_age_step_seconds
-    k, _ = policy.widths(settings)
-    if step is None or k == 0:
-        return None
-    level = rank_level(0, age_seconds, settings)
-    if level >= k - 1:
-        return None
-    return max(step * 2**level - age_seconds, 0.0)
 
 
 def check_class_gaps(values: Sequence[int], policy: BandPolicy, settings: AgingSettings) -> None:

@@ -67,9 +67,6 @@ DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS: float | None = None
 #: Band policies (:mod:`sky_kueue.controller.aging.band`): priority levels below the class value
 #: that order waiting relaunches ahead of fresh arrivals.
 DEFAULT_RANK_LEVELS = 8
-#: Band policies: a waiting job's rank rises one level each time its age since first submission
-#: doubles from this many seconds (None: one level per preemption instead).
-DEFAULT_RANK_AGE_STEP_SECONDS: float | None = None
 #: Band policies: priority levels below the class value that order readmitted relaunches as
 #: the last victims of their class.
 DEFAULT_PROTECT_LEVELS = 8
@@ -196,7 +193,6 @@ class AgingSettings:
     burst_after_preemptions: Preemptions | None = DEFAULT_BURST_AFTER_PREEMPTIONS
     burst_max_predicted_wait_seconds: PositiveSeconds | None = DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS
     rank_levels: BandLevels = DEFAULT_RANK_LEVELS
-    rank_age_step_seconds: PositiveSeconds | None = DEFAULT_RANK_AGE_STEP_SECONDS
     protect_levels: BandLevels = DEFAULT_PROTECT_LEVELS
     protect_after_preemptions: Preemptions = DEFAULT_PROTECT_AFTER_PREEMPTIONS
     protect_seconds: PositiveSeconds | None = DEFAULT_PROTECT_SECONDS
