@@ -61,8 +61,8 @@ class JobResult:
     def wait_after_preemption_s(self) -> float | None:
         """First preemption to the capacity the job kept (its final admission or its burst).
 
-        None for a job never preempted; a preempted job still waiting at the horizon, or whose
-        last admission came before its first preemption, waits until ``end_s`` or is skipped.
+        None for a job never preempted, and for a preempted job that got no capacity after its
+        first preemption (still waiting at the horizon): metrics leave it out.
         """
         if self.first_preempted_s is None:
             return None
