@@ -146,10 +146,22 @@ def boost_annotation_patch(uid: str, boost: int, step: str | None = None) -> dic
     return {"metadata": {"uid": uid, "annotations": annotations}}
 
 
-def spec_priority_patch(uid: str, priority: int, step: str | None = None) -> dict[str, Any]:
+def spec_priority_patch(
+    uid: str,
+    priority: int,
+    step: str | None = None,
+    *,
+    band_level: str | None = None,
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """Merge patch of ``spec.priority`` conditional on the UID (and ``resource_version``), noting
+    the aging step or the band level that set it."""
     metadata: dict[str, Any] = {"uid": uid}
-    if step is not None:
-        metadata["annotations"] = {AGING_STEP_ANNOTATION: step}
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
+    annotations = {AGING_STEP_ANNOTATION: step, BAND_LEVEL_ANNOTATION: band_level}
+    if any(value is not None for value in annotations.values()):
+        metadata["annotations"] = {key: value for key, value in annotations.items() if value is not None}
     return {"metadata": metadata, "spec": {"priority": _clamp_int32(priority)}}
 
 
@@ -224,14 +236,7 @@ def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str) -> Patch
     if facts.priority == target:
         return PatchPlan(None, True, f"spec.priority {target} is the {level} level already")
     ref = WorkloadRef.of(facts)
-    body = {
-        "metadata": {
-            "uid": facts.uid,
-            "resourceVersion": facts.resource_version,
-            "annotations": {BAND_LEVEL_ANNOTATION: level},
-        },
-        "spec": {"priority": target},
-    }
+    body = spec_priority_patch(facts.uid, target, band_level=level, resource_version=facts.resource_version)
     summary = f"spec.priority {facts.priority} -> {target} ({level} level) on {ref}"
     return PatchPlan(
         WorkloadPatch(ref, body, ActuatorKind.SPEC_PRIORITY, target - facts.priority, target, summary), False, summary
