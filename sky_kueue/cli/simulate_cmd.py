@@ -126,7 +126,7 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
     "--allow-burst",
     is_flag=True,
     help="Let the controller's policies send preempted jobs to a cloud: after burst_after_preemptions "
-    "preemptions (default 2), or when a relaunch waits burst_max_predicted_wait_seconds (default 900). "
+    "preemptions (default 1), or when a relaunch waits burst_max_predicted_wait_seconds (default 900). "
     "The baseline keeps SkyPilot's behaviour.",
 )
 @click.option(

@@ -53,8 +53,11 @@ AGING_RESYNC_SECONDS = 300.0
 
 #: ``simulate --allow-burst`` when the aging settings leave it open: burst a job's relaunch after
 #: this many preemptions since its last successful run. Measured (``benchmarks/anti_starvation.py``,
-#: seeds 0-2): 2 and 900 s cut the p99 wait after preemption 2-19x; 3 and 1,800 s only 2-15x.
-ALLOW_BURST_DEFAULT_PREEMPTIONS = 2
+#: reclaim storms and synthetic, seeds 0-2, with ``rank``): 1 cuts the p99 wait after preemption
+#: 90-640x on all 9 runs; 2 cuts it 9-19x on 7 runs but only 2.0-2.4x on the other two (the
+#: job ran for hours between its two preemptions, and that run counts as waiting after the
+#: first); 3 and 1,800 s only 2-15x. 1 costs at most 1.6x the burst GPU-hours of 2.
+ALLOW_BURST_DEFAULT_PREEMPTIONS = 1
 #: ``simulate --allow-burst``: a relaunch waiting longer than this in Kueue fails over to a cloud
 #: (SkyPilot's ``kubernetes.kueue.admission_timeout`` set by the controller on relaunches).
 ALLOW_BURST_DEFAULT_RELAUNCH_WAIT_SECONDS = 900.0

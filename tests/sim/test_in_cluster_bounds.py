@@ -1,0 +1,85 @@
+"""What no in-cluster policy can do: the bound behind issue 13's unmet in-cluster targets.
+
+Why a test and not a paragraph: the README claims that halving the maximum preemptions per
+job cannot be promised by any policy that acts only inside Kueue (priorities, and when a
+relaunch re-enters the queue). The claim rests on two facts, both checked here on the
+smallest trace that shows them:
+
+1. Under ``reclaimWithinCohort: Any`` a Workload of a ClusterQueue that borrows is a reclaim
+   candidate whatever its priority (Kueue ``pkg/scheduler/preemption/preemption.go``: the
+   priority test applies only to candidates of the preemptor's own ClusterQueue and to
+   ``borrowWithinCohort``). When it is the only Workload that frees enough quota, every
+   ordering, boost, band or protection leaves it the victim: each registered policy
+   preempts the dev job exactly as often as SkyPilot alone does.
+2. Holding a relaunch back does not help either: the reclaims are the owner team's arrivals,
+   which no policy knows in advance. Whatever the hold, a reclaim that comes after the
+   readmission preempts the job again, and the hold only left quota idle.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sky_kueue.controller import aging
+from sky_kueue.sim import policies
+from sky_kueue.sim.metrics import summarize
+from sky_kueue.sim.relaunch import RelaunchModel
+from sky_kueue.sim.simulator import SimConfig, simulate
+from tests.sim.builders import TraceBuilder
+
+#: Run time of the dev job: long enough that it is still running at every reclaim.
+DEV_RUN_SECONDS = 10_000.0
+FIRST_RECLAIM_AT_SECONDS = 100.0
+PROD_RUN_SECONDS = 50.0
+
+
+def single_borrower_trace(second_reclaim_at: float):
+    """team-b's dev job borrows 4 of team-a's 8 GPUs; team-a's prod job reclaims them twice."""
+    return (
+        TraceBuilder()
+        .team("a", gpus=8, cohort="org")
+        .team("b", gpus=4, cohort="org")
+        .job("dev", at=0, gpus=8, run=DEV_RUN_SECONDS, klass="low", team="b")
+        .job("prod-1", at=FIRST_RECLAIM_AT_SECONDS, gpus=8, run=PROD_RUN_SECONDS, klass="high", team="a")
+        .job("prod-2", at=second_reclaim_at, gpus=8, run=PROD_RUN_SECONDS, klass="high", team="a")
+        .trace()
+    )
+
+
+def relaunch_after(seconds: float) -> SimConfig:
+    """A relaunch exactly ``seconds`` after its preemption: SkyPilot's delay, or a policy's hold."""
+    return SimConfig(
+        relaunch=RelaunchModel(
+            detection_gap_s=0.0, backoff_initial_s=seconds, backoff_multiplier=1.0, backoff_max_s=seconds, backoff_jitter=0.0
+        )
+    )
+
+
+def in_cluster_policies() -> list[str]:
+    """SkyPilot alone and every policy the controller registers (boosts and bands alike)."""
+    return [policies.BASELINE, *aging.policy_names()]
+
+
+@pytest.mark.parametrize("name", in_cluster_policies())
+def test_no_priority_policy_spares_the_only_borrower(name):
+    # prod-1 ends at 150; the relaunch is readmitted then, and prod-2 arrives at 160.
+    run = simulate(single_borrower_trace(160.0), policies.resolve(name), relaunch_after(1.0))
+    jobs = {j.job_id: j for j in run.jobs}
+    assert jobs["dev"].preemptions == 2, name
+    assert summarize(run, ["low", "high"]).preemptions_per_job_max == 2
+    # The reclaims themselves are Kueue's rules: the prod jobs never wait.
+    assert jobs["prod-1"].wait_s == jobs["prod-2"].wait_s == 0
+
+
+@pytest.mark.parametrize("hold_seconds", [30.0, 600.0, 6_000.0])
+def test_holding_the_relaunch_back_only_moves_the_next_reclaim(hold_seconds):
+    # The hold ends at 100 + hold (or prod-1's end at 150, if later): the dev job is readmitted
+    # then, and a prod arrival 10 s later reclaims it again. The quota the hold kept free
+    # between 150 and the readmission ran nothing.
+    readmitted_at = max(FIRST_RECLAIM_AT_SECONDS + hold_seconds, FIRST_RECLAIM_AT_SECONDS + PROD_RUN_SECONDS)
+    run = simulate(single_borrower_trace(readmitted_at + 10.0), policies.resolve("rank"), relaunch_after(hold_seconds))
+    dev = {j.job_id: j for j in run.jobs}["dev"]
+    assert dev.preemptions == 2
+    # Both runs were cut: 100 s before the first reclaim, 10 s (from the readmission) before
+    # the second, on 8 GPUs; so the readmission came exactly when the hold ended.
+    assert dev.lost_gpu_s == 8 * (FIRST_RECLAIM_AT_SECONDS + 10.0)
