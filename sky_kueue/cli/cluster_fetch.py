@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from sky_kueue.mirror.export import Fetched
 
 
-
 def connect_or_fail(kubeconfig: Path | None, context: str | None) -> Connection:
     """A connection to the cluster, or a one-line error and exit code 2 (bad kubeconfig/context)."""
     from sky_kueue.mirror import connection

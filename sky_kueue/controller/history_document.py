@@ -243,9 +243,7 @@ def _step_to_doc(step: AgingStep) -> StepDoc:
 
 
 def step_from_doc(doc: StepDoc, job_key: str) -> AgingStep:
-    return _from_doc(
-        AgingStep, doc, key=EpisodeKey.parse(doc.key), job_key=job_key, explanation=tuple(doc.explanation)
-    )
+    return _from_doc(AgingStep, doc, key=EpisodeKey.parse(doc.key), job_key=job_key, explanation=tuple(doc.explanation))
 
 
 def encode_spec(record: JobRecord) -> JobHistorySpec:

@@ -214,7 +214,11 @@ def test_only_waiting_time_ages_and_the_relaunch_gap_counts_as_waiting() -> None
 def test_default_policy_adds_preemption_steps_and_age() -> None:
     settings = AgingSettings(
         policy="bounded",
-        preemptions_per_step=2, boost_per_step=100, age_weight=100, max_age_seconds=10_000.0, max_boost=500
+        preemptions_per_step=2,
+        boost_per_step=100,
+        age_weight=100,
+        max_age_seconds=10_000.0,
+        max_boost=500,
     )
     history = preempted_times(4, run_seconds=1_000)  # waited 4 x 10 s
     decision = aging.decide(history, settings, history.transitions[-1].at + 2_460)

@@ -155,9 +155,23 @@ def run(root: pathlib.Path, evidence: Evidence) -> None:
 
         state = root / "controller.db"
         controller = subprocess.Popen(
-            [str(BIN / "sky-kueue"), "controller", "run", "--kubeconfig", str(box.kubeconfig_path),
-             "--state", str(state), "--config", str(root / "sky-kueue.yaml"),
-             "--lease-namespace", "default", "--reage-interval", "5", "--log-format", "text"],
+            [
+                str(BIN / "sky-kueue"),
+                "controller",
+                "run",
+                "--kubeconfig",
+                str(box.kubeconfig_path),
+                "--state",
+                str(state),
+                "--config",
+                str(root / "sky-kueue.yaml"),
+                "--lease-namespace",
+                "default",
+                "--reage-interval",
+                "5",
+                "--log-format",
+                "text",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=(root / "controller.log").open("w"),
         )
@@ -179,8 +193,11 @@ class WorkloadHistory:
 
     def preempted(self, uid: str) -> dict[str, Any] | None:
         return next(
-            (s for s in self.states if s["metadata"].get("uid") == uid and
-             _conditions(s).get("Preempted", ("False",))[0] == "True"),
+            (
+                s
+                for s in self.states
+                if s["metadata"].get("uid") == uid and _conditions(s).get("Preempted", ("False",))[0] == "True"
+            ),
             None,
         )
 
@@ -200,8 +217,10 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
         next((line.strip() for line in launch.stdout.splitlines() if "Managed Job ID" in line), launch.stdout[-300:]),
     )
 
-    dev_pod = _wait("team-b's pod to be admitted and Running", lambda: next(
-        (p for p in _pods(box, "team-b") if (p.get("status") or {}).get("phase") == "Running"), None))
+    dev_pod = _wait(
+        "team-b's pod to be admitted and Running",
+        lambda: next((p for p in _pods(box, "team-b") if (p.get("status") or {}).get("phase") == "Running"), None),
+    )
     labels = dev_pod["metadata"]["labels"]
     dev_group = labels["kueue.x-k8s.io/pod-group-name"]
     dev_workload = box.store.get(WORKLOADS, dev_group, "team-b")
@@ -213,8 +232,10 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
         f"Admitted={_conditions(dev_workload).get('Admitted', ('?',))[0]}",
     )
 
-    _wait("SkyPilot to exec into the pod and sync its runtime files", lambda: "setup_runtime_on_cluster"
-          in _latest_provision_log(home))
+    _wait(
+        "SkyPilot to exec into the pod and sync its runtime files",
+        lambda: "setup_runtime_on_cluster" in _latest_provision_log(home),
+    )
     assert box.kubelet is not None
     synced = sorted(str(p.relative_to(box.kubelet.root)) for p in box.kubelet.root.rglob("*.whl"))
     evidence.record("SkyPilot ran commands in the pod (kubectl exec) and rsynced its wheel", f"files: {synced}")
@@ -234,7 +255,10 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
     def recorded() -> dict[str, Any] | None:
         result = subprocess.run(
             [str(BIN / "sky-kueue"), "controller", "status", "--state", str(state), "--output", "json"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         if result.returncode != 0 or not result.stdout.strip():
             return None
@@ -254,8 +278,7 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
     again = _wait("SkyPilot's jobs controller to relaunch team-b's job (after its backoff)", relaunched)
     evidence.record(
         "SkyPilot relaunched the preempted job: a new Workload under the same pod-group name",
-        f"Workload {again['metadata']['name']} uid {again['metadata']['uid']}, "
-        f"conditions {_conditions(again)}",
+        f"Workload {again['metadata']['name']} uid {again['metadata']['uid']}, conditions {_conditions(again)}",
     )
 
     def aged() -> dict[str, Any] | None:

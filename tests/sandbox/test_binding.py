@@ -80,8 +80,12 @@ def test_an_admitted_gpu_pod_is_bound_running_and_ready_with_a_loopback_ip() -> 
 def test_pods_outside_kueue_start_at_once_with_distinct_ips() -> None:
     clock = ManualClock(datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.timezone.utc))
     plain = [
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-         "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+        }
         for name in ("one", "two")
     ]
     with Sandbox(clock=clock, run_emulator=False) as box:

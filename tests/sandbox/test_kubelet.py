@@ -21,14 +21,20 @@ KUBECTL_TIMEOUT_SECONDS = 30
 
 def _pod(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     container = {"name": "main", "image": "x", "env": env or []}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [container]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [container]},
+    }
 
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
-    env = [{"name": "GREETING", "value": "hello"},
-           {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    env = [
+        {"name": "GREETING", "value": "hello"},
+        {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    ]
     with Sandbox(kubelet=True, run_emulator=False) as sandbox:
         sandbox.apply(seed.seed_nodes())
         sandbox.apply([_pod("worker", env)])
@@ -67,8 +73,14 @@ def test_kubectl_exec_passes_stdin_and_runs_in_the_pods_own_home(box: Sandbox) -
 def test_the_official_clients_stream_runs_commands_too(box: Sandbox) -> None:
     core = client.CoreV1Api(box.api_client())
     output = stream(
-        core.connect_get_namespaced_pod_exec, "worker", "default",
-        command=["bash", "-c", "printf '%s' \"$GREETING\""], stdout=True, stderr=True, stdin=False, tty=False,
+        core.connect_get_namespaced_pod_exec,
+        "worker",
+        "default",
+        command=["bash", "-c", "printf '%s' \"$GREETING\""],
+        stdout=True,
+        stderr=True,
+        stdin=False,
+        tty=False,
     )
     assert output == "hello"
 

@@ -97,8 +97,17 @@ def test_up_rejects_a_start_time_it_cannot_read_in_one_line() -> None:
 def test_up_starts_at_the_given_time(tmp_path: object) -> None:
     kubeconfig = f"{tmp_path}/kubeconfig"
     process = subprocess.Popen(
-        [sys.executable, "-m", "sky_kueue.cli.main", "sandbox", "up", "--kubeconfig", kubeconfig,
-         "--start-time", "2026-01-01T12:00:00Z"],
+        [
+            sys.executable,
+            "-m",
+            "sky_kueue.cli.main",
+            "sandbox",
+            "up",
+            "--kubeconfig",
+            kubeconfig,
+            "--start-time",
+            "2026-01-01T12:00:00Z",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -107,8 +116,16 @@ def test_up_starts_at_the_given_time(tmp_path: object) -> None:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("sandbox cluster (Kueue emulation) listening on")
         listed = subprocess.run(
-            ["kubectl", "--kubeconfig", kubeconfig, "get", "namespace", "team-a", "-o",
-             "jsonpath={.metadata.creationTimestamp}"],
+            [
+                "kubectl",
+                "--kubeconfig",
+                kubeconfig,
+                "get",
+                "namespace",
+                "team-a",
+                "-o",
+                "jsonpath={.metadata.creationTimestamp}",
+            ],
             capture_output=True,
             text=True,
             timeout=KUBECTL_TIMEOUT_SECONDS,
@@ -138,11 +155,20 @@ def test_kubectl_applies_the_shipped_manifests_with_validation_on() -> None:
         # Kueue's own namespace exists on a cluster running Kueue (rbac.yaml has a Role in it).
         client.CoreV1Api(box.api_client()).create_namespace({"metadata": {"name": "kueue-system"}})
         applied = subprocess.run(
-            ["kubectl", "--kubeconfig", str(box.kubeconfig_path), "apply",
-             "-f", str(repo / "configs" / "kueue" / "seed-setup.yaml"),
-             "-f", str(repo / "configs" / "controller" / "namespace.yaml"),
-             "-f", str(repo / "configs" / "controller" / "rbac.yaml"),
-             "-f", str(repo / "configs" / "controller" / "serviceaccount.yaml")],
+            [
+                "kubectl",
+                "--kubeconfig",
+                str(box.kubeconfig_path),
+                "apply",
+                "-f",
+                str(repo / "configs" / "kueue" / "seed-setup.yaml"),
+                "-f",
+                str(repo / "configs" / "controller" / "namespace.yaml"),
+                "-f",
+                str(repo / "configs" / "controller" / "rbac.yaml"),
+                "-f",
+                str(repo / "configs" / "controller" / "serviceaccount.yaml"),
+            ],
             capture_output=True,
             text=True,
             timeout=KUBECTL_TIMEOUT_SECONDS,

@@ -50,7 +50,11 @@ def relaunch_after(seconds: float) -> SimConfig:
     """A relaunch exactly ``seconds`` after its preemption: SkyPilot's delay, or a policy's hold."""
     return SimConfig(
         relaunch=RelaunchModel(
-            detection_gap_s=0.0, backoff_initial_s=seconds, backoff_multiplier=1.0, backoff_max_s=seconds, backoff_jitter=0.0
+            detection_gap_s=0.0,
+            backoff_initial_s=seconds,
+            backoff_multiplier=1.0,
+            backoff_max_s=seconds,
+            backoff_jitter=0.0,
         )
     )
 

@@ -118,9 +118,7 @@ def test_sky_launch_dryrun_renders_the_labeled_cluster(sky_on_sandbox: SkyOnSand
     assert requests.get("nvidia.com/gpu", 0) == gpus
 
 
-def test_a_task_for_another_teams_queue_is_rejected_by_the_server(
-    sky_on_sandbox: SkyOnSandbox, tmp_path: Path
-) -> None:
+def test_a_task_for_another_teams_queue_is_rejected_by_the_server(sky_on_sandbox: SkyOnSandbox, tmp_path: Path) -> None:
     task = yaml.safe_load((TEMPLATES / "team-b-cpu-dev.yaml").read_text())
     task.setdefault("config", {}).setdefault("kubernetes", {})["kueue"] = {"local_queue_name": "team-a-lq"}
     path = tmp_path / "foreign.yaml"

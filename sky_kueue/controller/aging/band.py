@@ -118,9 +118,7 @@ class BandPolicy:
             ExplanationStep(
                 "waiting",
                 f"{base + levels.pending}",
-                f"c - P - K + min(n, K - 1) = {base} - {p} - {k} + {min(n, k - 1)}"
-                if k
-                else f"c - P = {base} - {p}",
+                f"c - P - K + min(n, K - 1) = {base} - {p} - {k} + {min(n, k - 1)}" if k else f"c - P = {base} - {p}",
             ),
             ExplanationStep(
                 "admitted",

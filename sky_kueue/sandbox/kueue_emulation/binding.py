@@ -97,9 +97,7 @@ def running(stamp: str, pod_ip: str, host_ip: str | None) -> Any:
             status["hostIP"] = host_ip
             status["hostIPs"] = [{"ip": host_ip}]
         conditions = [c for c in status.get("conditions") or [] if c.get("type") not in _RUNNING_CONDITIONS]
-        conditions.extend(
-            {"type": kind, "status": "True", "lastTransitionTime": stamp} for kind in _RUNNING_CONDITIONS
-        )
+        conditions.extend({"type": kind, "status": "True", "lastTransitionTime": stamp} for kind in _RUNNING_CONDITIONS)
         status["conditions"] = conditions
 
     return change
