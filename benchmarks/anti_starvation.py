@@ -16,6 +16,9 @@ seed, one run per policy on the same jobs; every figure below is a policy agains
   preemption at least 5x lower; burst GPU-hours and cost reported.
 * ``checkpoint``: jobs checkpoint every :data:`CHECKPOINT_EVERY_SECONDS` (for every policy,
   baseline included): what resuming changes, reported without criteria.
+* ``reserve``: a Workload waiting :data:`RESERVE_AFTER_SECONDS` reserves its cohort (the work
+  Kueue would admit after it is deactivated until it runs), judged on the in-cluster criteria
+  against the plain baseline (SkyPilot alone, no reservation).
 
 Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2] [--markdown]``
 (JSON on stdout; ``--markdown`` prints the README's tables instead). About 2 minutes for
@@ -35,7 +38,7 @@ from sky_kueue.controller.aging import AgingSettings, get_policy
 from sky_kueue.sim import compare, policies
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
-from sky_kueue.sim.traces import load_trace
+from sky_kueue.sim.traces import Trace, load_trace
 
 TRACES = ("reclaim-storm", "reclaim-storm-hot", "synthetic")
 SYNTHETIC_JOBS = 2_000
@@ -50,6 +53,9 @@ NO_HARM_ONLY_TRACES = frozenset({"synthetic"})
 IMPROVEMENT_CRITERIA = ("relaunch_starved", "max_preemptions")
 CHECKPOINT_POLICIES = ("baseline", "rank")
 CHECKPOINT_EVERY_SECONDS = 1_800.0
+#: The reservation lever (``simulate --reserve-after``): policies and waits measured.
+RESERVE_POLICIES = ("baseline", "rank")
+RESERVE_AFTER_SECONDS = (3_600.0, 14_400.0)
 RELAUNCH_STARVED_REDUCTION = 3.0
 MAX_PREEMPTIONS_FRACTION = 0.5
 HIGH_P95_MAX_INCREASE = 0.05
@@ -158,6 +164,29 @@ def run(seeds: list[int]) -> list[Row]:
                         met = _burst(figures, base)
                     rows.append(Row(name, seed, mode, policy, figures, met))
                 print(f"{name} seed {seed} {mode}: done", file=sys.stderr)
+            rows.extend(_reserve_rows(trace, name, seed, high, plain_base=_baseline_figures(rows, name, seed)))
+    return rows
+
+
+def _baseline_figures(rows: list[Row], trace: str, seed: int) -> dict[str, Any]:
+    return next(
+        r.figures for r in rows if (r.trace, r.seed, r.mode, r.policy) == (trace, seed, "in-cluster", "baseline")
+    )
+
+
+def _reserve_rows(trace: Trace, name: str, seed: int, high: str, *, plain_base: dict[str, Any]) -> list[Row]:
+    """The reservation lever, one run per limit, judged against SkyPilot alone (no reservation)."""
+    rows: list[Row] = []
+    for policy in RESERVE_POLICIES:
+        for after in RESERVE_AFTER_SECONDS:
+            config = replace(SimConfig(seed=seed), reserve_after_s=after)
+            metrics = compare.compare(trace, [policy], config).metrics[policy]
+            figures = _figures(metrics, high) | {"reservations": metrics.reservations}
+            met = _in_cluster(figures, plain_base)
+            if name in NO_HARM_ONLY_TRACES:
+                met = {k: v for k, v in met.items() if k not in IMPROVEMENT_CRITERIA}
+            rows.append(Row(name, seed, "reserve", f"{policy}, reserve after {after / 3600:g} h", figures, met))
+    print(f"{name} seed {seed} reserve: done", file=sys.stderr)
     return rows
 
 
@@ -199,6 +228,16 @@ def markdown(rows: list[Row]) -> str:
             "goodput_pct",
         ),
         "checkpoint": ("starved", "max_preemptions", "lost_gpu_hours", "goodput_pct", "p99_wait_after_preemption_s"),
+        "reserve": (
+            "reservations",
+            "starved",
+            "relaunch_starved",
+            "max_preemptions",
+            "in_queue_preemptions",
+            "inverted_preemptions",
+            "goodput_pct",
+            "high_p95_wait_s",
+        ),
     }
     for mode, keys in columns.items():
         out.append(f"\n{mode}:\n")

@@ -136,6 +136,13 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
     help="Jobs checkpoint every S seconds of run time and resume from it after a preemption.",
 )
 @click.option(
+    "--reserve-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="A Workload waiting S seconds reserves its cohort: the pending Workloads Kueue would admit "
+    "after it are deactivated until it is admitted (every policy, baseline included).",
+)
+@click.option(
     "--starve-factor",
     type=click.FloatRange(min=0),
     default=None,
@@ -194,6 +201,7 @@ def simulate(
     burst_cost: float | None,
     allow_burst: bool,
     checkpoint_every: float | None,
+    reserve_after: float | None,
     starve_factor: float | None,
     starve_after: float | None,
     eta_sample: int,
@@ -242,7 +250,9 @@ def simulate(
         config = replace(config, wait_limit_s=burst_after)
     if burst_cost is not None:
         config = replace(config, burst_cost_per_gpu_hour=burst_cost)
-    config = replace(config, allow_burst=allow_burst, checkpoint_every_s=checkpoint_every)
+    config = replace(
+        config, allow_burst=allow_burst, checkpoint_every_s=checkpoint_every, reserve_after_s=reserve_after
+    )
     rule = metrics.StarvationRule()
     if starve_factor is not None:
         rule = replace(rule, runtime_multiple=starve_factor)

@@ -30,6 +30,8 @@ class EventKind(enum.IntEnum):
     RESYNC = 4
     #: A readmitted job's protection time is over: the controller lowers it to its class's plain level.
     RELEASE = 5
+    #: A Workload has waited ``reserve_after_s``: it takes its cohort's reservation, or queues for it.
+    RESERVE = 6
 
 
 @dataclass(frozen=True, order=True)

@@ -108,6 +108,9 @@ class PolicyMetrics:
     sim_end_s: float
     wall_s: float
     eta: EtaSummary | None = None
+    #: Reservations for starved jobs (``--reserve-after``) and the Workloads they held back.
+    reservations: int = 0
+    held_back_workloads: int = 0
     preemptions_by_reason: dict[str, int] = field(default_factory=dict)
     #: Starved jobs that were never preempted (they only queued) and that were.
     starved_never_preempted: int = 0
@@ -155,6 +158,8 @@ class PolicyMetrics:
             "burst_cost": round(self.burst_cost, 2),
             "burst_cost_usd": round(self.burst_cost, 2),
             "burst_gpu_hours": round(self.burst_gpu_hours, 3),
+            "reservations": self.reservations,
+            "held_back_workloads": self.held_back_workloads,
             "max_boost": self.max_boost,
             "cycles": self.cycles,
             "sim_end_s": round(self.sim_end_s, 3),
@@ -223,6 +228,8 @@ def summarize(
         sim_end_s=run.end_s,
         wall_s=run.wall_s,
         eta=eta,
+        reservations=run.reservations,
+        held_back_workloads=run.held_back_workloads,
         preemptions_by_reason=dict(run.preemptions_by_reason),
         starved_never_preempted=sum(1 for j in starved_jobs if j.preemptions == 0),
         starved_preempted=sum(1 for j in starved_jobs if j.preemptions > 0),

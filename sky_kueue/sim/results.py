@@ -97,6 +97,9 @@ class RunResult:
     #: Preemptions whose victim's class priority was above the preemptor's class priority
     #: (a boost, or a lower-class owner reclaiming borrowed quota under reclaimWithinCohort: Any).
     inverted_preemptions: int = 0
+    #: Reservations taken (``SimConfig.reserve_after_s``) and Workloads they held back.
+    reservations: int = 0
+    held_back_workloads: int = 0
     timeline_cq: str = ""
     timeline: tuple[TimelinePoint, ...] = ()
     wall_s: float = 0.0

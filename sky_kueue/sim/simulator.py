@@ -48,6 +48,7 @@ from sky_kueue.sim.cluster import QueueRef, at, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
 from sky_kueue.sim.policies import Decision, ResubmissionPolicy
 from sky_kueue.sim.relaunch import RelaunchModel
+from sky_kueue.sim.reservation import QueueOrder, Reservations
 from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, TimelinePoint
 from sky_kueue.sim.traces import JobSpec, Trace
 
@@ -90,6 +91,10 @@ class SimConfig:
     #: Jobs checkpoint every this many seconds of run time and resume from the last
     #: checkpoint after a preemption (None: a relaunch starts from scratch).
     checkpoint_every_s: float | None = None
+    #: A Workload waiting this long takes its cohort's reservation: the controller deactivates
+    #: (``spec.active: false``) the pending Workloads Kueue would admit after it, until it is
+    #: admitted (:mod:`sky_kueue.sim.reservation`; None: no reservations).
+    reserve_after_s: float | None = None
 
 
 class _State(enum.Enum):
@@ -133,6 +138,8 @@ class _Job:
     outcome: JobOutcome | None = None
     end_s: float | None = None
     burst_cost: float = 0.0
+    #: Deactivated by another job's reservation: the Workload is not in Kueue's queues.
+    held_back: bool = False
 
 
 def _rng(seed: int, job_id: str, preemption: int) -> random.Random:
@@ -197,6 +204,7 @@ class Simulator:
         self.timeline_cq = self.config.timeline_cq or self._busiest_cq()
         self.timeline: list[TimelinePoint] = []
         self.eta: list[tuple[str, float | None, float | None, float | None]] = []
+        self.reservations = Reservations()
         self._ran = False
 
     # --- setup ------------------------------------------------------------------------
@@ -266,6 +274,8 @@ class Simulator:
             cycles=self.cycles,
             preemptions_by_reason=dict(sorted(self.preemptions_by_reason.items())),
             inverted_preemptions=self.inverted_preemptions,
+            reservations=self.reservations.taken,
+            held_back_workloads=self.reservations.held_back,
             timeline_cq=self.timeline_cq,
             timeline=tuple(self.timeline),
             wall_s=time.perf_counter() - started,
@@ -292,6 +302,8 @@ class Simulator:
             self._reage(job)
         elif kind is EventKind.RELEASE and job.state is _State.RUNNING and job.launches == token:
             self._release(job)
+        elif kind is EventKind.RESERVE and job.state is _State.QUEUED and job.launches == token:
+            self._reserve(job)
 
     def _settle(self, instant: float) -> None:
         """Runs Kueue cycles at one instant until no head can change anything."""
@@ -355,13 +367,20 @@ class Simulator:
             memory_bytes=job.spec.memory_bytes,
         )
         job.state = _State.QUEUED
+        job.created_at = now
         self.by_workload[job.workload.key] = job
-        self.engine.add_workload(job.workload)
+        if self.config.reserve_after_s is not None and self.reservations.holds_back(
+            self._cohort(job), self._order(job)
+        ):
+            self._hold_back(job)
+        else:
+            self.engine.add_workload(job.workload)
         self._pending_delta(job, +1)
         limit = self.wait_limit(job)
         if limit is not None:
             self.events.push(now + limit, EventKind.BURST_CHECK, job.index, job.launches)
-        job.created_at = now
+        if self.config.reserve_after_s is not None:
+            self.events.push(now + self.config.reserve_after_s, EventKind.RESERVE, job.index, job.launches)
         self._schedule_resync(job, decision.next_change_s)
 
     def _schedule_resync(self, job: _Job, next_change_s: float | None) -> None:
@@ -383,13 +402,82 @@ class Simulator:
             job.priority = job.base_priority + decision.boost
             job.max_boost = max(job.max_boost, decision.boost)
             job.workload = _with_priority(job.workload, job.priority)
-            self.engine.update_pending_workload(job.workload)
+            if not job.held_back:
+                self.engine.update_pending_workload(job.workload)
         self._schedule_resync(job, decision.next_change_s)
+
+    # --- reservations (SimConfig.reserve_after_s) --------------------------------------
+
+    def _cohort(self, job: _Job) -> str:
+        cq = job.queue.cluster_queue
+        spec = self.trace.cluster.state.cluster_queues.get(cq)
+        cohort = spec.cohort if spec is not None else None
+        return cohort if cohort else f"clusterqueue/{cq}"
+
+    @staticmethod
+    def _order(job: _Job) -> QueueOrder:
+        return QueueOrder(job.priority, job.created_at)
+
+    def _hold_back(self, job: _Job) -> None:
+        job.held_back = True
+        self.reservations.of(self._cohort(job)).held.add(job.index)
+        self.reservations.held_back += 1
+
+    def _reserve(self, job: _Job) -> None:
+        """The Workload waited ``reserve_after_s``: it holds its cohort's reservation, or queues for it."""
+        state = self.reservations.of(self._cohort(job))
+        if state.holder is None and not job.held_back:
+            self._take_reservation(job)
+        else:
+            state.line.append((job.index, job.launches))
+
+    def _take_reservation(self, job: _Job) -> None:
+        cohort = self._cohort(job)
+        state = self.reservations.of(cohort)
+        state.holder = (job.index, job.launches)
+        state.holder_order = self._order(job)
+        self.reservations.taken += 1
+        for other in self.jobs:
+            if (
+                other.state is _State.QUEUED
+                and other is not job
+                and not other.held_back
+                and self._cohort(other) == cohort
+                and self._order(other).behind(state.holder_order)
+            ):
+                assert other.workload is not None
+                self.engine.delete_workload(other.workload.key)
+                self._hold_back(other)
+
+    def _end_reservation(self, job: _Job) -> None:
+        """``job`` left the queue: if it held its cohort's reservation, the held work returns."""
+        if job.held_back:
+            job.held_back = False
+            self.reservations.of(self._cohort(job)).held.discard(job.index)
+            return
+        state = self.reservations.cohorts.get(self._cohort(job))
+        if state is None or state.holder is None or state.holder[0] != job.index:
+            return
+        state.holder = None
+        state.holder_order = None
+        for index in sorted(state.held):
+            other = self.jobs[index]
+            other.held_back = False
+            assert other.workload is not None
+            self.engine.add_workload(other.workload)  # reactivated: back at its creation time
+        state.held.clear()
+        while state.line:
+            index, launch = state.line.popleft()
+            candidate = self.jobs[index]
+            if candidate.state is _State.QUEUED and candidate.launches == launch:
+                self._take_reservation(candidate)
+                break
 
     def _admitted(self, job: _Job, cq: str, instant: float) -> None:
         assert job.workload is not None
         self._pending_delta(job, -1)
         job.state = _State.RUNNING
+        self._end_reservation(job)
         job.wait_s += instant - job.waiting_since
         job.run_start = instant
         if job.first_admission is None:
@@ -476,8 +564,11 @@ class Simulator:
     def _burst(self, job: _Job) -> None:
         """The launch attempt hit the team's wait limit: SkyPilot fails over to a cloud."""
         assert job.workload is not None
-        self.engine.delete_workload(job.workload.key)
+        if not job.held_back:
+            self.engine.delete_workload(job.workload.key)
         self._pending_delta(job, -1)
+        job.state = _State.RELAUNCHING  # no longer queued: its reservation (if any) ends
+        self._end_reservation(job)
         self._to_cloud(job)
 
     def _to_cloud(self, job: _Job) -> None:

@@ -85,11 +85,12 @@ def test_allow_burst_and_checkpoints_reach_the_json_report():
 
     result = invoke(
         "--trace", "reclaim-storm-hot", "--hours", "24", "--policies", "baseline,keep-place",
-        "--allow-burst", "--checkpoint-every", "1800", "--output", "json", "--quiet",
+        "--allow-burst", "--checkpoint-every", "1800", "--reserve-after", "3600", "--output", "json", "--quiet",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     baseline, policy = report["policies"]["baseline"], report["policies"]["keep-place"]
+    assert baseline["reservations"] > 0 and baseline["held_back_workloads"] > 0
     assert baseline["bursts"] == baseline["burst_gpu_hours"] == 0  # SkyPilot alone never bursts on preemption
     assert policy["bursts"] > 0 and policy["burst_gpu_hours"] > 0 and policy["burst_cost_usd"] > 0
     for figures in (baseline, policy):
