@@ -232,6 +232,8 @@ def simulate(
             errors.fail(f"--policies: {err}", EXIT_BAD_INPUT)
     if len(set(names)) != len(names):
         errors.fail(f"--policies: a policy is listed twice: {policy_list}", EXIT_BAD_INPUT)
+    if reserve_after is not None and clusters > 1:
+        errors.fail("--reserve-after is modelled for one cluster; drop it or --clusters", EXIT_BAD_INPUT)
     if plot_path is not None:
         from sky_kueue.sim import plots
 

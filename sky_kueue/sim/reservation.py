@@ -9,6 +9,13 @@ behind the starved one. For a pod group whose pods are still scheduling-gated th
 deletes nothing (Kueue ``pkg/controller/jobs/pod/pod_controller.go`` ``Stop`` skips gated
 pods), and setting ``spec.active`` back to true requeues the Workload at its creation time
 (``pkg/workload/workload.go`` ``GetQueueOrderTimestamp``), so the held work keeps its place.
+(Kueue releases without the fix for kueue#6719, PR #8424, reactivate a deactivated Workload
+whenever its job is modified.)
+
+Measured (``benchmarks/anti_starvation.py``, README "Does aging end starvation?"), it does
+not pay: holding every later arrival back behind a large starved job multiplies the short
+jobs that starve, so the controller does not offer it; the simulator keeps it so the
+measurement can be repeated.
 
 This module is the bookkeeping only (pure): one holder per cohort, a first-come line of jobs
 that starved while another held it, and the set of jobs held back. The simulator applies it.

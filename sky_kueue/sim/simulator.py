@@ -370,7 +370,7 @@ class Simulator:
         job.created_at = now
         self.by_workload[job.workload.key] = job
         if self.config.reserve_after_s is not None and self.reservations.holds_back(
-            self._cohort(job), self._order(job)
+            self._cohort(job), self._queue_order(job)
         ):
             self._hold_back(job)
         else:
@@ -415,7 +415,7 @@ class Simulator:
         return cohort if cohort else f"clusterqueue/{cq}"
 
     @staticmethod
-    def _order(job: _Job) -> QueueOrder:
+    def _queue_order(job: _Job) -> QueueOrder:
         return QueueOrder(job.priority, job.created_at)
 
     def _hold_back(self, job: _Job) -> None:
@@ -435,7 +435,7 @@ class Simulator:
         cohort = self._cohort(job)
         state = self.reservations.of(cohort)
         state.holder = (job.index, job.launches)
-        state.holder_order = self._order(job)
+        state.holder_order = self._queue_order(job)
         self.reservations.taken += 1
         for other in self.jobs:
             if (
@@ -443,7 +443,7 @@ class Simulator:
                 and other is not job
                 and not other.held_back
                 and self._cohort(other) == cohort
-                and self._order(other).behind(state.holder_order)
+                and self._queue_order(other).behind(state.holder_order)
             ):
                 assert other.workload is not None
                 self.engine.delete_workload(other.workload.key)

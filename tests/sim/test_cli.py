@@ -101,3 +101,10 @@ def test_allow_burst_and_checkpoints_reach_the_json_report():
         }  # fmt: skip
         assert 0 <= preempted["p50_wait_after_preemption_s"] <= preempted["p99_wait_after_preemption_s"]
         assert preempted["p99_wait_after_preemption_s"] <= preempted["max_wait_after_preemption_s"]
+
+
+def test_reserve_after_is_refused_with_several_clusters():
+    result = invoke("--trace", "reclaim-storm", "--hours", "2", "--clusters", "2", "--reserve-after", "60", "--quiet")
+    assert result.exit_code != 0
+    assert "--reserve-after is modelled for one cluster" in result.output
+    assert "Traceback" not in result.output
