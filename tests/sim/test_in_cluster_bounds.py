@@ -14,6 +14,9 @@ smallest trace that shows them:
 2. Holding a relaunch back does not help either: the reclaims are the owner team's arrivals,
    which no policy knows in advance. Whatever the hold, a reclaim that comes after the
    readmission preempts the job again, and the hold only left quota idle.
+
+And one for the synthetic trace's "total starved no more than baseline": keeping a
+relaunch's place ahead of fresh arrivals delays a short fresh job by the relaunch's run.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import pytest
 
 from sky_kueue.controller import aging
 from sky_kueue.sim import policies
-from sky_kueue.sim.metrics import summarize
+from sky_kueue.sim.metrics import StarvationRule, summarize
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.simulator import SimConfig, simulate
 from tests.sim.builders import TraceBuilder
@@ -87,3 +90,26 @@ def test_holding_the_relaunch_back_only_moves_the_next_reclaim(hold_seconds):
     # Both runs were cut: 100 s before the first reclaim, 10 s (from the readmission) before
     # the second, on 8 GPUs; so the readmission came exactly when the hold ended.
     assert dev.lost_gpu_s == 8 * (FIRST_RECLAIM_AT_SECONDS + 10.0)
+
+
+def test_a_kept_place_in_line_can_starve_a_short_fresh_job():
+    # The synthetic trace's "starved no more than baseline" against rank's promise: a relaunch
+    # that waits ahead of fresh arrivals of its class delays them by its whole run. Here the
+    # short low-2 (10 s) waits 40 s under SkyPilot alone and 140 s behind the relaunch of
+    # low-1, more than 10x its run: starved (the rule without its one-hour floor).
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=4)
+        .job("low-1", at=0, gpus=4, run=100, klass="low")
+        .job("high-1", at=10, gpus=4, run=50, klass="high")
+        .job("low-2", at=20, gpus=4, run=10, klass="low")
+        .trace()
+    )
+    rule = StarvationRule(runtime_multiple=10.0, min_wait_s=0.0)
+    baseline = {j.job_id: j for j in simulate(trace, policies.resolve("baseline"), relaunch_after(30.0)).jobs}
+    ranked = {j.job_id: j for j in simulate(trace, policies.resolve("rank"), relaunch_after(30.0)).jobs}
+    assert (baseline["low-2"].wait_s, ranked["low-2"].wait_s) == (40, 140)
+    assert [j.job_id for j in baseline.values() if rule.starved(j)] == []
+    assert [j.job_id for j in ranked.values() if rule.starved(j)] == ["low-2"]
+    # What rank bought: low-1 waits 50 s after its preemption instead of 60 s.
+    assert (baseline["low-1"].wait_s, ranked["low-1"].wait_s) == (60, 50)
