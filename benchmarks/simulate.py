@@ -12,7 +12,11 @@ Two parts, one JSON document on stdout (or ``--output FILE``):
   (no starved job, low class's max wait >= 5x lower, high class's p95 <= 5 % higher,
   utilisation within 1 point). ``ladder`` and ``age`` are the registry's alternatives: one
   counts preemptions only, the other waiting time only, so the table shows which part of
-  the default formula moves which figure.
+  the default formula moves which figure; ``rank`` is the default policy.
+* ``anti_starvation``: issue 13's comparisons, the same rows as
+  ``benchmarks/anti_starvation.py`` (reclaim storms and the calibrated synthetic trace,
+  seeds :data:`ANTI_STARVATION_SEEDS`, every policy in-cluster, with bursting, with
+  checkpoints and with reservations, each run's criteria met), so one run reports both.
 
 Run: ``.venv/bin/python benchmarks/simulate.py [--quick] [--output FILE]``
 (``--quick`` uses about a tenth of the jobs, for a smoke test).
@@ -55,7 +59,9 @@ SYNTHETIC_COMPARE_QUICK_JOBS = 1_000
 SYNTHETIC_COMPARE_LOAD = 0.85
 #: The boost policies (the band policies, ``rank`` the default among them, are compared over
 #: several seeds by ``benchmarks/anti_starvation.py``).
-COMPARE_POLICIES = ("baseline", "bounded", "ladder", "age")
+COMPARE_POLICIES = ("baseline", "bounded", "ladder", "age", "rank")
+#: Seeds of the anti-starvation comparisons (``--quick``: ``--seed`` only).
+ANTI_STARVATION_SEEDS = (0, 1, 2)
 QUICK_FACTOR = 10
 
 
@@ -90,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=None, help="write the JSON here instead of stdout")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-comparisons", action="store_true")
+    parser.add_argument("--skip-anti-starvation", action="store_true")
     parser.add_argument(
         "--eta-sample", type=int, default=0, help="jobs graded for ETA accuracy per policy (slow: one projection each)"
     )
@@ -134,6 +141,16 @@ def main(argv: list[str] | None = None) -> int:
             out["comparisons"][label] = _comparison(trace, args.seed, args.eta_sample // factor)
             targets = out["comparisons"][label]["targets"]
             print(f"{label}: {json.dumps({k: v['met'] for k, v in targets.items()})}", file=sys.stderr)
+    if not args.skip_anti_starvation:
+        import anti_starvation  # benchmarks/ is the script's directory, first on sys.path
+
+        seeds = [args.seed] if args.quick else list(ANTI_STARVATION_SEEDS)
+        rows = anti_starvation.run(seeds)
+        out["anti_starvation"] = {
+            "seeds": seeds,
+            "rows": [r.__dict__ for r in rows],
+            "all_criteria_met": {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.met.values()) for r in rows if r.met},
+        }
     text = json.dumps(out, indent=2)
     if args.output is not None:
         args.output.write_text(text + "\n", encoding="utf-8")

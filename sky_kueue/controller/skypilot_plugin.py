@@ -29,6 +29,14 @@ The mechanism, as SkyPilot 0.14.1 provides it (``sky/server/plugins.py``):
   cluster hash (SkyPilot's status refresh) get nothing, so the plugin never changes how
   SkyPilot judges a cluster's health.
 
+**Bursting a relaunch** (``burst_after_preemptions`` in ``aging.parameters``): when the job
+was preempted that often since its last successful run, or the controller already marked it
+for a cloud burst, the strategy drops the task's Kubernetes candidates before the relaunch,
+so SkyPilot launches it on the team's burst clouds (the candidates the admin policy added
+from ``teams.<t>.burst``). A task with no cloud candidate (its team may not burst, or it
+opted out) relaunches unchanged. Measured in the simulator (README, "Does aging end
+starvation?"): bursting at the first preemption is what ends repeated preemption.
+
 What the aged class is: the aging policy (``aging.parameters`` of sky-kueue.yaml) applied to
 the job's history in the controller's state file, read-only (WAL: safe while the controller
 writes). Without a readable state file (the plugin runs where the state is not shared) the
@@ -59,6 +67,7 @@ from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import choose_priority_class, skypilot_config_overrides
 from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.aging.band import BandPolicy
+from sky_kueue.controller.burst import BurstReason, decide_burst
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
 from sky_kueue.controller.history import JobHistory, PreemptionRecord, StoreError, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
@@ -148,15 +157,7 @@ class AgingSource:
         by_name = {r.name: r for r in ladder}
         label = current_class(task)
         now = self._clock()
-        history = self.history(job_id)
-        source = "controller history"
-        if history is None:
-            source = f"{recoveries} recoveries counted by the strategy (no controller history)"
-            history = JobHistory(managed_job_key(str(job_id)))
-            for index in range(recoveries):
-                history = history.with_preemption(
-                    PreemptionRecord(EpisodeKey(f"recovery-{job_id}", index + 1), now, f"recovery {index + 1}")
-                )
+        history, source = self._history_or_recoveries(job_id, recoveries, now)
         base = history.base_priority
         if base is None:
             known = config.priority_classes.get(label or "", ladder[0].value)
@@ -171,6 +172,37 @@ class AgingSource:
         if rung is None or rung.value <= base or (current is not None and current.value >= rung.value):
             return None, f"boost {decision.boost} from {source} reaches no higher class than {label or base}"
         return rung, f"boost {decision.boost} from {source}: {label or base} -> {rung.name} ({rung.value})"
+
+    def _history_or_recoveries(self, job_id: int | str, recoveries: int, now: float) -> tuple[JobHistory, str]:
+        """The controller's history, else one counting the strategy's recoveries as preemptions."""
+        history = self.history(job_id)
+        if history is not None:
+            return history, "controller history"
+        history = JobHistory(managed_job_key(str(job_id)))
+        for index in range(recoveries):
+            history = history.with_preemption(
+                PreemptionRecord(EpisodeKey(f"recovery-{job_id}", index + 1), now, f"recovery {index + 1}")
+            )
+        return history, f"{recoveries} recoveries counted by the strategy (no controller history)"
+
+    def burst_verdict(self, job_id: int | str, recoveries: int) -> tuple[bool, str]:
+        """Whether the relaunch should go to a cloud, and why.
+
+        Raises:
+            ConfigFileError: the config is missing or invalid.
+        """
+        config = self.config()
+        settings: AgingSettings = config.aging
+        if not config.enabled or settings.burst_after_preemptions is None:
+            return False, "aging is disabled or burst_after_preemptions is not set"
+        now = self._clock()
+        history, source = self._history_or_recoveries(job_id, recoveries, now)
+        if history.burst is not None:
+            return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
+        verdict = decide_burst(history, settings, now)
+        if verdict is None or verdict.reason is not BurstReason.PREEMPTIONS:
+            return False, f"below burst_after_preemptions {settings.burst_after_preemptions} ({source})"
+        return True, f"{verdict.detail} ({source})"
 
     def _active_preemptions(self, cluster_name: str) -> list[tuple[str, PreemptionRecord]]:
         """Preemptions of the cluster's job not followed by a readmission, not yet cleared."""
@@ -246,8 +278,18 @@ def _name_on_cloud(cluster_name: str) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def cloud_candidates(candidates: Sequence[Any]) -> list[Any]:
+    """The resource candidates on a named cloud other than Kubernetes (SSH node pools included).
+
+    A candidate without a cloud is not one: SkyPilot's optimizer may place it on Kubernetes.
+    """
+    from sky import clouds
+
+    return [r for r in candidates if r.cloud is not None and not isinstance(r.cloud, clouds.Kubernetes)]
+
+
 class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor):
-    """``EAGER_NEXT_REGION`` that relabels the relaunch with the aged priority class."""
+    """``EAGER_NEXT_REGION`` that relabels the relaunch with the aged class, or bursts it to a cloud."""
 
     #: Set by :meth:`KueueAgingPlugin.install`; the executor is built by SkyPilot, not by us.
     source: ClassVar[AgingSource | None] = None
@@ -275,9 +317,47 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         log.info("sky-kueue: job %s relaunches as %s: %s", self.job_id, rung.name, why)
         return rung
 
+    def burst_for_recovery(self) -> bool:
+        """Keeps only the cloud candidates of ``self.dag.tasks[0]`` when the job should burst.
+
+        Returns whether the task was changed; never raises. Once changed, the job stays on
+        the clouds for its later recoveries (the burst verdict is per job, as in the controller).
+        """
+        source = type(self).source
+        if source is None:
+            return False
+        task = self.dag.tasks[0]
+        try:
+            burst, why = source.burst_verdict(self.job_id, self.recoveries)
+        except ConfigFileError as err:
+            log.warning("sky-kueue: not bursting job %s: %s", self.job_id, err)
+            return False
+        if not burst:
+            return False
+        candidates = list(task.resources)
+        clouds = cloud_candidates(candidates)
+        if not clouds:
+            log.info(
+                "sky-kueue: job %s should burst (%s) but has no cloud candidate; relaunching on Kubernetes",
+                self.job_id,
+                why,
+            )
+            return False
+        if len(clouds) == len(candidates):
+            return False
+        task.set_resources(type(task.resources)(clouds))
+        log.info(
+            "sky-kueue: job %s relaunches on %s: %s",
+            self.job_id,
+            ", ".join(str(r.cloud) for r in clouds),
+            why,
+        )
+        return True
+
     async def recover(self) -> float:
         self.recoveries += 1
         await asyncio.to_thread(self.relabel_for_recovery)
+        await asyncio.to_thread(self.burst_for_recovery)
         result: float = await super().recover()
         return result
 
@@ -370,6 +450,7 @@ __all__: Sequence[str] = (
     "KueueAgingPlugin",
     "KueueAgingStrategyExecutor",
     "chain_failure_sources",
+    "cloud_candidates",
     "register_failure_source",
     "register_strategy",
 )

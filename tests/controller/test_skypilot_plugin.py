@@ -281,3 +281,95 @@ def test_the_shipped_plugins_yaml_names_this_plugin_with_parameters_it_takes() -
     plugin_class = getattr(importlib.import_module(module), name)
     plugin = plugin_class(**entry["parameters"])
     assert plugin.name == "sky-kueue-aging"
+
+
+def _burst_task() -> Any:
+    """A task as the admin policy leaves it for a team that may burst: Kubernetes, then AWS."""
+    import sky
+
+    return sky.Task.from_yaml_config(
+        {
+            "name": "train",
+            "resources": {
+                "ordered": [{"infra": "kubernetes", "cpus": 2}, {"infra": "aws", "cpus": 2}],
+                "job_recovery": {"strategy": "KUEUE_AGING"},
+            },
+            "run": "python train.py",
+        }
+    )
+
+
+def _clouds(task: Any) -> list[str]:
+    return [str(r.cloud) for r in task.resources]
+
+
+@pytest.fixture
+def burst_after_two(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> list[list[str]]:
+    """The strategy with ``burst_after_preemptions: 2`` (band policy ``rank``); records each relaunch's clouds."""
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    data = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    data["priority_classes"] = dict(LADDER)
+    data["aging"] = {
+        "enabled": True,
+        "strategy": "KUEUE_AGING",
+        "ladder": list(LADDER),
+        "parameters": {"policy": "rank", "burst_after_preemptions": 2},
+    }
+    config = tmp_path / "burst.yaml"
+    config.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(_state(tmp_path))))
+    seen: list[list[str]] = []
+
+    async def relaunch(self: Any) -> float:  # SkyPilot's EAGER_NEXT_REGION recovery, minus the launch
+        seen.append(_clouds(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    return seen
+
+
+def test_a_job_preempted_burst_after_preemptions_times_relaunches_on_its_cloud(
+    burst_after_two: list[list[str]],
+) -> None:
+    # Job 7's controller history: preempted twice by prod, so the first recovery bursts.
+    executor = _executor(_burst_task())
+    asyncio.run(executor.recover())
+    asyncio.run(executor.recover())
+    assert burst_after_two == [["AWS"], ["AWS"]]
+
+
+def test_without_controller_history_the_strategy_counts_its_own_recoveries(
+    burst_after_two: list[list[str]],
+) -> None:
+    executor = _executor(_burst_task(), job_id=99)
+    for _ in range(3):
+        asyncio.run(executor.recover())
+    assert burst_after_two == [["Kubernetes", "AWS"], ["AWS"], ["AWS"]]
+
+
+def test_a_task_without_a_cloud_candidate_relaunches_on_kubernetes(burst_after_two: list[list[str]]) -> None:
+    executor = _executor(_task())
+    asyncio.run(executor.recover())
+    assert burst_after_two == [["Kubernetes"]]
+
+
+def test_no_burst_without_burst_after_preemptions(
+    sky_with_plugin: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sky.jobs import recovery_strategy
+
+    seen: list[list[str]] = []
+
+    async def relaunch(self: Any) -> float:
+        seen.append(_clouds(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    executor = _executor(_burst_task())  # job 7, preempted twice; the module's config sets no burst
+    asyncio.run(executor.recover())
+    assert seen == [["Kubernetes", "AWS"]]
