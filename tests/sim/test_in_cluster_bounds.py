@@ -15,8 +15,10 @@ smallest trace that shows them:
    which no policy knows in advance. Whatever the hold, a reclaim that comes after the
    readmission preempts the job again, and the hold only left quota idle.
 
-And one for the synthetic trace's "total starved no more than baseline": keeping a
-relaunch's place ahead of fresh arrivals delays a short fresh job by the relaunch's run.
+And two for the no-harm targets: keeping a relaunch's place ahead of fresh arrivals delays
+a short fresh job by the relaunch's run ("total starved no more than baseline"), and changes
+which jobs are running when a higher class arrives, which can cost that arrival one more
+victim ("in-queue preemptions no more than baseline").
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pytest
 
 from sky_kueue.controller import aging
 from sky_kueue.sim import policies
-from sky_kueue.sim.metrics import StarvationRule, summarize
+from sky_kueue.sim.metrics import IN_QUEUE_REASON, StarvationRule, summarize
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.simulator import SimConfig, simulate
 from tests.sim.builders import TraceBuilder
@@ -113,3 +115,27 @@ def test_a_kept_place_in_line_can_starve_a_short_fresh_job():
     assert [j.job_id for j in ranked.values() if rule.starved(j)] == ["low-2"]
     # What rank bought: low-1 waits 50 s after its preemption instead of 60 s.
     assert (baseline["low-1"].wait_s, ranked["low-1"].wait_s) == (60, 50)
+
+
+def test_a_kept_place_in_line_can_cost_an_extra_preemption():
+    # The in-cluster "in-queue preemptions no more than baseline": which jobs run when a higher
+    # class arrives decides how many victims it takes. R (2 GPUs) is preempted by high-0 and
+    # relaunched at t=30, behind the fresh 4-GPU F (t=20) and ahead of the fresh 2-GPU F2
+    # (t=35). When high-0 ends, FIFO admits F; rank admits R, then F2 (F does not fit). high-1
+    # then needs all 4 GPUs: one victim under FIFO, two under rank.
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=4)
+        .job("R", at=0, gpus=2, run=1_000, klass="low")
+        .job("high-0", at=10, gpus=4, run=50, klass="high")
+        .job("F", at=20, gpus=4, run=1_000, klass="low")
+        .job("F2", at=35, gpus=2, run=1_000, klass="low")
+        .job("high-1", at=100, gpus=4, run=50, klass="high")
+        .trace()
+    )
+    config = relaunch_after(20.0)
+    baseline = simulate(trace, policies.resolve("baseline"), config)
+    ranked = simulate(trace, policies.resolve("rank"), config)
+    assert baseline.preemptions_by_reason == {IN_QUEUE_REASON: 2}
+    assert ranked.preemptions_by_reason == {IN_QUEUE_REASON: 3}
+    assert {j.job_id: j.preemptions for j in ranked.jobs if j.preemptions} == {"R": 2, "F2": 1}
