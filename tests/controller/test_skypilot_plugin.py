@@ -34,16 +34,17 @@ PREEMPTOR_UID = "0f0e0d0c-prod"
 LADDER = {"dev-priority": 100, "dev-aged-1": 200, "dev-aged-2": 300, "prod-priority": 1000}
 
 
-def _config(tmp: Path) -> Path:
+def _config(tmp: Path, parameters: dict[str, Any] | None = None, name: str = "sky-kueue.yaml") -> Path:
+    """The shipped config with the ladder and ``KUEUE_AGING``; ``parameters`` default to a +100 boost per preemption."""
     data = yaml.safe_load(SHIPPED_CONFIG.read_text())
     data["priority_classes"] = dict(LADDER)
     data["aging"] = {
         "enabled": True,
         "strategy": "KUEUE_AGING",
         "ladder": list(LADDER),
-        "parameters": {"policy": "bounded", "preemptions_per_step": 1, "boost_per_step": 100},
+        "parameters": parameters or {"policy": "bounded", "preemptions_per_step": 1, "boost_per_step": 100},
     }
-    path = tmp / "sky-kueue.yaml"
+    path = tmp / name
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -312,16 +313,7 @@ def burst_after_two(
 
     from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
 
-    data = yaml.safe_load(SHIPPED_CONFIG.read_text())
-    data["priority_classes"] = dict(LADDER)
-    data["aging"] = {
-        "enabled": True,
-        "strategy": "KUEUE_AGING",
-        "ladder": list(LADDER),
-        "parameters": {"policy": "rank", "burst_after_preemptions": 2},
-    }
-    config = tmp_path / "burst.yaml"
-    config.write_text(yaml.safe_dump(data))
+    config = _config(tmp_path, {"policy": "rank", "burst_after_preemptions": 2}, name="burst.yaml")
     monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(_state(tmp_path))))
     seen: list[list[str]] = []
 
