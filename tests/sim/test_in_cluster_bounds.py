@@ -15,10 +15,11 @@ smallest trace that shows them:
    which no policy knows in advance. Whatever the hold, a reclaim that comes after the
    readmission preempts the job again, and the hold only left quota idle.
 
-And two for the no-harm targets: keeping a relaunch's place ahead of fresh arrivals delays
-a short fresh job by the relaunch's run ("total starved no more than baseline"), and changes
-which jobs are running when a higher class arrives, which can cost that arrival one more
-victim ("in-queue preemptions no more than baseline").
+And three for the no-harm targets: keeping a relaunch's place ahead of fresh arrivals delays
+a short fresh job by the relaunch's run ("total starved no more than baseline"), and it
+changes which jobs are running when a preemptor arrives, which can cost that arrival one
+more victim ("in-queue preemptions no more than baseline") or leave an owner's reclaim only a
+higher-class victim ("inverted preemptions no more than baseline").
 """
 
 from __future__ import annotations
@@ -139,3 +140,28 @@ def test_a_kept_place_in_line_can_cost_an_extra_preemption():
     assert baseline.preemptions_by_reason == {IN_QUEUE_REASON: 2}
     assert ranked.preemptions_by_reason == {IN_QUEUE_REASON: 3}
     assert {j.job_id: j.preemptions for j in ranked.jobs if j.preemptions} == {"R": 2, "F2": 1}
+
+
+def test_a_kept_place_in_line_can_turn_a_reclaim_into_an_inverted_preemption():
+    # The in-cluster "inverted preemptions no more than baseline": team-b lives on borrowed
+    # quota. Its medium relaunch R (4 GPUs, created at 30) is behind the fresh medium F (2 GPUs,
+    # 20) under FIFO, which then admits F and the low L; rank admits R alone. team-a's low
+    # A2 reclaims 2 GPUs under reclaimWithinCohort: Any: it takes L under FIFO, but only the
+    # medium R is there to take under rank: a low job preempting a medium one.
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=4, cohort="org")
+        .team("b", gpus=0, cohort="org")
+        .job("R", at=0, gpus=4, run=1_000, klass="medium", team="b")
+        .job("A1", at=10, gpus=4, run=50, klass="high", team="a")
+        .job("F", at=20, gpus=2, run=1_000, klass="medium", team="b")
+        .job("L", at=25, gpus=2, run=1_000, klass="low", team="b")
+        .job("A2", at=100, gpus=2, run=50, klass="low", team="a")
+        .trace()
+    )
+    config = relaunch_after(20.0)
+    baseline = simulate(trace, policies.resolve("baseline"), config)
+    ranked = simulate(trace, policies.resolve("rank"), config)
+    assert (baseline.inverted_preemptions, ranked.inverted_preemptions) == (0, 1)
+    assert {j.job_id: j.preemptions for j in baseline.jobs if j.preemptions} == {"R": 1, "L": 1}
+    assert {j.job_id: j.preemptions for j in ranked.jobs if j.preemptions} == {"R": 2}
