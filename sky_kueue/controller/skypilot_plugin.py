@@ -15,8 +15,9 @@ The mechanism, as SkyPilot 0.14.1 provides it (``sky/server/plugins.py``):
 
 * ``~/.sky/plugins.yaml`` (or ``$SKYPILOT_SERVER_PLUGINS_CONFIG``) names
   :class:`KueueAgingPlugin` (``configs/plugins.yaml``); SkyPilot's loader instantiates it
-  with the ``parameters`` (``config``: the sky-kueue.yaml; ``state``: the controller's state
-  file, optional) and calls :meth:`KueueAgingPlugin.install` in every process context: the
+  with the ``parameters`` (``config``: the sky-kueue.yaml; ``state``: the controller's
+  ``--state``, a file or ``kubernetes[:NAMESPACE]``, optional; ``kubeconfig`` and ``context``
+  for a Kubernetes state) and calls :meth:`KueueAgingPlugin.install` in every process context: the
   API server validates strategy names against the registry after plugins load, and the jobs
   controller runs the strategy.
 * ``install`` registers :class:`KueueAgingStrategyExecutor` in
@@ -38,22 +39,24 @@ opted out) relaunches unchanged. Measured in the simulator (README, "Does aging 
 starvation?"): bursting at the first preemption is what ends repeated preemption.
 
 What the aged class is: the aging policy (``aging.parameters`` of sky-kueue.yaml) applied to
-the job's history in the controller's state file, read-only (WAL: safe while the controller
-writes). Without a readable state file (the plugin runs where the state is not shared) the
-strategy counts its own recoveries as preemptions of unknown origin, which is all 0.14.1
-tells it. The highest class on the ladder not above base + boost wins; no class above the
-job's own and nothing lowers it. Any failure here is logged and the recovery proceeds
-unchanged: aging must never stand in the way of a relaunch.
+the job's history in the controller's state, read-only (a SQLite file in WAL mode is safe
+while the controller writes; JobHistory objects are read with get/list). Without a readable
+state (the plugin runs where the state is not shared) the strategy counts its own recoveries
+as preemptions of unknown origin, which is all 0.14.1 tells it. The highest class on the
+ladder not above base + boost wins; no class above the job's own and nothing lowers it.
+Any failure here is logged and the recovery proceeds unchanged: aging must never stand in
+the way of a relaunch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
@@ -69,9 +72,9 @@ from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.burst import BurstReason, decide_burst
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
-from sky_kueue.controller.history import JobHistory, PreemptionRecord, StoreError, TransitionCause
+from sky_kueue.controller.history import HistoryStore, JobHistory, PreemptionRecord, StoreError, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
-from sky_kueue.controller.runtime_state import resolve_state_path
+from sky_kueue.controller.state_spec import StateKind, StateSpec, parse_state_spec, resolve_namespace
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import managed_job_key
 from sky_kueue.mirror.preemption_message import parse_preemptor
@@ -109,13 +112,76 @@ def relabel(task: Any, rung: PriorityClassRung) -> None:
 class AgingSource:
     """The settings and job histories the strategy and the failure source read."""
 
-    def __init__(self, config_path: str | None, state_path: str | None, clock: Any = time.time) -> None:
+    def __init__(
+        self,
+        config_path: str | None,
+        state_path: str | None,
+        clock: Any = time.time,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        """
+        Args:
+            config_path: sky-kueue.yaml (None: ``$SKY_KUEUE_CONFIG`` or the default).
+            state_path: the controller's ``--state``: ``sqlite:PATH`` or a bare path (None:
+                ``$SKY_KUEUE_STATE`` or the default file), or ``kubernetes[:NAMESPACE]`` for
+                the JobHistory objects of an in-cluster controller.
+            kubeconfig, context: the cluster of a ``kubernetes`` state, found as kubectl
+                finds it when None (``$KUBECONFIG``, ``~/.kube/config``, in-cluster).
+        """
         self._config_path = config_path
-        self._state_path = resolve_state_path(state_path)
         self._clock = clock
         self._config: ControllerConfig | None = None
         self._lock = threading.Lock()
         self._cleared: set[str] = set()
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._kube_store: HistoryStore | None = None
+        self._state: StateSpec | None
+        try:
+            self._state = parse_state_spec(state_path, option="state")
+        except ValueError as err:
+            log.warning("sky-kueue: plugin parameter %s; reading no controller history", err)
+            self._state = None
+
+    @contextlib.contextmanager
+    def _store(self) -> Iterator[HistoryStore | None]:
+        """The controller's history store, read-only (None: no state to read).
+
+        A SQLite file is opened per use (WAL: safe while the controller writes); the
+        Kubernetes store is connected once and kept.
+
+        Raises:
+            StoreError: the store cannot be read.
+        """
+        spec = self._state
+        if spec is None:
+            yield None
+            return
+        if spec.kind is StateKind.SQLITE:
+            assert spec.path is not None
+            if not spec.path.is_file():
+                yield None
+                return
+            from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+
+            with SqliteHistoryStore(spec.path, read_only=True) as store:
+                yield store
+            return
+        with self._lock:
+            if self._kube_store is None:
+                from sky_kueue.controller.kube_store import KubernetesHistoryStore
+                from sky_kueue.mirror.connection import connect
+                from sky_kueue.mirror.errors import KubeconfigError
+
+                try:
+                    connection = connect(self._kubeconfig, self._context)
+                except KubeconfigError as err:
+                    raise StoreError(f"state {spec}: {err}") from None
+                self._kube_store = KubernetesHistoryStore(connection.api_client, resolve_namespace(spec))
+            kube_store = self._kube_store
+        yield kube_store
 
     def config(self) -> ControllerConfig:
         """The validated sky-kueue.yaml (loaded once).
@@ -132,15 +198,11 @@ class AgingSource:
 
     def history(self, job_id: int | str) -> JobHistory | None:
         """The controller's history of managed job ``job_id``; None without a readable state."""
-        if not self._state_path.is_file():
-            return None
-        from sky_kueue.controller.sqlite_store import SqliteHistoryStore
-
         try:
-            with SqliteHistoryStore(self._state_path, read_only=True) as store:
-                return store.load(managed_job_key(str(job_id)))
+            with self._store() as store:
+                return None if store is None else store.load(managed_job_key(str(job_id)))
         except StoreError as err:
-            log.warning("sky-kueue: cannot read %s: %s", self._state_path, err)
+            log.warning("sky-kueue: cannot read the controller's state %s: %s", self._state, err)
             return None
 
     def aged_class(self, job_id: int | str, task: Any, recoveries: int) -> tuple[PriorityClassRung | None, str]:
@@ -206,13 +268,11 @@ class AgingSource:
 
     def _active_preemptions(self, cluster_name: str) -> list[tuple[str, PreemptionRecord]]:
         """Preemptions of the cluster's job not followed by a readmission, not yet cleared."""
-        if not self._state_path.is_file():
-            return []
-        from sky_kueue.controller.sqlite_store import SqliteHistoryStore
-
         on_cloud = _name_on_cloud(cluster_name)
         try:
-            with SqliteHistoryStore(self._state_path, read_only=True) as store:
+            with self._store() as store:
+                if store is None:
+                    return []
                 for job in store.jobs():
                     group = job.pod_group or ""
                     if group not in (cluster_name, on_cloud) and not group.startswith(f"{cluster_name}-"):
@@ -228,7 +288,7 @@ class AgingSource:
                         return []
                     return [(job.key, last)]
         except StoreError as err:
-            log.warning("sky-kueue: cannot read %s: %s", self._state_path, err)
+            log.warning("sky-kueue: cannot read the controller's state %s: %s", self._state, err)
         return []
 
     def get_failures(self, cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
@@ -425,8 +485,19 @@ class KueueAgingPlugin(sky_plugins.BasePlugin):
 
     load_contexts = sky_plugins.ALL_PLUGIN_CONTEXTS
 
-    def __init__(self, config: str | None = None, state: str | None = None) -> None:
-        self.source = AgingSource(os.path.expanduser(config) if config else None, state)
+    def __init__(
+        self,
+        config: str | None = None,
+        state: str | None = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+    ) -> None:
+        self.source = AgingSource(
+            os.path.expanduser(config) if config else None,
+            state,
+            kubeconfig=os.path.expanduser(kubeconfig) if kubeconfig else None,
+            context=context,
+        )
 
     @property
     def name(self) -> str:

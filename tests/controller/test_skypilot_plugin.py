@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 import yaml
 
-from sky_kueue.controller.history import PreemptionRecord, Transition, TransitionCause, transition_key
+from sky_kueue.controller.history import (
+    HistoryStore,
+    PreemptionRecord,
+    Transition,
+    TransitionCause,
+    transition_key,
+)
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.mirror.identity import JobIdentity
@@ -50,39 +56,44 @@ def _config(tmp: Path, parameters: dict[str, Any] | None = None, name: str = "sk
 
 
 def _state(tmp: Path) -> Path:
-    """The controller's record of managed job 7: admitted, preempted by prod, twice."""
+    """The controller's SQLite state with :func:`_record_job_7`."""
     path = tmp / "controller.db"
+    with SqliteHistoryStore(path) as store:
+        _record_job_7(store)
+    return path
+
+
+def _record_job_7(store: HistoryStore) -> None:
+    """The controller's record of managed job 7: admitted, preempted by prod, twice."""
     identity = JobIdentity("team-b", GROUP, "7", skypilot_owned=True)
     message = (
         f"Preempted to accommodate a workload (UID: {PREEMPTOR_UID}, JobUID: UNKNOWN) due to reclamation within the "
         "cohort while borrowing; preemptor path: /team-ab/team-a-cq; preemptee path: /team-ab/team-b-cq"
     )
-    with SqliteHistoryStore(path) as store:
-        store.ensure_job(identity, 100, T0)
-        for round_ in range(2):
-            uid, at = f"w{round_}", T0 + 1_000 * round_
-            episode = EpisodeKey(uid, 0)
-            store.record_transition(
-                identity, Transition(transition_key(episode, TransitionCause.QUEUED), TransitionCause.QUEUED, at, uid)
-            )
-            store.record_transition(
-                identity,
-                Transition(transition_key(episode, TransitionCause.ADMITTED), TransitionCause.ADMITTED, at + 10, uid),
-            )
-            store.record_preemption(
-                identity,
-                PreemptionRecord(
-                    EpisodeKey(uid, 1),
-                    at + 700,
-                    GROUP,
-                    "InCohortReclaimWhileBorrowing",
-                    PREEMPTOR_UID,
-                    None,
-                    1000,
-                    message,
-                ),
-            )
-    return path
+    store.ensure_job(identity, 100, T0)
+    for round_ in range(2):
+        uid, at = f"w{round_}", T0 + 1_000 * round_
+        episode = EpisodeKey(uid, 0)
+        store.record_transition(
+            identity, Transition(transition_key(episode, TransitionCause.QUEUED), TransitionCause.QUEUED, at, uid)
+        )
+        store.record_transition(
+            identity,
+            Transition(transition_key(episode, TransitionCause.ADMITTED), TransitionCause.ADMITTED, at + 10, uid),
+        )
+        store.record_preemption(
+            identity,
+            PreemptionRecord(
+                EpisodeKey(uid, 1),
+                at + 700,
+                GROUP,
+                "InCohortReclaimWhileBorrowing",
+                PREEMPTOR_UID,
+                None,
+                1000,
+                message,
+            ),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -365,3 +376,88 @@ def test_no_burst_without_burst_after_preemptions(
     executor = _executor(_burst_task())  # job 7, preempted twice; the module's config sets no burst
     asyncio.run(executor.recover())
     assert seen == [["Kubernetes", "AWS"]]
+
+
+def _kubeconfig(tmp: Path, server_url: str) -> Path:
+    """A kubeconfig with one context, ``sandbox``, for the local API-server emulator."""
+    path = tmp / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "sandbox", "cluster": {"server": server_url}}],
+                "users": [{"name": "sandbox", "user": {}}],
+                "contexts": [{"name": "sandbox", "context": {"cluster": "sandbox", "user": "sandbox"}}],
+                "current-context": "sandbox",
+            }
+        )
+    )
+    return path
+
+
+def test_the_strategy_reads_an_in_cluster_controllers_jobhistories(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The HA deployment keeps its history as JobHistory objects (--state kubernetes); the
+    # strategy reads them through the official client, so job 7's two preemptions burst it.
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+    from sky_kueue.sandbox.apiserver import ApiServer
+
+    from .conftest import STORE_NAMESPACE, kubernetes_store
+
+    with ApiServer() as server:
+        writer = kubernetes_store(server)
+        _record_job_7(writer)
+        before = len(server.requests.records())
+        source = AgingSource(
+            str(_config(tmp_path, {"policy": "rank", "burst_after_preemptions": 2})),
+            f"kubernetes:{STORE_NAMESPACE}",
+            kubeconfig=str(_kubeconfig(tmp_path, server.url)),
+            context="sandbox",
+        )
+        history = source.history(7)
+        assert history is not None and len(history.preemptions) == 2
+        assert source.history(8) is None
+        monkeypatch.setattr(KueueAgingStrategyExecutor, "source", source)
+        seen: list[list[str]] = []
+
+        async def relaunch(self: Any) -> float:
+            seen.append(_clouds(self.dag.tasks[0]))
+            return 1.0
+
+        monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+        asyncio.run(_executor(_burst_task()).recover())
+        assert seen == [["AWS"]]
+        # The failure source reads the same objects: job 7's last preemption is reported.
+        failures = source.get_failures(cluster_name="train-7")
+        assert [f["failure_mode"] for f in failures] == ["KUEUE_PREEMPTED"]
+        plugin_requests = {
+            (r.info.group, r.info.resource, r.info.verb, r.info.namespace)
+            for r in server.requests.records()[before:]
+            if r.info.resource
+        }
+    # Least privilege, both ways: the shipped reader Role grants exactly what the plugin used.
+    (role,) = yaml.safe_load_all((REPO / "configs" / "skypilot" / "jobhistory-reader.yaml").read_text())
+    granted = {
+        (group, resource, verb, role["metadata"]["namespace"])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert plugin_requests == granted
+
+
+def test_an_unreadable_state_never_blocks_a_relaunch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from sky_kueue.controller.skypilot_plugin import AgingSource
+
+    bad = AgingSource(str(_config(tmp_path)), "nosuch:store")
+    assert bad.history(7) is None
+    assert "unknown store 'nosuch'" in caplog.text
+    # A Kubernetes state whose cluster cannot be found: logged, no history, no exception.
+    unreachable = AgingSource(str(_config(tmp_path)), "kubernetes", kubeconfig=str(tmp_path / "missing"))
+    assert unreachable.history(7) is None
+    assert "cannot read the controller's state kubernetes" in caplog.text
