@@ -145,12 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         import anti_starvation  # benchmarks/ is the script's directory, first on sys.path
 
         seeds = [args.seed] if args.quick else list(ANTI_STARVATION_SEEDS)
-        rows = anti_starvation.run(seeds)
-        out["anti_starvation"] = {
-            "seeds": seeds,
-            "rows": [r.__dict__ for r in rows],
-            "all_criteria_met": {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.met.values()) for r in rows if r.met},
-        }
+        out["anti_starvation"] = anti_starvation.report(seeds, anti_starvation.run(seeds))
     text = json.dumps(out, indent=2)
     if args.output is not None:
         args.output.write_text(text + "\n", encoding="utf-8")

@@ -567,9 +567,8 @@ class Simulator:
         if not job.held_back:
             self.engine.delete_workload(job.workload.key)
         self._pending_delta(job, -1)
-        job.state = _State.RELAUNCHING  # no longer queued: its reservation (if any) ends
-        self._end_reservation(job)
         self._to_cloud(job)
+        self._end_reservation(job)  # ended, no longer queued: a reservation it held passes on
 
     def _to_cloud(self, job: _Job) -> None:
         """SkyPilot runs the job's remaining work in a public cloud, starting now."""

@@ -5,7 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sky_kueue.sim.cluster import ClusterSpec, TeamSpec, build_cluster
+from sky_kueue.sim.relaunch import RelaunchModel
+from sky_kueue.sim.results import JobResult, RunResult
+from sky_kueue.sim.simulator import SimConfig
 from sky_kueue.sim.traces import JobSpec, Trace
+
+#: A relaunch the moment its job is preempted (no detection delay, no backoff).
+NO_DELAY = SimConfig(relaunch=RelaunchModel(detection_gap_s=0.0, backoff=False))
+
+
+def relaunch_after(seconds: float) -> SimConfig:
+    """A relaunch exactly ``seconds`` after its preemption (no jitter, no growth): SkyPilot's
+    delay, or a policy's hold."""
+    return SimConfig(
+        relaunch=RelaunchModel(
+            detection_gap_s=0.0,
+            backoff_initial_s=seconds,
+            backoff_multiplier=1.0,
+            backoff_max_s=seconds,
+            backoff_jitter=0.0,
+        )
+    )
+
+
+def by_id(run: RunResult) -> dict[str, JobResult]:
+    """A run's jobs by id."""
+    return {j.job_id: j for j in run.jobs}
 
 
 @dataclass

@@ -7,20 +7,11 @@ from dataclasses import replace
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.sim import policies
 from sky_kueue.sim.metrics import summarize
-from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.results import JobOutcome
-from sky_kueue.sim.simulator import SimConfig, simulate
-from tests.sim.builders import TraceBuilder
+from sky_kueue.sim.simulator import simulate
+from tests.sim.builders import NO_DELAY, TraceBuilder, by_id, relaunch_after
 
-NO_DELAY = SimConfig(relaunch=RelaunchModel(detection_gap_s=0.0, backoff=False))
-#: A relaunch exactly 30 s after its preemption (no jitter, no growth).
-DELAY_30S = SimConfig(
-    relaunch=RelaunchModel(detection_gap_s=0.0, backoff_initial_s=30.0, backoff_multiplier=1.0, backoff_jitter=0.0)
-)
-
-
-def by_id(run):
-    return {j.job_id: j for j in run.jobs}
+DELAY_30S = relaunch_after(30.0)
 
 
 def test_rank_admits_a_relaunch_before_a_fresh_arrival_created_earlier():

@@ -29,9 +29,8 @@ import pytest
 from sky_kueue.controller import aging
 from sky_kueue.sim import policies
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, StarvationRule, summarize
-from sky_kueue.sim.relaunch import RelaunchModel
-from sky_kueue.sim.simulator import SimConfig, simulate
-from tests.sim.builders import TraceBuilder
+from sky_kueue.sim.simulator import simulate
+from tests.sim.builders import TraceBuilder, by_id, relaunch_after
 
 #: Run time of the dev job: long enough that it is still running at every reclaim.
 DEV_RUN_SECONDS = 10_000.0
@@ -52,19 +51,6 @@ def single_borrower_trace(second_reclaim_at: float):
     )
 
 
-def relaunch_after(seconds: float) -> SimConfig:
-    """A relaunch exactly ``seconds`` after its preemption: SkyPilot's delay, or a policy's hold."""
-    return SimConfig(
-        relaunch=RelaunchModel(
-            detection_gap_s=0.0,
-            backoff_initial_s=seconds,
-            backoff_multiplier=1.0,
-            backoff_max_s=seconds,
-            backoff_jitter=0.0,
-        )
-    )
-
-
 def in_cluster_policies() -> list[str]:
     """SkyPilot alone and every policy the controller registers (boosts and bands alike)."""
     return [policies.BASELINE, *aging.policy_names()]
@@ -74,7 +60,7 @@ def in_cluster_policies() -> list[str]:
 def test_no_priority_policy_spares_the_only_borrower(name):
     # prod-1 ends at 150; the relaunch is readmitted then, and prod-2 arrives at 160.
     run = simulate(single_borrower_trace(160.0), policies.resolve(name), relaunch_after(1.0))
-    jobs = {j.job_id: j for j in run.jobs}
+    jobs = by_id(run)
     assert jobs["dev"].preemptions == 2, name
     assert summarize(run, ["low", "high"]).preemptions_per_job_max == 2
     # The reclaims themselves are Kueue's rules: the prod jobs never wait.
@@ -88,7 +74,7 @@ def test_holding_the_relaunch_back_only_moves_the_next_reclaim(hold_seconds):
     # between 150 and the readmission ran nothing.
     readmitted_at = max(FIRST_RECLAIM_AT_SECONDS + hold_seconds, FIRST_RECLAIM_AT_SECONDS + PROD_RUN_SECONDS)
     run = simulate(single_borrower_trace(readmitted_at + 10.0), policies.resolve("rank"), relaunch_after(hold_seconds))
-    dev = {j.job_id: j for j in run.jobs}["dev"]
+    dev = by_id(run)["dev"]
     assert dev.preemptions == 2
     # Both runs were cut: 100 s before the first reclaim, 10 s (from the readmission) before
     # the second, on 8 GPUs; so the readmission came exactly when the hold ended.
@@ -109,8 +95,8 @@ def test_a_kept_place_in_line_can_starve_a_short_fresh_job():
         .trace()
     )
     rule = StarvationRule(runtime_multiple=10.0, min_wait_s=0.0)
-    baseline = {j.job_id: j for j in simulate(trace, policies.resolve("baseline"), relaunch_after(30.0)).jobs}
-    ranked = {j.job_id: j for j in simulate(trace, policies.resolve("rank"), relaunch_after(30.0)).jobs}
+    baseline = by_id(simulate(trace, policies.resolve("baseline"), relaunch_after(30.0)))
+    ranked = by_id(simulate(trace, policies.resolve("rank"), relaunch_after(30.0)))
     assert (baseline["low-2"].wait_s, ranked["low-2"].wait_s) == (40, 140)
     assert [j.job_id for j in baseline.values() if rule.starved(j)] == []
     assert [j.job_id for j in ranked.values() if rule.starved(j)] == ["low-2"]

@@ -5,12 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sky_kueue.sim import policies
-from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.reservation import QueueOrder
 from sky_kueue.sim.simulator import SimConfig, Simulator
-from tests.sim.builders import TraceBuilder
-
-NO_DELAY = SimConfig(relaunch=RelaunchModel(detection_gap_s=0.0, backoff=False))
+from tests.sim.builders import NO_DELAY, TraceBuilder
 
 
 def blocked_gang_trace():

@@ -11,9 +11,7 @@ from sky_kueue.sim import policies
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.results import JobOutcome
 from sky_kueue.sim.simulator import SimConfig, simulate
-from tests.sim.builders import TraceBuilder
-
-NO_DELAY = SimConfig(relaunch=RelaunchModel(detection_gap_s=0.0, backoff=False))
+from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
 
 
 def preempted_low_job():
@@ -27,10 +25,6 @@ def preempted_low_job():
         .job("high-1", at=10, gpus=4, run=50, klass="high")
         .trace()
     )
-
-
-def by_id(run):
-    return {j.job_id: j for j in run.jobs}
 
 
 def test_preempted_job_is_relaunched_at_the_back_and_reruns_from_scratch():
