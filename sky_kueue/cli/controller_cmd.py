@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -35,52 +35,19 @@ from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
 from sky_kueue.cli.state_option import cluster_options, state_option
 from sky_kueue.controller.history import StoreError
-from sky_kueue.controller.state_spec import OpenedState, StateKind
-
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
+from sky_kueue.controller.state_spec import OpenedState, StateKind, pod_namespace
 
 #: Console width when the output is not a terminal (rich would assume 80 columns).
 WIDE_OUTPUT_COLUMNS = 120
-#: Identifies the controller's requests in audit logs.
-USER_AGENT = "sky-kueue-controller"
 #: Exit code of ``controller status --max-heartbeat-age`` when the heartbeat is missing or stale.
 EXIT_STALE_HEARTBEAT = 1
-#: In-cluster: the pod's namespace, for the Lease (the service account's namespace).
-SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: Lease namespace when neither ``--lease-namespace`` nor the pod's namespace is known.
 FALLBACK_LEASE_NAMESPACE = "default"
 
 
 def _lease_namespace(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    try:
-        return Path(SERVICE_ACCOUNT_NAMESPACE_FILE).read_text(encoding="utf-8").strip() or FALLBACK_LEASE_NAMESPACE
-    except OSError:
-        return FALLBACK_LEASE_NAMESPACE
-
-
-def _api_client(kubeconfig: Path | None, context: str | None, in_cluster: bool) -> ApiClient:
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
-
-    configuration = client.Configuration()
-    try:
-        if in_cluster:
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            path = os.fspath(kubeconfig) if kubeconfig is not None else None
-            if path is not None and not Path(path).is_file():
-                raise UserError(f"--kubeconfig: {path} does not exist")
-            config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
-    except ConfigException as err:
-        raise UserError(f"cannot load the cluster credentials: {' '.join(str(err).split())}") from None
-    # The controller's own loops back off and resume; urllib3 must not retry behind them.
-    configuration.retries = False
-    api_client = client.ApiClient(configuration)
-    api_client.user_agent = USER_AGENT
-    return api_client
+    """``--lease-namespace``, else the pod's own namespace, else :data:`FALLBACK_LEASE_NAMESPACE`."""
+    return explicit or pod_namespace(FALLBACK_LEASE_NAMESPACE)
 
 
 @click.group(name="controller")
@@ -159,7 +126,7 @@ def run(
         )
     except ValueError as err:
         raise UserError(str(err)) from None
-    api_client = _api_client(kubeconfig, context, in_cluster)
+    api_client = state_option_module.api_client_for(kubeconfig, context, in_cluster)
     try:
         opened = state_option_module.open_from_cli(
             spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=False, api_client=api_client

@@ -7,6 +7,7 @@ One helper for ``controller run``, ``controller status``, ``controller migrate``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., object])
 
+#: Identifies the controller's requests in audit logs.
+USER_AGENT = "sky-kueue-controller"
 STATE_HELP = "Where the history lives: sqlite:PATH (default ~/.sky/sky-kueue/controller.db), PATH, kubernetes[:NS]."
 
 
@@ -63,10 +66,35 @@ def open_from_cli(
         UserError: the store cannot be opened (one line, exit 2).
     """
     if spec.kind is StateKind.KUBERNETES and api_client is None:
-        from sky_kueue.cli.controller_cmd import _api_client
-
-        api_client = _api_client(kubeconfig, context, in_cluster)
+        api_client = api_client_for(kubeconfig, context, in_cluster)
     try:
         return open_state(spec, api_client=api_client, read_only=read_only)
     except StoreError as err:
         raise UserError(f"--state {spec}: {err}" if spec.kind is StateKind.KUBERNETES else str(err)) from None
+
+
+def api_client_for(kubeconfig: Path | None, context: str | None, in_cluster: bool) -> ApiClient:
+    """An official client for the cluster of ``--kubeconfig``/``--context`` or ``--in-cluster``.
+
+    Raises:
+        UserError: no such kubeconfig, or the credentials cannot be loaded.
+    """
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    try:
+        if in_cluster:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            path = os.fspath(kubeconfig) if kubeconfig is not None else None
+            if path is not None and not Path(path).is_file():
+                raise UserError(f"--kubeconfig: {path} does not exist")
+            config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+    except ConfigException as err:
+        raise UserError(f"cannot load the cluster credentials: {' '.join(str(err).split())}") from None
+    # The controller's own loops back off and resume; urllib3 must not retry behind them.
+    configuration.retries = False
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = USER_AGENT
+    return api_client

@@ -17,19 +17,12 @@ from collections.abc import Callable
 
 from sky_kueue.controller.clock import Clock
 from sky_kueue.controller.state_spec import ControllerState
+from sky_kueue.mirror.reflector import as_revision
 
 #: The durable cursor is written at most this often (it may lag; a replay is idempotent).
 CURSOR_PERSIST_INTERVAL_SECONDS = 0.5
 #: Cursor key of the Workload watch in the runtime state.
 WORKLOADS_CURSOR = "workloads"
-
-
-def as_revision(version: str | None) -> int | None:
-    """A resourceVersion as an etcd revision, or None when it is not one."""
-    try:
-        return int(version) if version else None
-    except ValueError:
-        return None
 
 
 class WorkloadCursor:

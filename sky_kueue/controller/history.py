@@ -248,14 +248,20 @@ class JobHistory:
         return max(admissions) if admissions else None
 
     @property
-    def current_boost(self) -> int:
-        """The boost last actuated on a Workload of this job (0 if none)."""
+    def current_boost_step(self) -> AgingStep | None:
+        """The step whose boost was last actuated on a Workload of this job (None if none)."""
         actuated = [s for s in self.steps if s.actuated_boost is not None and s.actuated_at is not None]
         if not actuated:
-            return 0
+            return None
         # Ties (several steps actuated at one instant) go to the step recorded last.
         _, latest = max(enumerate(actuated), key=lambda item: (item[1].actuated_at or 0.0, item[1].revision, item[0]))
-        return latest.actuated_boost or 0
+        return latest
+
+    @property
+    def current_boost(self) -> int:
+        """The boost last actuated on a Workload of this job (0 if none)."""
+        step = self.current_boost_step
+        return step.actuated_boost or 0 if step is not None else 0
 
     @property
     def preemption_count(self) -> int:
@@ -327,8 +333,11 @@ class JobHistory:
         return replace(self, evictions=(*self.evictions, record)).with_transition(transition)
 
     def with_step(self, step: AgingStep) -> JobHistory:
-        others = tuple(s for s in self.steps if s.key != step.key)
-        return replace(self, steps=(*others, step))
+        """``step`` replacing the step of the same key in place (recording order is what breaks
+        ties in :attr:`current_boost_step`), or appended when new."""
+        if self.step(step.key) is None:
+            return replace(self, steps=(*self.steps, step))
+        return replace(self, steps=tuple(step if s.key == step.key else s for s in self.steps))
 
 
 @dataclass(frozen=True)

@@ -323,10 +323,6 @@ def summary_status(history: JobHistory) -> dict[str, Any]:
     }
 
 
-def has_pending_steps(history: JobHistory) -> bool:
-    return any(s.state is StepState.DECIDED for s in history.steps)
-
-
 def manifest(
     name: str, namespace: str, spec: JobHistorySpec, kind: str, status: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -355,7 +351,7 @@ def compact(history: JobHistory) -> JobHistory:
     Kept in full: the newest records, every step still ``decided``, and the step carrying the
     current boost. Returns ``history`` unchanged when nothing can be folded.
     """
-    current = _current_boost_step(history)
+    current = history.current_boost_step
     foldable_steps = [s for s in history.steps if s.state is not StepState.DECIDED and s is not current]
 
     def oldest(records: list[Any], at: Any) -> list[Any]:
@@ -412,17 +408,9 @@ def fit(
         if body_bytes(body) + SERVER_METADATA_ALLOWANCE_BYTES < compact_at_bytes:
             return body, record
         compacted = compact(record.history)
-        if compacted == record.history:
+        if compacted is record.history:
             return None
         record = replace(record, history=compacted)
-
-
-def _current_boost_step(history: JobHistory) -> AgingStep | None:
-    actuated = [s for s in history.steps if s.actuated_boost is not None and s.actuated_at is not None]
-    if not actuated:
-        return None
-    _, latest = max(enumerate(actuated), key=lambda item: (item[1].actuated_at or 0.0, item[1].revision, item[0]))
-    return latest
 
 
 def folded_away(history: JobHistory, at: float) -> bool:

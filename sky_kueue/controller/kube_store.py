@@ -42,7 +42,6 @@ written.
 
 from __future__ import annotations
 
-import email.utils
 import random
 import threading
 import time
@@ -71,19 +70,21 @@ from sky_kueue.controller.history import (
 )
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.runtime_state import Heartbeat
+from sky_kueue.controller.state_spec import DEFAULT_KUBERNETES_NAMESPACE
+from sky_kueue.mirror import backoff
+from sky_kueue.mirror.errors import TRANSIENT_STATUSES
 from sky_kueue.mirror.identity import MANAGED_JOB_KEY_PREFIX, JobIdentity, managed_job_key, pod_group_key
 
 T = TypeVar("T")
 
 #: The namespace of ``--state kubernetes`` when none is given and the pod's is unknown.
-DEFAULT_NAMESPACE = "sky-kueue-system"
+DEFAULT_NAMESPACE = DEFAULT_KUBERNETES_NAMESPACE
 #: Name of the object holding the watch cursors and the heartbeat.
 RUNTIME_OBJECT_NAME = "sky-kueue-controller-runtime"
 #: HTTP statuses worth retrying: conflicts (re-read and re-apply), throttling, server errors.
 HTTP_CONFLICT = 409
-HTTP_TOO_MANY_REQUESTS = 429
 HTTP_NOT_FOUND = 404
-RETRIABLE_STATUSES = frozenset({HTTP_CONFLICT, HTTP_TOO_MANY_REQUESTS, 500, 502, 503, 504})
+RETRIABLE_STATUSES = TRANSIENT_STATUSES | {HTTP_CONFLICT}
 #: Backoff between retries of throttled or failed requests (a conflict is retried at once).
 RETRY_INITIAL_SECONDS = 0.05
 RETRY_MAX_SECONDS = 5.0
@@ -94,6 +95,8 @@ RETRY_DEADLINE_SECONDS = 60.0
 MERGE_PASSES = 5
 #: Decoded objects remembered by (name, resourceVersion); cleared when full.
 DECODED_MEMO_ENTRIES = 4096
+#: Jitter of the retry backoff (spreads replicas that failed together).
+_JITTER = random.Random()
 #: Per-request timeout (connect, read) in whole seconds (the client ignores float timeouts).
 REQUEST_TIMEOUT_SECONDS = (5, 30)
 
@@ -104,20 +107,6 @@ class _Moved(Exception):
 
 class _Conflict(Exception):
     """A compare-and-swap lost the race (or a create met an existing object): re-read."""
-
-
-def _retry_after_seconds(err: BaseException) -> float | None:
-    """The ``Retry-After`` of a 429/503 response, in seconds (delta or HTTP date)."""
-    if not isinstance(err, ApiException) or not err.headers:
-        return None
-    value = err.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(parsed.timestamp() - time.time(), 0.0)
 
 
 def _retriable(err: BaseException) -> bool:
@@ -139,14 +128,17 @@ class RetryPolicy:
     sleep: Callable[[float], None] = time.sleep
 
     def wait(self, state: tenacity.RetryCallState) -> float:
+        """No wait after a conflict (re-read at once); else the mirror's jittered backoff, which
+        honours the server's ``Retry-After`` up to ``max_seconds``."""
         err = state.outcome.exception() if state.outcome is not None else None
         if isinstance(err, _Conflict):
             return 0.0
-        after = _retry_after_seconds(err) if err is not None else None
-        if after is not None:
-            return min(after, self.max_seconds)
-        backoff = self.initial_seconds * (2 ** max(state.attempt_number - 1, 0))
-        return min(backoff, self.max_seconds) * random.uniform(0.5, 1.0)
+        policy = backoff.RetryPolicy(
+            initial_delay_seconds=self.initial_seconds,
+            max_delay_seconds=self.max_seconds,
+            max_retry_after_seconds=self.max_seconds,
+        )
+        return backoff.delay_seconds(state.attempt_number, err, policy, _JITTER)
 
     def run(self, what: str, attempt: Callable[[], T]) -> T:
         """Runs ``attempt`` until it succeeds or a non-retriable error or the limits stop it.
@@ -586,7 +578,7 @@ class KubernetesHistoryStore:
                 )
             else:
                 return record, existing
-            return replace(record, history=_put_step(h, step)), step
+            return replace(record, history=h.with_step(step)), step
 
         step = self._write(identity, decision.decided_at, change)
         self._step_jobs[step.key.token] = step.job_key
@@ -602,7 +594,7 @@ class KubernetesHistoryStore:
             changed = change(step)
             if changed == step:
                 return record, step
-            return replace(record, history=_put_step(record.history, changed)), changed
+            return replace(record, history=record.history.with_step(changed)), changed
 
         return self._update_job(job_key, on_record)
 
@@ -772,13 +764,6 @@ class KubernetesHistoryStore:
 
     def close(self) -> None:
         """Nothing to release: the API client belongs to the caller."""
-
-
-def _put_step(history: JobHistory, step: AgingStep) -> JobHistory:
-    """``history`` with ``step`` replacing the step of the same key in place (or appended)."""
-    if history.step(step.key) is None:
-        return replace(history, steps=(*history.steps, step))
-    return replace(history, steps=tuple(step if s.key == step.key else s for s in history.steps))
 
 
 class KubernetesRuntimeState:

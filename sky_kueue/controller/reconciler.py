@@ -49,7 +49,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from sky_kueue.controller.cursor import WorkloadCursor, as_revision
+from sky_kueue.controller.cursor import WorkloadCursor
 from sky_kueue.controller.detection import Detection, DetectionError, classify
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, workload_key, workload_uid
@@ -61,6 +61,7 @@ from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import identify_job
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.preemption_message import PreemptionMessage
+from sky_kueue.mirror.reflector import as_revision
 from sky_kueue.mirror.store import MirrorStore
 from sky_kueue.mirror.transitions import ChangeSource, Transition, TransitionKind
 

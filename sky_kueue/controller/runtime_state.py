@@ -35,7 +35,7 @@ from sky_kueue.controller.history import StoreError
 from sky_kueue.controller.sqlite_store import DEFAULT_BUSY_TIMEOUT_MILLISECONDS, connect
 from sky_kueue.controller.state_spec import DEFAULT_STATE_PATH, STATE_ENV_VAR
 
-__all__ = ["DEFAULT_STATE_PATH", "STATE_ENV_VAR", "Heartbeat", "RuntimeState", "resolve_state_path"]
+__all__ = ["DEFAULT_STATE_PATH", "STATE_ENV_VAR", "Heartbeat", "RuntimeState"]
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS controller_cursors (
@@ -51,12 +51,6 @@ _SCHEMA = (
         details TEXT NOT NULL
     )""",
 )
-
-
-def resolve_state_path(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """The state file: the explicit path, else ``$SKY_KUEUE_STATE``, else the default."""
-    chosen = explicit if explicit is not None else os.environ.get(STATE_ENV_VAR, DEFAULT_STATE_PATH)
-    return Path(os.path.expanduser(os.fspath(chosen)))
 
 
 @dataclass(frozen=True)

@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from sky.jobs import recovery_strategy
@@ -70,7 +71,7 @@ from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import choose_priority_class, skypilot_config_overrides
 from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.aging.band import BandPolicy
-from sky_kueue.controller.burst import BurstReason, decide_burst
+from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
 from sky_kueue.controller.history import HistoryStore, JobHistory, PreemptionRecord, StoreError, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
@@ -107,6 +108,46 @@ def relabel(task: Any, rung: PriorityClassRung) -> None:
     """Puts ``rung``'s class on every pod of the task's next launch (all resource candidates)."""
     relabelled = [r.copy(_cluster_config_overrides=skypilot_config_overrides(rung)) for r in task.resources]
     task.set_resources(type(task.resources)(relabelled))
+
+
+@dataclass
+class Recovery:
+    """One recovery of one managed job, as the strategy sees it: the job's history is read
+    once, on first use, for both the relabel and the burst decision.
+
+    Without a readable controller state the history counts the strategy's own recoveries as
+    preemptions of unknown origin, which is all SkyPilot 0.14.1 tells it.
+    """
+
+    source: AgingSource
+    job_id: int | str
+    #: Recoveries of this job seen by this executor, this one included.
+    count: int
+
+    @functools.cached_property
+    def at(self) -> float:
+        return float(self.source.now())
+
+    @functools.cached_property
+    def _read(self) -> tuple[JobHistory, str]:
+        history = self.source.history(self.job_id)
+        if history is not None:
+            return history, "controller history"
+        history = JobHistory(managed_job_key(str(self.job_id)))
+        for index in range(self.count):
+            history = history.with_preemption(
+                PreemptionRecord(EpisodeKey(f"recovery-{self.job_id}", index + 1), self.at, f"recovery {index + 1}")
+            )
+        return history, f"{self.count} recoveries counted by the strategy (no controller history)"
+
+    @property
+    def history(self) -> JobHistory:
+        return self._read[0]
+
+    @property
+    def history_source(self) -> str:
+        """Where :attr:`history` came from, for the log line."""
+        return self._read[1]
 
 
 class AgingSource:
@@ -183,6 +224,9 @@ class AgingSource:
             kube_store = self._kube_store
         yield kube_store
 
+    def now(self) -> float:
+        return float(self._clock())
+
     def config(self) -> ControllerConfig:
         """The validated sky-kueue.yaml (loaded once).
 
@@ -205,7 +249,7 @@ class AgingSource:
             log.warning("sky-kueue: cannot read the controller's state %s: %s", self._state, err)
             return None
 
-    def aged_class(self, job_id: int | str, task: Any, recoveries: int) -> tuple[PriorityClassRung | None, str]:
+    def aged_class(self, recovery: Recovery, task: Any) -> tuple[PriorityClassRung | None, str]:
         """The class the relaunch should carry, and why (None: leave the task as it is).
 
         Raises:
@@ -216,18 +260,17 @@ class AgingSource:
         ladder = settings.priority_class_ladder
         if not config.enabled or not ladder:
             return None, "aging is disabled or has no ladder"
+        policy = aging.get_policy(settings.policy)
+        if isinstance(policy, BandPolicy):
+            return None, f"policy {policy.name} keeps jobs inside their class (the controller sets band levels)"
         by_name = {r.name: r for r in ladder}
         label = current_class(task)
-        now = self._clock()
-        history, source = self._history_or_recoveries(job_id, recoveries, now)
+        history, source, now = recovery.history, recovery.history_source, recovery.at
         base = history.base_priority
         if base is None:
             known = config.priority_classes.get(label or "", ladder[0].value)
             base = by_name[label].value if label in by_name else known
             history = replace(history, base_priority=base)
-        policy = aging.get_policy(settings.policy)
-        if isinstance(policy, BandPolicy):
-            return None, f"policy {policy.name} keeps jobs inside their class (the controller sets band levels)"
         decision = policy.decide(history, settings, now)
         rung = choose_priority_class(ladder, base, decision.boost)
         current = by_name.get(label or "")
@@ -235,19 +278,7 @@ class AgingSource:
             return None, f"boost {decision.boost} from {source} reaches no higher class than {label or base}"
         return rung, f"boost {decision.boost} from {source}: {label or base} -> {rung.name} ({rung.value})"
 
-    def _history_or_recoveries(self, job_id: int | str, recoveries: int, now: float) -> tuple[JobHistory, str]:
-        """The controller's history, else one counting the strategy's recoveries as preemptions."""
-        history = self.history(job_id)
-        if history is not None:
-            return history, "controller history"
-        history = JobHistory(managed_job_key(str(job_id)))
-        for index in range(recoveries):
-            history = history.with_preemption(
-                PreemptionRecord(EpisodeKey(f"recovery-{job_id}", index + 1), now, f"recovery {index + 1}")
-            )
-        return history, f"{recoveries} recoveries counted by the strategy (no controller history)"
-
-    def burst_verdict(self, job_id: int | str, recoveries: int) -> tuple[bool, str]:
+    def burst_verdict(self, recovery: Recovery) -> tuple[bool, str]:
         """Whether the relaunch should go to a cloud, and why.
 
         Raises:
@@ -257,12 +288,11 @@ class AgingSource:
         settings: AgingSettings = config.aging
         if not config.enabled or settings.burst_after_preemptions is None:
             return False, "aging is disabled or burst_after_preemptions is not set"
-        now = self._clock()
-        history, source = self._history_or_recoveries(job_id, recoveries, now)
+        history, source = recovery.history, recovery.history_source
         if history.burst is not None:
             return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
-        verdict = decide_burst(history, settings, now)
-        if verdict is None or verdict.reason is not BurstReason.PREEMPTIONS:
+        verdict = decide_burst(history, settings, recovery.at)  # no predicted wait: preemptions only
+        if verdict is None:
             return False, f"below burst_after_preemptions {settings.burst_after_preemptions} ({source})"
         return True, f"{verdict.detail} ({source})"
 
@@ -295,34 +325,33 @@ class AgingSource:
         """``ExternalFailureSource`` getter: the cluster's pending Kueue preemption, if any."""
         if not cluster_name:
             return []  # hash queries come from SkyPilot's status refresh: never influence it
-        failures = []
-        for _, record in self._active_preemptions(cluster_name):
-            preemptor = parse_preemptor(record.message)
-            who = record.preemptor_uid or "an unknown workload"
-            where = f" in {preemptor.path}" if preemptor is not None and preemptor.path else ""
-            cls = "" if record.preemptor_priority is None else f", class priority {record.preemptor_priority}"
-            failures.append(
-                {
-                    "cluster_hash": cluster_hash,
-                    "failure_mode": FAILURE_MODE,
-                    "failure_reason": (
-                        f"Preempted by Kueue ({record.reason}): Workload {record.workload_name} made room for "
-                        f"Workload UID {who}{where}{cls}"
-                    ),
-                    "cleared_at": None,
-                }
-            )
-        return failures
+        return [_failure(record, cluster_hash) for _, record in self._active_preemptions(cluster_name)]
 
     def clear_failures(self, cluster_hash: str | None = None, cluster_name: str | None = None) -> list[dict[str, Any]]:
         """``ExternalFailureSource`` clearer: forget the reported preemption (in this process)."""
         if not cluster_name:
             return []
         active = self._active_preemptions(cluster_name)
-        failures = self.get_failures(cluster_hash, cluster_name)
         with self._lock:
             self._cleared.update(record.key.token for _, record in active)
-        return failures
+        return [_failure(record, cluster_hash) for _, record in active]
+
+
+def _failure(record: PreemptionRecord, cluster_hash: str | None) -> dict[str, Any]:
+    """One ``KUEUE_PREEMPTED`` failure, naming the preemptor as far as Kueue's message does."""
+    preemptor = parse_preemptor(record.message)
+    who = record.preemptor_uid or "an unknown workload"
+    where = f" in {preemptor.path}" if preemptor is not None and preemptor.path else ""
+    cls = "" if record.preemptor_priority is None else f", class priority {record.preemptor_priority}"
+    return {
+        "cluster_hash": cluster_hash,
+        "failure_mode": FAILURE_MODE,
+        "failure_reason": (
+            f"Preempted by Kueue ({record.reason}): Workload {record.workload_name} made room for "
+            f"Workload UID {who}{where}{cls}"
+        ),
+        "cleared_at": None,
+    }
 
 
 def _name_on_cloud(cluster_name: str) -> str | None:
@@ -358,15 +387,21 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         super().__init__(*args, **kwargs)
         self.recoveries = 0
 
-    def relabel_for_recovery(self) -> PriorityClassRung | None:
-        """Relabels ``self.dag.tasks[0]`` for the coming relaunch; never raises."""
+    def prepare_relaunch(self) -> None:
+        """Relabels the coming relaunch, or sends it to the team's clouds; never raises."""
         source = type(self).source
         if source is None:
             log.warning("sky-kueue: %s used without the plugin installed; relaunching unchanged", STRATEGY_NAME)
-            return None
+            return
+        recovery = Recovery(source, self.job_id, self.recoveries)
+        self.relabel_for_recovery(recovery)
+        self.burst_for_recovery(recovery)
+
+    def relabel_for_recovery(self, recovery: Recovery) -> PriorityClassRung | None:
+        """Relabels ``self.dag.tasks[0]`` for the coming relaunch; never raises."""
         task = self.dag.tasks[0]
         try:
-            rung, why = source.aged_class(self.job_id, task, self.recoveries)
+            rung, why = recovery.source.aged_class(recovery, task)
         except ConfigFileError as err:
             log.warning("sky-kueue: not aging job %s: %s", self.job_id, err)
             return None
@@ -377,18 +412,15 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         log.info("sky-kueue: job %s relaunches as %s: %s", self.job_id, rung.name, why)
         return rung
 
-    def burst_for_recovery(self) -> bool:
+    def burst_for_recovery(self, recovery: Recovery) -> bool:
         """Keeps only the cloud candidates of ``self.dag.tasks[0]`` when the job should burst.
 
         Returns whether the task was changed; never raises. Once changed, the job stays on
         the clouds for its later recoveries (the burst verdict is per job, as in the controller).
         """
-        source = type(self).source
-        if source is None:
-            return False
         task = self.dag.tasks[0]
         try:
-            burst, why = source.burst_verdict(self.job_id, self.recoveries)
+            burst, why = recovery.source.burst_verdict(recovery)
         except ConfigFileError as err:
             log.warning("sky-kueue: not bursting job %s: %s", self.job_id, err)
             return False
@@ -416,8 +448,7 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
 
     async def recover(self) -> float:
         self.recoveries += 1
-        await asyncio.to_thread(self.relabel_for_recovery)
-        await asyncio.to_thread(self.burst_for_recovery)
+        await asyncio.to_thread(self.prepare_relaunch)
         result: float = await super().recover()
         return result
 
@@ -520,6 +551,7 @@ __all__: Sequence[str] = (
     "AgingSource",
     "KueueAgingPlugin",
     "KueueAgingStrategyExecutor",
+    "Recovery",
     "chain_failure_sources",
     "cloud_candidates",
     "register_failure_source",

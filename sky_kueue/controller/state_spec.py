@@ -105,14 +105,17 @@ def parse_kubernetes_spec(text: str, option: str = "--to") -> StateSpec:
     return spec
 
 
+def pod_namespace(fallback: str, service_account_namespace_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
+    """The pod's own namespace (its service account's), else ``fallback`` (not in a pod)."""
+    try:
+        return Path(service_account_namespace_file).read_text(encoding="utf-8").strip() or fallback
+    except OSError:
+        return fallback
+
+
 def resolve_namespace(spec: StateSpec, service_account_namespace_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
     """The namespace a Kubernetes spec writes to."""
-    if spec.namespace:
-        return spec.namespace
-    try:
-        return Path(service_account_namespace_file).read_text(encoding="utf-8").strip() or DEFAULT_KUBERNETES_NAMESPACE
-    except OSError:
-        return DEFAULT_KUBERNETES_NAMESPACE
+    return spec.namespace or pod_namespace(DEFAULT_KUBERNETES_NAMESPACE, service_account_namespace_file)
 
 
 class ControllerState(Protocol):

@@ -165,8 +165,8 @@ class Reflector:
                 resource_version = self._list(gap=gap, resume_from=resume)
                 backoff.success()
                 gap = True  # every later list follows a lost stretch of the watch
-                listed = _as_int(resource_version)
-                if resume is not None and listed is not None and (_as_int(resume) or listed) < listed:
+                listed = as_revision(resource_version)
+                if resume is not None and listed is not None and (as_revision(resume) or listed) < listed:
                     self._watch_until_relist(resume, replay_until=listed)
                 else:
                     self._watch_until_relist(resource_version)
@@ -214,7 +214,7 @@ class Reflector:
                 items, resource_version = self._list_pages()
         self.lists += 1
         version = self.source.api_version
-        listed, resume = _as_int(resource_version), _as_int(resume_from)
+        listed, resume = as_revision(resource_version), as_revision(resume_from)
         self._store.replace(
             self.kind.name,
             [normalize(self.kind.name, version, item) for item in items],
@@ -284,7 +284,7 @@ class Reflector:
                         continue
                     event_type = str(event.get("type", ""))
                     version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-                    number = _as_int(version)
+                    number = as_revision(version)
                     if replay_until is not None and (
                         number is None or number > replay_until or (event_type == "BOOKMARK" and number >= replay_until)
                     ):
@@ -345,7 +345,7 @@ class Reflector:
             self._sleep(delay)
 
 
-def _as_int(version: str | None) -> int | None:
+def as_revision(version: str | None) -> int | None:
     """A resourceVersion as an etcd revision, or None when it is not one."""
     try:
         return int(version) if version else None
