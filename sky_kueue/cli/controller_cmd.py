@@ -105,6 +105,7 @@ def run(
     if no_reage and reage_interval is not None:
         raise UserError("--no-reage and --reage-interval contradict each other; give one")
     from sky_kueue.controller import leader, logs
+    from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.skypilot.config import resolve_config_path
@@ -143,6 +144,11 @@ def run(
         priority_boost_gate=gate,
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
+    try:
+        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime)
+    except SettingsError as err:
+        opened.close()
+        raise UserError(str(err)) from None
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -168,7 +174,6 @@ def run(
             }
         },
     )
-    ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime)
     try:
         ctl.run(stop)
     finally:

@@ -165,6 +165,24 @@ def _band_mechanism(settings: AgingSettings) -> ActuatorKind:
     )
 
 
+def band_mechanism(settings: AgingSettings) -> ActuatorKind | None:
+    """How the configured band policy reaches Kueue (None: not a band policy).
+
+    Call it before anything starts (the controller does, in its constructor): a setting a
+    band policy cannot honour must stop the process before it takes the Lease.
+
+    Raises:
+        SettingsError: the actuator or ``protect_seconds`` cannot serve a band policy, or two
+            WorkloadPriorityClass values are too close for its band.
+    """
+    policy = aging.get_policy(settings.policy)
+    if not isinstance(policy, BandPolicy):
+        return None
+    mechanism = _band_mechanism(settings)
+    check_class_gaps([rung.value for rung in settings.priority_class_ladder], policy, settings)
+    return mechanism
+
+
 class AgingEngine:
     """Records history and actuates aging for SkyPilot Workloads, exactly once."""
 
@@ -184,10 +202,8 @@ class AgingEngine:
         self._clock = clock
         self._policy = aging.get_policy(settings.policy)
         self._band = self._policy if isinstance(self._policy, BandPolicy) else None
-        self._mechanism = resolve_mechanism(settings.actuator, priority_boost_gate)
-        if self._band is not None:
-            self._mechanism = _band_mechanism(settings)
-            check_class_gaps([rung.value for rung in settings.priority_class_ladder], self._band, settings)
+        band = band_mechanism(settings)
+        self._mechanism = band if band is not None else resolve_mechanism(settings.actuator, priority_boost_gate)
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}

@@ -66,21 +66,15 @@ class KubernetesWorkloadActuator:
     def apply(self, patch: WorkloadPatch) -> ActuationResult:
         target = patch.target
         try:
-            path = (
-                f"/apis/{kueue_api.KUEUE_GROUP}/{target.version}/namespaces/{target.namespace}"
-                f"/{kueue_api.WORKLOAD_PLURAL}/{target.name}"
-            )
-            response = rest.request(
+            _send(
                 self._api_client,
                 "PATCH",
-                path,
+                _workload_path(target.version, target.namespace, target.name),
                 {"fieldManager": self._field_manager},
                 body=dict(patch.body),
                 content_type=_MERGE_PATCH,
                 timeout=self._timeout,
             )
-            response.drain_conn()
-            response.release_conn()
         except ApiException as err:
             status: Any = err.status
             if status == 404:
@@ -94,6 +88,21 @@ class KubernetesWorkloadActuator:
         except HTTPError as err:
             raise ActuationError(f"patching Workload {target} failed: {err}") from err
         return ActuationResult(ActuationOutcome.APPLIED, patch.summary)
+
+
+def _workload_path(version: str, namespace: str, name: str) -> str:
+    return f"/apis/{kueue_api.KUEUE_GROUP}/{version}/namespaces/{namespace}/{kueue_api.WORKLOAD_PLURAL}/{name}"
+
+
+def _send(api_client: ApiClient, method: str, path: str, *args: Any, **kwargs: Any) -> None:
+    """One request whose answer is only its status: the body is drained, the connection returned.
+
+    Raises:
+        ApiException: the server refused it; ``HTTPError``: it never got an answer.
+    """
+    response = rest.request(api_client, method, path, *args, **kwargs)
+    response.drain_conn()
+    response.release_conn()
 
 
 class DeletionOutcome(str, Enum):
@@ -117,14 +126,16 @@ class KubernetesWorkloadDeleter:
 
     def delete(self, namespace: str, name: str, uid: str, version: str) -> tuple[DeletionOutcome, str]:
         """Returns the outcome and, when it failed, why (never raises for API errors)."""
-        path = f"/apis/{kueue_api.KUEUE_GROUP}/{version}/namespaces/{namespace}/{kueue_api.WORKLOAD_PLURAL}/{name}"
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
         try:
-            response = rest.request(
-                self._api_client, "DELETE", path, body=body, content_type=_JSON, timeout=self._timeout
+            _send(
+                self._api_client,
+                "DELETE",
+                _workload_path(version, namespace, name),
+                body=body,
+                content_type=_JSON,
+                timeout=self._timeout,
             )
-            response.drain_conn()
-            response.release_conn()
         except ApiException as err:
             if err.status in (404, 409):
                 return DeletionOutcome.GONE_OR_REPLACED, f"HTTP {err.status}"

@@ -37,7 +37,7 @@ from sky_kueue.controller.aging import ActuatorKind, AgingSettings
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.cursor import CURSOR_PERSIST_INTERVAL_SECONDS, WorkloadCursor
 from sky_kueue.controller.detection import Detection
-from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
+from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome, band_mechanism
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, Observer, log_reconcile, notify_user_hooks
 from sky_kueue.controller.gate_detection import KUEUE_NAMESPACE, GateReading, detect_priority_boost_gate
 from sky_kueue.controller.history import HistoryStore, StoreError
@@ -114,6 +114,7 @@ class Controller:
         actuator: Actuator | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
+        band_mechanism(aging)  # refuse a band setting it cannot honour before taking the Lease
         self.api_client = api_client
         self.store = store
         self.aging = aging

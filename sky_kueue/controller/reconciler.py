@@ -86,6 +86,10 @@ def _created(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("creationTimestamp") or "")
 
 
+def _version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
 def _oldest_first(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objs, key=lambda o: (_created(o), workload_key(o)))
 
@@ -197,7 +201,7 @@ class Reconciler:
     def _on_synced(self, synced: Transition) -> None:
         listed = as_revision(synced.resource_version)
         for obj in self.cache.items(KindName.WORKLOAD):
-            version = as_revision(str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+            version = as_revision(_version(obj))
             if listed is None or version is None or version <= listed:
                 self._seen[workload_key(obj)] = workload_uid(obj)  # in the list; newer ones are queued
         if synced.resuming:
@@ -229,7 +233,7 @@ class Reconciler:
             self._reconcile(change.workload, actuate=False)
             current = self.current(change.key)
             if current is not None and workload_uid(current) == change.uid:
-                token = (change.uid, str((current.get("metadata") or {}).get("resourceVersion") or ""))
+                token = (change.uid, _version(current))
                 if token not in self._replayed_latest:  # once per object version, not per replayed event
                     self._replayed_latest.add(token)
                     self._reconcile(current, actuate=True)
@@ -283,7 +287,7 @@ class Reconciler:
 
     def _not_superseded(self, obj: Mapping[str, Any]) -> bool:
         """No newer version of this Workload was reconciled with actuation (and remember this one)."""
-        uid, version = workload_uid(obj), as_revision(str((obj.get("metadata") or {}).get("resourceVersion") or ""))
+        uid, version = workload_uid(obj), as_revision(_version(obj))
         if version is None:
             return True
         newest = self._actuated.get(uid)

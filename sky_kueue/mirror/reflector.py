@@ -162,12 +162,11 @@ class Reflector:
         while not self._stop.is_set():
             try:
                 resume = None if gap else self._resume_from
-                resource_version = self._list(gap=gap, resume_from=resume)
+                resource_version, replay_until = self._list(gap=gap, resume_from=resume)
                 backoff.success()
                 gap = True  # every later list follows a lost stretch of the watch
-                listed = as_revision(resource_version)
-                if resume is not None and listed is not None and (as_revision(resume) or listed) < listed:
-                    self._watch_until_relist(resume, replay_until=listed)
+                if resume is not None and replay_until is not None:
+                    self._watch_until_relist(resume, replay_until=replay_until)
                 else:
                     self._watch_until_relist(resource_version)
             except _Stopped:
@@ -199,8 +198,12 @@ class Reflector:
                 except _Stopped:
                     return
 
-    def _list(self, *, gap: bool = False, resume_from: str | None = None) -> str:
+    def _list(self, *, gap: bool = False, resume_from: str | None = None) -> tuple[str, int | None]:
         """List every page (retrying transient failures) and replace the store's copy.
+
+        Returns the list's resourceVersion, and the revision up to which the watch from
+        ``resume_from`` replays what was missed (None: nothing to replay, no resume or not
+        behind the list).
 
         Raises:
             ApiException: a permanent refusal, or retries exhausted.
@@ -215,15 +218,16 @@ class Reflector:
         self.lists += 1
         version = self.source.api_version
         listed, resume = as_revision(resource_version), as_revision(resume_from)
+        replay_until = listed if listed is not None and resume is not None and resume < listed else None
         self._store.replace(
             self.kind.name,
             [normalize(self.kind.name, version, item) for item in items],
             resource_version,
             gap=gap,
-            resuming=listed is not None and resume is not None and resume < listed,
+            resuming=replay_until is not None,
         )
         log.debug("%s: listed %d at resourceVersion %s", self.kind.plural, len(items), resource_version)
-        return resource_version
+        return resource_version, replay_until
 
     def _list_pages(self) -> tuple[list[dict[str, object]], str]:
         items: list[dict[str, object]] = []

@@ -193,11 +193,6 @@ class Transition:
     resuming: bool = False
 
     @property
-    def is_marker(self) -> bool:
-        """Not a change of one Workload (see :data:`WORKLOAD_KINDS`)."""
-        return self.kind not in WORKLOAD_KINDS
-
-    @property
     def namespace(self) -> str:
         return self.key.partition("/")[0]
 

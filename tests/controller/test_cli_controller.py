@@ -104,3 +104,43 @@ def test_json_logs_carry_fields_and_never_a_credential() -> None:
     assert (first["job"], first["boost"], first["token"]) == ("managed-job/1", 100, logs.REDACTED)
     assert "pw" not in first["url"]
     assert "abc.def.ghi" not in second["msg"]
+
+
+def test_run_refuses_band_settings_before_it_starts(tmp_path: Path) -> None:
+    # A band policy with an actuator that can only raise priorities: one line, exit 2, and no
+    # request to the (unreachable) cluster: nothing starts, no Lease is taken.
+    import yaml
+
+    data = yaml.safe_load((REPO / "configs" / "sky-kueue.yaml").read_text())
+    data["aging"]["parameters"] = {"policy": "rank", "actuator": "boost-annotation"}
+    config = tmp_path / "sky-kueue.yaml"
+    config.write_text(yaml.safe_dump(data))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "controller",
+            "run",
+            "--config",
+            str(config),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--state",
+            f"sqlite:{tmp_path / 'state.db'}",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert "'boost-annotation' can only raise it" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
