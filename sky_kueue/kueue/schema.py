@@ -26,10 +26,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
 from sky_kueue.kueue import quantity
+from sky_kueue.kueue.api import INT32_MAX, INT32_MIN
 from sky_kueue.kueue.errors import ModelError
-
-INT32_MIN = -(2**31)
-INT32_MAX = 2**31 - 1
 
 
 def _quantity(value: object) -> Decimal:

@@ -191,6 +191,10 @@ def _cohort_depths(state: o.ClusterState) -> tuple[list[str], dict[str, int]]:
 def cohort_depth_errors(state: o.ClusterState) -> list[str]:
     """At most one error: the first Cohort (by name) deeper than :data:`MAX_COHORT_DEPTH`."""
     _, depths = _cohort_depths(state)
+    return _depth_errors(depths)
+
+
+def _depth_errors(depths: dict[str, int]) -> list[str]:
     for name in sorted(depths):
         if depths[name] > MAX_COHORT_DEPTH:
             return [
@@ -202,8 +206,8 @@ def cohort_depth_errors(state: o.ClusterState) -> list[str]:
 
 def cohort_cycle_errors(state: o.ClusterState) -> list[str]:
     """Cycles in the cohort tree, and a hierarchy deeper than :data:`MAX_COHORT_DEPTH`."""
-    errors, _ = _cohort_depths(state)
-    return errors + cohort_depth_errors(state)
+    errors, depths = _cohort_depths(state)
+    return errors + _depth_errors(depths)
 
 
 def reference_errors(state: o.ClusterState) -> list[str]:

@@ -57,6 +57,24 @@ def at(seconds: float) -> datetime:
     return EPOCH + timedelta(seconds=seconds)
 
 
+def fresh_state(state: o.ClusterState, cluster_queues: dict[str, o.ClusterQueue] | None = None) -> o.ClusterState:
+    """The cluster's Kueue objects, without Workloads, in dicts of its own (a simulation's
+    engine adds and removes Workloads; the trace's cluster must stay as it was).
+
+    Args:
+        cluster_queues: replaces the ClusterQueues (e.g. with a share of their quota).
+    """
+    return o.ClusterState(
+        namespaces=dict(state.namespaces),
+        resource_flavors=dict(state.resource_flavors),
+        priority_classes=dict(state.priority_classes),
+        cohorts=dict(state.cohorts),
+        cluster_queues=dict(state.cluster_queues if cluster_queues is None else cluster_queues),
+        local_queues=dict(state.local_queues),
+        config=state.config,
+    )
+
+
 def dns_label(text: str) -> str:
     """``text`` as a valid Kubernetes name (lowercase, ``[a-z0-9-]``, at most 63 characters)."""
     label = _DNS_LABEL_INVALID.sub("-", text.lower()).strip("-")[:63].strip("-")

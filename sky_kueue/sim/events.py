@@ -32,6 +32,8 @@ class EventKind(enum.IntEnum):
     RELEASE = 5
     #: A Workload has waited ``reserve_after_s``: it takes its cohort's reservation, or queues for it.
     RESERVE = 6
+    #: The relaunch of a job marked for the cloud after a preemption: it runs there, not in Kueue.
+    CLOUD_RELAUNCH = 7
 
 
 @dataclass(frozen=True, order=True)

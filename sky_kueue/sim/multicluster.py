@@ -34,7 +34,7 @@ from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.predictor import VerdictKind
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.kueue.whatif import quick_verdict
-from sky_kueue.sim.cluster import GPU_RESOURCE, SimCluster, at, make_workload
+from sky_kueue.sim.cluster import GPU_RESOURCE, SimCluster, at, fresh_state, make_workload
 from sky_kueue.sim.metrics import percentile
 from sky_kueue.sim.policies import ResubmissionPolicy
 from sky_kueue.sim.results import RunResult
@@ -92,15 +92,7 @@ def split_cluster(cluster: SimCluster, parts: int) -> list[SimCluster]:
                 for group in cq.resource_groups
             )
             queues[name] = replace(cq, resource_groups=groups)
-        state = o.ClusterState(
-            namespaces=dict(cluster.state.namespaces),
-            resource_flavors=dict(cluster.state.resource_flavors),
-            priority_classes=dict(cluster.state.priority_classes),
-            cohorts=dict(cluster.state.cohorts),
-            cluster_queues=queues,
-            local_queues=dict(cluster.state.local_queues),
-            config=cluster.state.config,
-        )
+        state = fresh_state(cluster.state, cluster_queues=queues)
         team_gpus = {team: share(gpus) or 0 for team, gpus in cluster.team_gpus.items()}
         out.append(
             replace(
@@ -145,6 +137,9 @@ class _Engines:
     def delete_workload(self, key: str) -> None:
         self.engines[self.of_workload[key]].delete_workload(key)
 
+    def update_admitted_priority(self, key: str, priority: int) -> bool:
+        return self.engines[self.of_workload[key]].update_admitted_priority(key, priority)
+
 
 @dataclass
 class _Placement:
@@ -175,7 +170,7 @@ class MultiClusterSimulator(Simulator):
         self.clusters = clusters
         self.strategy = strategy
         self.failover_timeout_s = failover_timeout_s
-        self.engine_set = _Engines([Engine(_fresh(c.state), at(0.0)) for c in clusters])
+        self.engine_set = _Engines([Engine(fresh_state(c.state), at(0.0)) for c in clusters])
         self.engine = self.engine_set  # type: ignore[assignment]  # routes by Workload
         self.placements: dict[int, _Placement] = {}
         self.failovers = 0
@@ -284,18 +279,6 @@ class MultiClusterSimulator(Simulator):
             self._area[i] / (c.gpu_capacity * self.window_s) if c.gpu_capacity and self.window_s else 0.0
             for i, c in enumerate(self.clusters)
         ]
-
-
-def _fresh(state: o.ClusterState) -> o.ClusterState:
-    return o.ClusterState(
-        namespaces=dict(state.namespaces),
-        resource_flavors=dict(state.resource_flavors),
-        priority_classes=dict(state.priority_classes),
-        cohorts=dict(state.cohorts),
-        cluster_queues=dict(state.cluster_queues),
-        local_queues=dict(state.local_queues),
-        config=state.config,
-    )
 
 
 @dataclass(frozen=True)

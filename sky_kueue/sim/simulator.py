@@ -44,7 +44,7 @@ from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import CycleResult, Engine
-from sky_kueue.sim.cluster import QueueRef, at, make_workload
+from sky_kueue.sim.cluster import QueueRef, at, fresh_state, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
 from sky_kueue.sim.policies import Decision, ResubmissionPolicy
 from sky_kueue.sim.relaunch import RelaunchModel
@@ -164,15 +164,7 @@ class Simulator:
         self.progress = progress
         self.on_arrival = on_arrival
         cluster = trace.cluster
-        state = o.ClusterState(
-            namespaces=dict(cluster.state.namespaces),
-            resource_flavors=dict(cluster.state.resource_flavors),
-            priority_classes=dict(cluster.state.priority_classes),
-            cohorts=dict(cluster.state.cohorts),
-            cluster_queues=dict(cluster.state.cluster_queues),
-            local_queues=dict(cluster.state.local_queues),
-            config=cluster.state.config,
-        )
+        state = fresh_state(cluster.state)
         self.now = 0.0
         self.engine = Engine(state, at(0.0))
         self.events = EventQueue()
@@ -296,7 +288,8 @@ class Simulator:
         elif kind is EventKind.BURST_CHECK:
             if job.state is _State.QUEUED and job.launches == token:
                 self._burst(job)
-            elif job.state is _State.RELAUNCHING and job.launches == token:
+        elif kind is EventKind.CLOUD_RELAUNCH:
+            if job.state is _State.RELAUNCHING and job.launches == token:
                 self._to_cloud(job)  # marked for the cloud after a preemption: never back in Kueue
         elif kind is EventKind.RESYNC and job.state is _State.QUEUED and job.launches == token:
             self._reage(job)
@@ -557,7 +550,7 @@ class Simulator:
             job.last_backoff = delay.backoff_s
         if self.config.allow_burst and self.policy.bursts_after_preemption(job.history, instant):
             # The controller marks the job; SkyPilot's relaunch goes to the cloud, not to Kueue.
-            self.events.push(instant + delay.total_s, EventKind.BURST_CHECK, job.index, job.launches)
+            self.events.push(instant + delay.total_s, EventKind.CLOUD_RELAUNCH, job.index, job.launches)
             return
         self.events.push(instant + delay.total_s, EventKind.RELAUNCH, job.index, job.launches)
 

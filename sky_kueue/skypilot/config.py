@@ -36,6 +36,8 @@ from pydantic import (
 
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
+from sky_kueue.kueue import schema
+from sky_kueue.kueue.api import INT32_MAX
 
 #: Environment variable naming the plugin config file for the in-process admin policy.
 CONFIG_ENV_VAR = "SKY_KUEUE_CONFIG"
@@ -120,9 +122,8 @@ BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 #: Kubernetes' priorities (and Kueue's priority values) are 32-bit; counts of seconds and
 #: GPUs are bounded the same way so no later arithmetic (timedelta, float) can overflow.
-INT32_MAX = 2**31 - 1
-Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
-BoundedCount = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Int32 = schema.Int32
+BoundedCount = schema.NonNegativeInt32
 BoundedPositive = Annotated[int, Field(gt=0, le=INT32_MAX)]
 AdmissionTimeoutSeconds = Annotated[int, Field(le=INT32_MAX), AfterValidator(_admission_timeout)]
 

@@ -267,8 +267,7 @@ LAX_WRONG_TYPES: dict[str, tuple[Any, ...]] = {
     "decimal": ("abc", [1], {"a": 1}),
     "quantity": ([1], {"a": 1}, True, "1Qi", "abc"),
 }
-for _kind in ("int32", "count", "seconds", "seconds_pos"):
-    LAX_WRONG_TYPES[_kind] = LAX_WRONG_TYPES["int"]
+LAX_WRONG_TYPES.update(dict.fromkeys(("int32", "count", "seconds", "seconds_pos"), LAX_WRONG_TYPES["int"]))
 
 CONFIG_MAGNITUDES: dict[str, Values] = {
     "int32": Values(invalid=(2**31, -(2**31) - 1, 10**30, Raw("9" * 4301))),

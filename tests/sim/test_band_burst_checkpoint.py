@@ -121,3 +121,18 @@ def test_checkpoints_keep_whole_intervals_of_a_preempted_run():
     assert low.end_s == 60 + 92
     assert low.wait_after_preemption_s == 50
     assert run.useful_gpu_s == 4 * 8
+
+
+def test_a_launchs_old_wait_limit_never_sends_its_relaunch_to_a_cloud():
+    # low-1's first launch carries the team's 100 s admission timeout (due at t=100). It is
+    # admitted at once, preempted at t=10 and relaunched 200 s later: that old timeout fires
+    # while it waits to be relaunched and must not move it to a cloud (no --allow-burst here).
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=4, wait_limit=100.0)
+        .job("low-1", at=0, gpus=4, run=1_000, klass="low")
+        .job("high-1", at=10, gpus=4, run=50, klass="high")
+        .trace()
+    )
+    low = by_id(simulate(trace, policies.resolve("baseline"), relaunch_after(200.0)))["low-1"]
+    assert (low.outcome, low.preemptions, low.end_s) == (JobOutcome.FINISHED, 1, 210 + 1_000)

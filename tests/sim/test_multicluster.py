@@ -52,3 +52,16 @@ def test_simulate_clusters_option_prints_both_placements() -> None:
     assert [r["strategy"] for r in data["runs"]] == ["fixed-order", "predicted"]
     assert all(len(r["utilisation"]) == 2 for r in data["runs"])
     assert data["failover_after_s"] == 900
+
+
+def test_a_protection_ending_reaches_the_engine_that_holds_the_workload() -> None:
+    # keep-place with a bounded protection lowers an admitted Workload outside a scheduling
+    # cycle; with several clusters that call must reach the cluster that admitted it.
+    protected = policies.resolve("keep-place", AgingSettings(protect_seconds=600.0))
+    contended = synthetic.generate(synthetic.SyntheticParams(jobs=300, load=0.85), random.Random(0))
+    preempted = 0
+    for strategy in multicluster.PlacementStrategy:
+        result = multicluster.run_placement(contended, protected, 3, strategy, failover_timeout_s=900.0)
+        assert len(result.run.jobs) == len(contended.jobs)
+        preempted += sum(j.preemptions for j in result.run.jobs)
+    assert preempted > 0  # relaunches were protected, then released
