@@ -27,7 +27,7 @@ from enum import Enum
 from typing import Protocol
 
 from sky_kueue.controller.keys import EpisodeKey
-from sky_kueue.mirror.identity import JobIdentity
+from sky_kueue.mirror.identity import MANAGED_JOB_KEY_PREFIX, JobIdentity, managed_job_key, pod_group_key
 
 
 class Phase(str, Enum):
@@ -357,6 +357,35 @@ class JobSummary:
 
 class StoreError(RuntimeError):
     """The history store cannot be read or written (path, corruption, version)."""
+
+
+def reference_candidates(text: str) -> list[str]:
+    """The job keys a user's reference may name, in the order every store tries them.
+
+    An exact key or alias; a managed-job id (``17``, or ``managed-job/17`` in any spelling
+    :func:`~sky_kueue.mirror.identity.managed_job_key` normalises); a pod group as
+    ``namespace/name``. A store then falls back to bare names (:func:`one_job`).
+    """
+    candidates = [text]
+    if text.startswith(MANAGED_JOB_KEY_PREFIX):
+        candidates.append(managed_job_key(text[len(MANAGED_JOB_KEY_PREFIX) :]))
+    if text.isdigit():
+        candidates.append(managed_job_key(text))
+    namespace, sep, name = text.partition("/")
+    if sep and namespace and name:
+        candidates.append(pod_group_key(namespace, name))
+    return candidates
+
+
+def one_job(text: str, keys: Sequence[str]) -> str | None:
+    """The one job a bare name (pod group, cluster or managed-job name) matched, if any.
+
+    Raises:
+        StoreError: it matched several (the message lists them).
+    """
+    if len(keys) > 1:
+        raise StoreError(f"job reference {text!r} is ambiguous: {', '.join(keys)}")
+    return keys[0] if keys else None
 
 
 class HistoryStore(Protocol):

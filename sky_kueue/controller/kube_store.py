@@ -67,13 +67,15 @@ from sky_kueue.controller.history import (
     StepState,
     StoreError,
     Transition,
+    one_job,
+    reference_candidates,
 )
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.runtime_state import Heartbeat
 from sky_kueue.controller.state_spec import DEFAULT_KUBERNETES_NAMESPACE
 from sky_kueue.mirror import backoff
 from sky_kueue.mirror.errors import TRANSIENT_STATUSES
-from sky_kueue.mirror.identity import MANAGED_JOB_KEY_PREFIX, JobIdentity, managed_job_key, pod_group_key
+from sky_kueue.mirror.identity import JobIdentity, managed_job_key
 
 T = TypeVar("T")
 
@@ -507,47 +509,26 @@ class KubernetesHistoryStore:
         return self._write(identity, seen_at, lambda r: (r, r.history.key), base_priority)
 
     def record_transition(self, identity: JobIdentity, transition: Transition) -> bool:
-        def change(record: doc.JobRecord) -> tuple[doc.JobRecord, bool]:
-            h = record.history
-            if any(t.key == transition.key for t in h.transitions) or doc.folded_away(h, transition.at):
-                return record, False
-            return replace(record, history=h.with_transition(transition)), True
-
-        return self._write(identity, transition.at, change)
-
-    def _record_episode(
-        self,
-        identity: JobIdentity,
-        at: float,
-        key: EpisodeKey,
-        add: Callable[[JobHistory], JobHistory],
-        known: Callable[[JobHistory], bool],
-    ) -> bool:
-        def change(record: doc.JobRecord) -> tuple[doc.JobRecord, bool]:
-            h = record.history
-            if known(h) or doc.folded_away(h, at):
-                return record, False
-            return replace(record, history=add(h)), True
-
-        return self._write(identity, at, change)
+        return self._record(identity, transition.at, lambda h: h.with_transition(transition))
 
     def record_preemption(self, identity: JobIdentity, record: PreemptionRecord) -> bool:
-        return self._record_episode(
-            identity,
-            record.at,
-            record.key,
-            lambda h: h.with_preemption(record),
-            lambda h: any(p.key == record.key for p in h.preemptions),
-        )
+        return self._record(identity, record.at, lambda h: h.with_preemption(record))
 
     def record_eviction(self, identity: JobIdentity, record: EvictionRecord) -> bool:
-        return self._record_episode(
-            identity,
-            record.at,
-            record.key,
-            lambda h: h.with_eviction(record),
-            lambda h: any(e.key == record.key for e in h.evictions),
-        )
+        return self._record(identity, record.at, lambda h: h.with_eviction(record))
+
+    def _record(self, identity: JobIdentity, at: float, add: Callable[[JobHistory], JobHistory]) -> bool:
+        """Adds one fact at time ``at``; False when it was recorded already (``add`` returns the
+        history it got, as :class:`JobHistory` does for a known key) or folded away."""
+
+        def change(record: doc.JobRecord) -> tuple[doc.JobRecord, bool]:
+            h = record.history
+            added = add(h)
+            if added is h or doc.folded_away(h, at):
+                return record, False
+            return replace(record, history=added), True
+
+        return self._write(identity, at, change)
 
     def decide_step(self, identity: JobIdentity, decision: StepDecision) -> AgingStep:
         def change(record: doc.JobRecord) -> tuple[doc.JobRecord, AgingStep]:
@@ -688,15 +669,7 @@ class KubernetesHistoryStore:
         text = text.strip()
         if not text:
             return None
-        candidates = [text]
-        if text.startswith(MANAGED_JOB_KEY_PREFIX):
-            candidates.append(managed_job_key(text[len(MANAGED_JOB_KEY_PREFIX) :]))
-        if text.isdigit():
-            candidates.append(managed_job_key(text))
-        namespace, sep, name = text.partition("/")
-        if sep and namespace and name:
-            candidates.append(pod_group_key(namespace, name))
-        for candidate in candidates:
+        for candidate in reference_candidates(text):
             found = self._canonical(candidate)
             if found is not None:
                 return found
@@ -707,9 +680,7 @@ class KubernetesHistoryStore:
             and text
             in (r.history.identity.pod_group, r.history.identity.cluster_name, r.history.identity.managed_job_name)
         )
-        if len(keys) > 1:
-            raise StoreError(f"job reference {text!r} is ambiguous: {', '.join(keys)}")
-        return keys[0] if keys else None
+        return one_job(text, keys)
 
     def jobs(self) -> Sequence[JobSummary]:
         summaries = []

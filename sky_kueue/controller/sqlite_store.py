@@ -58,14 +58,14 @@ from sky_kueue.controller.history import (
     StoreError,
     Transition,
     TransitionCause,
+    one_job,
+    reference_candidates,
     transition_key,
 )
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.mirror.identity import (
-    MANAGED_JOB_KEY_PREFIX,
     JobIdentity,
     managed_job_key,
-    pod_group_key,
 )
 
 #: Bumped on every incompatible schema change; a newer file is refused, not rewritten.
@@ -675,20 +675,7 @@ class SqliteHistoryStore:
         if not text:
             return None
         with self._read() as conn:
-            found = self._canonical(conn, text)
-            if found is not None:
-                return found
-            candidates = (
-                [managed_job_key(text[len(MANAGED_JOB_KEY_PREFIX) :])]
-                if text.startswith(MANAGED_JOB_KEY_PREFIX)
-                else []
-            )
-            if text.isdigit():
-                candidates.append(managed_job_key(text))
-            namespace, sep, name = text.partition("/")
-            if sep and namespace and name:
-                candidates.append(pod_group_key(namespace, name))
-            for candidate in candidates:
+            for candidate in reference_candidates(text):
                 found = self._canonical(conn, candidate)
                 if found is not None:
                     return found
@@ -697,10 +684,7 @@ class SqliteHistoryStore:
                    ORDER BY job_key""",
                 (text, text, text),
             ).fetchall()
-        keys = [str(r[0]) for r in rows]
-        if len(keys) > 1:
-            raise StoreError(f"job reference {text!r} is ambiguous: {', '.join(keys)}")
-        return keys[0] if keys else None
+        return one_job(text, [str(r[0]) for r in rows])
 
     def jobs(self) -> Sequence[JobSummary]:
         with self._read() as conn:
