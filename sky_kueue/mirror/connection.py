@@ -31,6 +31,7 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from sky_kueue.mirror.errors import KubeconfigError, UnknownContextError
+from sky_kueue.mirror.kubeconfig import find_kubeconfig
 
 #: Seconds to establish a TCP (and TLS) connection.
 CONNECT_TIMEOUT_SECONDS = 5
@@ -45,9 +46,6 @@ CONNECTION_POOL_CONNECTIONS = 16
 
 #: ``(connect, read)`` timeout of ordinary requests.
 REQUEST_TIMEOUT: tuple[int, int] = (CONNECT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS)
-
-#: Environment variable set inside a pod; then the service-account config is used.
-_IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 
 def production_retry_policy() -> urllib3.Retry:
@@ -121,16 +119,6 @@ def _kubeconfig_file_contexts(path: str) -> tuple[list[dict[str, Any]], str | No
     return contexts, str(current) if current else None
 
 
-def _default_kubeconfig() -> str | None:
-    """``$KUBECONFIG`` (its existing files, merged as kubectl does) or ``~/.kube/config`` if it exists."""
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        present = [p for p in env.split(os.pathsep) if p and Path(p).expanduser().exists()]
-        return os.pathsep.join(present) if present else env.split(os.pathsep)[0]
-    default = Path(config.KUBE_CONFIG_DEFAULT_LOCATION).expanduser()
-    return str(default) if default.exists() else None
-
-
 def connect(
     kubeconfig: str | Path | None = None,
     context: str | None = None,
@@ -151,11 +139,12 @@ def connect(
         KubeconfigError: no usable kubeconfig.
     """
     configuration = client.Configuration()
-    path = str(kubeconfig) if kubeconfig is not None else _default_kubeconfig()
+    found = find_kubeconfig(str(kubeconfig) if kubeconfig is not None else None, os.environ, os.path.exists)
+    path = found.path if found is not None else None
     chosen_context: str | None = None
     namespace: str | None = None
     if path is None:
-        if context is not None or not os.environ.get(_IN_CLUSTER_ENV):
+        if found is None or context is not None:
             raise KubeconfigError("no kubeconfig: pass --kubeconfig FILE, set $KUBECONFIG, or create ~/.kube/config")
         try:
             config.load_incluster_config(client_configuration=configuration)

@@ -292,6 +292,21 @@ def test_missing_kubeconfig(tmp_path: Path) -> None:
     assert _one_line(result) == f"error: kubeconfig {tmp_path / 'nope'}: no such file"
 
 
+def test_in_a_pod_a_kubeconfig_list_of_missing_files_means_the_pods_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As kubectl: missing $KUBECONFIG files are ignored, and inside a pod the service account
+    # is used (the one rule the admin policy's discovery follows too). There is no token file
+    # here, so the in-cluster attempt itself is what fails, not a "no such file".
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    result = run("queue")
+
+    assert result.exit_code == 2
+    assert _one_line(result).startswith("error: in-cluster configuration:")
+
+
 def test_predict_from_a_snapshot_does_not_import_the_kubernetes_client() -> None:
     code = (
         "import sys\n"
