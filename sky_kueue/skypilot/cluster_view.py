@@ -191,43 +191,36 @@ class LiveClusterView:
         self._mirror: Any = None
         self._next_attempt = 0.0
         self._errors_seen = 0
-        self._snapshot: tuple[float, ClusterView, ContextHealth, str] | None = None
+        self._snapshot: tuple[float, ContextView] | None = None
         self._label = f"the live cluster ({self._context or 'current context'})"
 
     @property
     def source(self) -> str:
-        return self._current().source
+        return self.status().view.source
 
     def status(self) -> ContextView:
         """This view with how current it is (for placement over several clusters)."""
-        self._current()
-        with self._lock:
-            assert self._snapshot is not None
-            _, view, health, detail = self._snapshot
-        return ContextView(view, health, detail)
-
-    def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
-        return self._current().local_queue(namespace, name)
-
-    def priority_classes(self) -> Mapping[str, int] | None:
-        return self._current().priority_classes()
-
-    def capacity(self, queue: QueueFacts, demand: WorkloadDemand) -> CapacityFacts:
-        return self._current().capacity(queue, demand)
-
-    def predict(self, queue: QueueFacts, demand: WorkloadDemand, priority_class: str) -> AdmissionVerdict:
-        return self._current().predict(queue, demand, priority_class)
-
-    def _current(self) -> ClusterView:
         now = self._clock()
         with self._lock:
             if self._snapshot is not None and now - self._snapshot[0] < LIVE_STATE_MAX_AGE_SECONDS:
                 return self._snapshot[1]
-            view, health, detail = self._refresh(now)
-            self._snapshot = (now, view, health, detail)
-            return view
+            current = self._refresh(now)
+            self._snapshot = (now, current)
+            return current
 
-    def _refresh(self, now: float) -> tuple[ClusterView, ContextHealth, str]:
+    def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
+        return self.status().view.local_queue(namespace, name)
+
+    def priority_classes(self) -> Mapping[str, int] | None:
+        return self.status().view.priority_classes()
+
+    def capacity(self, queue: QueueFacts, demand: WorkloadDemand) -> CapacityFacts:
+        return self.status().view.capacity(queue, demand)
+
+    def predict(self, queue: QueueFacts, demand: WorkloadDemand, priority_class: str) -> AdmissionVerdict:
+        return self.status().view.predict(queue, demand, priority_class)
+
+    def _refresh(self, now: float) -> ContextView:
         from sky_kueue.kueue import errors as model_errors
         from sky_kueue.kueue import parse as model_parse
         from sky_kueue.mirror import MirrorError
@@ -236,7 +229,9 @@ class LiveClusterView:
         unreachable = ContextHealth.UNREACHABLE
         if self._mirror is None:
             if now < self._next_attempt:
-                return self._offline("not connected; retrying"), unreachable, "cannot be reached (retrying)"
+                return ContextView(
+                    self._offline("not connected; retrying"), unreachable, "cannot be reached (retrying)"
+                )
             first = self._next_attempt == 0.0
             try:
                 self._mirror = _live_mirror(
@@ -245,16 +240,16 @@ class LiveClusterView:
             except MirrorError as exc:
                 self._next_attempt = now + LIVE_RECONNECT_INTERVAL_SECONDS
                 logger.warning("sky-kueue: %s unavailable (%s); using the offline view", self._label, exc)
-                return self._offline("unreachable"), unreachable, f"cannot be reached: {exc}"
+                return ContextView(self._offline("unreachable"), unreachable, f"cannot be reached: {exc}")
         if not self._mirror.synced:
             detail = f"its mirror did not sync within {LIVE_SYNC_TIMEOUT_SECONDS:.0f}s"
-            return self._offline("syncing"), ContextHealth.NOT_SYNCED, detail
+            return ContextView(self._offline("syncing"), ContextHealth.NOT_SYNCED, detail)
         if self._mirror.error_count > self._errors_seen:
             # The watches failed since we last looked: the copy may be the last words of a
             # cluster that is gone. One cheap request tells a dropped stream from a dead server.
             problem = _probe(self._mirror)
             if problem is not None:
-                return self._offline("unreachable"), unreachable, f"cannot be reached: {problem}"
+                return ContextView(self._offline("unreachable"), unreachable, f"cannot be reached: {problem}")
             self._errors_seen = self._mirror.error_count
         try:
             kueue_config = (
@@ -263,8 +258,10 @@ class LiveClusterView:
             state = self._mirror.cluster_state(kueue_config)
         except model_errors.ModelError as exc:
             logger.warning("sky-kueue: the live cluster state is not usable (%s); using the offline view", exc)
-            return self._offline("state not usable"), ContextHealth.NOT_SYNCED, f"its state is not usable ({exc})"
-        return ModelClusterView(state=state, source=self._label), ContextHealth.READY, ""
+            return ContextView(
+                self._offline("state not usable"), ContextHealth.NOT_SYNCED, f"its state is not usable ({exc})"
+            )
+        return ContextView(ModelClusterView(state=state, source=self._label))
 
     def _offline(self, why: str) -> ClusterView:
         return _Relabelled(self._fallback, f"{self._fallback.source} ({self._label} {why})")
