@@ -318,7 +318,12 @@ def main() -> int:
         try:
             run(pathlib.Path(tmp), evidence)
         except StageFailed as failure:
-            print(f"e2e: FAILED after {time.monotonic() - started:.0f} s: {failure}", file=sys.stderr)
+            done = evidence.stages[-1][0] if evidence.stages else "nothing yet"
+            print(
+                f"e2e: FAILED at stage {len(evidence.stages) + 1} after {time.monotonic() - started:.0f} s "
+                f"(last stage reached: {done}): {failure}",
+                file=sys.stderr,
+            )
             return 1
     print(f"e2e: {len(evidence.stages)} stages in {time.monotonic() - started:.0f} s")
     return 0
