@@ -1,9 +1,9 @@
 """What no in-cluster policy can do: the bound behind issue 13's unmet in-cluster targets.
 
-Why a test and not a paragraph: the README claims that halving the maximum preemptions per
-job cannot be promised by any policy that acts only inside Kueue (priorities, and when a
-relaunch re-enters the queue). The claim rests on two facts, both checked here on the
-smallest trace that shows them:
+Why a test and not a paragraph: the README (and docs/anti-starvation.md, in detail) claims
+that halving the maximum preemptions per job cannot be promised by any policy that acts only
+inside Kueue (priorities, and when a relaunch re-enters the queue). The claim rests on two
+facts, both checked here on the smallest trace that shows them:
 
 1. Under ``reclaimWithinCohort: Any`` a Workload of a ClusterQueue that borrows is a reclaim
    candidate whatever its priority (Kueue ``pkg/scheduler/preemption/preemption.go``: the
