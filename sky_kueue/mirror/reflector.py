@@ -143,6 +143,11 @@ class Reflector:
             self._thread.join(timeout_seconds)
 
     @property
+    def running(self) -> bool:
+        """Whether the reflector's thread is still alive (it ends soon after :meth:`stop`)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
     def stopping(self) -> bool:
         return self._stop.is_set()
 

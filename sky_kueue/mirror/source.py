@@ -16,8 +16,10 @@ does not reconnect on its own, so the reflector decides where to resume.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,23 +41,35 @@ class RawWatch(watch.Watch):
     events still raise ``ApiException`` with the Status code (410 included) from
     ``Watch.stream``, which is what the reflector relies on.
 
-    ``Watch.stop`` shuts the socket down only if the response already exists; a stop that
-    arrives while the watch request is in flight would otherwise wait for the first event or
-    bookmark (a minute on a quiet cluster). Here the socket is also shut down the moment the
-    response is attached after a stop.
+    The client's ``Watch.stop`` only sets a flag that ``stream`` reads between events, so a
+    reader blocked on a quiet watch would wait for the next event, bookmark or read timeout
+    (a minute on a quiet cluster) before it noticed. Here :meth:`stop` also shuts the socket
+    under the response down, and :meth:`attach` does so if the stop arrived while the watch
+    request was still in flight. The stop is remembered in a flag of our own because
+    ``stream`` clears the client's flag when it starts.
     """
 
-    _response: Any = None
+    def __init__(self, return_type: Any = None) -> None:
+        super().__init__(return_type=return_type)
+        self._response: Any = None
+        self._stopped = False
+        self._response_lock = threading.Lock()
 
-    @property
-    def _resp(self) -> Any:
-        return self._response
+    def attach(self, response: Any) -> None:
+        """Record the streaming response of the watch request (shut down at once if stopped)."""
+        with self._response_lock:
+            self._response = response
+            stopped = self._stopped
+        if stopped and response is not None:
+            _shutdown(response)
 
-    @_resp.setter
-    def _resp(self, value: Any) -> None:
-        self._response = value
-        if value is not None and self._stop:
-            _shutdown(value)
+    def stop(self) -> None:
+        with self._response_lock:
+            self._stopped = True
+            response = self._response
+        super().stop()
+        if response is not None:
+            _shutdown(response)
 
     def unmarshal_event(self, data: str, return_type: Any) -> dict[str, Any] | None:
         if not data or data.isspace():
@@ -162,8 +176,16 @@ class KindSource:
             urllib3.exceptions.ProtocolError: the stream was cut.
             urllib3.exceptions.ReadTimeoutError: nothing arrived within the read timeout.
         """
+        method = self._method()
+
+        @functools.wraps(method)
+        def request(*args: Any, **kwargs: Any) -> Any:
+            response = method(*args, **kwargs)
+            watcher.attach(response)
+            return response
+
         return watcher.stream(
-            self._method(),
+            request,
             resource_version=resource_version,
             allow_watch_bookmarks=True,
             timeout_seconds=timeout_seconds,
