@@ -360,6 +360,7 @@ class Driver:
         self.drain()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state_kind", ["sqlite", "kubernetes"])
 def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path, state_kind: str) -> None:
     rng = random.Random(RANDOM_SEED)

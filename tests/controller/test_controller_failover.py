@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 
 from sky_kueue.controller.aging import AgingSettings
@@ -95,6 +96,7 @@ def _holder(coordination: client.CoordinationV1Api) -> tuple[str | None, datetim
     return lease.spec.holder_identity, lease.spec.renew_time
 
 
+@pytest.mark.slow
 def test_the_follower_takes_over_mid_burst_and_nothing_is_lost_or_doubled(tmp_path: Path) -> None:
     settings = AgingSettings.from_mapping(SETTINGS)
     with Sandbox(run_emulator=False, start=datetime.datetime.now(datetime.timezone.utc)) as sandbox:

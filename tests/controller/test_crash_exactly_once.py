@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sky_kueue.controller import aging
 from sky_kueue.controller.history import StepState
 from sky_kueue.controller.keys import EpisodeKey
@@ -69,6 +71,7 @@ def dump(state: Path, cluster: Path) -> tuple[object, ...]:
     return tuple(tables)
 
 
+@pytest.mark.slow
 def test_sigkill_anywhere_neither_loses_nor_repeats_an_aging_step(tmp_path: Path) -> None:
     state, cluster = tmp_path / "history.db", tmp_path / "cluster.db"
     kinds_hit: set[str] = set()

@@ -21,6 +21,9 @@ from tests.fuzz import targets
 from tests.fuzz.mutator import Mutant, dump_yaml
 from tests.fuzz.yaml_operators import mutate_yaml
 
+#: A thousand process runs per entry point: the inner loop (-m 'not slow') leaves them out.
+pytestmark = pytest.mark.slow
+
 #: Fixed seed: the same mutants on every run, so a failure reproduces.
 SEED = 17
 MUTANTS_PER_ENTRY_POINT = 1000
