@@ -5,6 +5,10 @@ priority class, cloud fallback) and what Kueue will do with it (admit now, preem
 wait how long and why), without submitting anything. ``sky_kueue.launch(task)`` does the
 same and then submits it with ``sky.jobs.launch`` (unless ``dry_run``). Both accept a
 ``sky.Task``, a task dict (``Task.to_yaml_config()``) or a path to a task YAML.
+
+Both plan as the SkyPilot user and workspace that SkyPilot's client would send (see
+:mod:`sky_kueue.skypilot.client_identity`), with the user's SkyPilot config; the returned
+dict names them under ``identity``.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from sky_kueue.skypilot import launch as launch_mod
+from sky_kueue.skypilot.client_identity import client_skypilot_config, current_identity
 from sky_kueue.skypilot.cluster_view import build_views, load_manifests, view_from_documents
 from sky_kueue.skypilot.config import PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.decision import Rejection
+from sky_kueue.skypilot.engine import PolicyResult
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 TaskLike = Any  # sky.Task | Mapping[str, Any] | str | os.PathLike[str]
@@ -55,6 +61,29 @@ def _context(
     return plugin_config, view
 
 
+def _plan(
+    task: TaskLike,
+    team: str | None,
+    priority: str | None,
+    config: PluginConfig | str | os.PathLike[str] | None,
+    snapshot: Sequence[str | os.PathLike[str]] | None,
+) -> tuple[PolicyResult, dict[str, Any]]:
+    plugin_config, view = _context(config, snapshot)
+    task_dict = _task_dict(task)
+    identity = current_identity()
+    result = launch_mod.plan_launch(
+        task_dict,
+        plugin_config,
+        view,
+        team=team,
+        priority=priority,
+        user=identity.user,
+        workspace=identity.workspace,
+        skypilot_config=client_skypilot_config(),
+    )
+    return result, {"identity": identity.to_dict(), **launch_mod.summary(result)}
+
+
 def predict(
     task: TaskLike,
     *,
@@ -66,16 +95,18 @@ def predict(
     """What the policy and Kueue will do with ``task``; nothing is submitted.
 
     Returns:
-        The decision as a dict (``decision``, ``team``, ``local_queue``, ``priority_class``,
-        ``prediction`` {outcome, reason, preempts, expected_wait_seconds}, ``burst``, ``task``).
+        The decision as a dict (``identity`` {user, user_id, workspace}, ``decision``,
+        ``team``, ``local_queue``, ``priority_class``, ``prediction`` {outcome, reason,
+        preempts, expected_wait_seconds}, ``burst``, ``task``); a rejection is
+        ``decision: rejected`` with its ``message``.
 
     Raises:
         ConfigError: the plugin config is missing or invalid.
         ManifestError: a snapshot cannot be read.
+        IdentityError: SkyPilot cannot tell who the current user is.
     """
-    plugin_config, view = _context(config, snapshot)
-    result = launch_mod.plan_launch(_task_dict(task), plugin_config, view, team=team, priority=priority)
-    return launch_mod.summary(result)
+    _, described = _plan(task, team, priority, config, snapshot)
+    return described
 
 
 def launch(
@@ -96,11 +127,10 @@ def launch(
     Raises:
         LaunchRejected: the policy rejected the task.
         ConfigError: the plugin config is missing or invalid.
+        IdentityError: SkyPilot cannot tell who the current user is.
         Exception: whatever SkyPilot raises while submitting.
     """
-    plugin_config, view = _context(config, snapshot)
-    result = launch_mod.plan_launch(_task_dict(task), plugin_config, view, team=team, priority=priority)
-    described = launch_mod.summary(result)
+    result, described = _plan(task, team, priority, config, snapshot)
     if isinstance(result.decision, Rejection):
         raise LaunchRejected(result.decision.message)
     if not dry_run:

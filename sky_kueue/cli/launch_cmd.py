@@ -1,9 +1,11 @@
 """``sky-kueue launch``: show what the admin policy and Kueue will do with a task, then submit it.
 
-Prints the team, queue, priority class, the admission prediction (admit now / preempt whom /
-wait and why / never fits) and the burst choice, followed by the task as the policy rewrites
-it. Without ``--dry-run`` the task is submitted with ``sky.jobs.launch``. SkyPilot is
-imported only here (to parse the task exactly as SkyPilot does).
+Prints the identity the request is made for (the SkyPilot user and workspace, found by
+SkyPilot's own client functions: :mod:`sky_kueue.skypilot.client_identity`), then the team,
+queue, priority class, the admission prediction (admit now / preempt whom / wait and why /
+never fits) and the burst choice, followed by the task as the policy rewrites it; or one
+rejection line. Without ``--dry-run`` the task is submitted with ``sky.jobs.launch``. SkyPilot
+is imported only here (to parse the task exactly as SkyPilot does).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import click
 import yaml
 
-from sky_kueue.cli import errors, options
+from sky_kueue.cli import console, errors, options
+from sky_kueue.skypilot.client_identity import ClientIdentity, IdentityError, client_skypilot_config, current_identity
 from sky_kueue.skypilot.cluster_view import (
     ManifestError,
     ModelUnavailable,
@@ -73,16 +76,28 @@ def launch(
     except (ConfigError, ManifestError, ModelUnavailable) as exc:
         errors.fail(str(exc))
     task = _read_task(task_path)
-    result = plan_launch(task, config, view, team=team, priority=priority, skypilot_config=_skypilot_config())
-    described = summary(result)
+    identity = _identity()
+    result = plan_launch(
+        task,
+        config,
+        view,
+        team=team,
+        priority=priority,
+        user=identity.user,
+        workspace=identity.workspace,
+        skypilot_config=client_skypilot_config(),
+    )
+    described = {"identity": identity.to_dict(), **summary(result)}
     if output == "json":
         click.echo(json.dumps(described, indent=2, sort_keys=False))
     else:
+        click.echo(identity.describe())
         click.echo(_text(described))
     if described["decision"] == "rejected":
         raise SystemExit(EXIT_REJECTED)
     if dry_run:
         return
+    console.restore_skypilot()
     try:
         outcome = submit(result, name=name)
     except Exception as exc:  # noqa: BLE001 - SkyPilot raises many types; report them in one line
@@ -90,22 +105,17 @@ def launch(
     click.echo(f"submitted: {outcome}")
 
 
-def _skypilot_config() -> dict[str, Any]:
-    """The user's SkyPilot config (its ``kubernetes.allowed_contexts`` names the clusters when
-    the plugin config does not), with ``admin_policy`` left out: it is not ours to carry."""
-    from sky import skypilot_config
-
-    loaded: dict[str, Any] = dict(skypilot_config.to_dict())
-    loaded.pop("admin_policy", None)
-    workspace = skypilot_config.get_active_workspace()
-    if workspace:
-        loaded["active_workspace"] = workspace
-    return loaded
+def _identity() -> ClientIdentity:
+    try:
+        return current_identity()
+    except IdentityError as exc:
+        errors.fail(str(exc))
 
 
 def _read_task(path: Path) -> dict[str, Any]:
     import sky
 
+    console.quiet_skypilot()
     try:
         task = sky.Task.from_yaml(str(path))
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as exc:

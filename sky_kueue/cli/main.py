@@ -1,5 +1,8 @@
 """The ``sky-kueue`` command.
 
+Logging is configured once, here (:mod:`sky_kueue.cli.console`): one line per message,
+warnings and errors only unless ``-v``.
+
 Why lazy: the CLI must start fast (``sky-kueue predict`` on a scenario runs in well under a
 second), so heavy modules (``sky``, ``kubernetes``) are imported only by the subcommands that
 need them. Each subcommand lives in its own module under ``sky_kueue.cli`` and is loaded on
@@ -12,7 +15,7 @@ import importlib
 
 import click
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import console, errors
 
 #: subcommand name -> "module:attribute" of the click command implementing it.
 SUBCOMMANDS: dict[str, str] = {
@@ -74,8 +77,11 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sky-kueue")
-def cli() -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Show debug messages, with the name of the logger.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
     """sky-kueue: SkyPilot on Kueue-managed Kubernetes clusters."""
+    ctx.call_on_close(console.configure(verbose=verbose))
 
 
 def main() -> None:

@@ -2,18 +2,18 @@
 
 Point SkyPilot at it with ``admin_policy: http://127.0.0.1:<port>/policy``. The command
 loads the plugin config before binding, so a bad config stops it with a one-line error.
-SkyPilot itself is not imported.
+SkyPilot itself is not imported. The server's log (one line per request and per decision,
+with the time) goes to stderr through the CLI's logging (:mod:`sky_kueue.cli.console`).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import logging
 from pathlib import Path
 
 import click
 
-from sky_kueue.cli import errors
+from sky_kueue.cli import console, errors
 from sky_kueue.skypilot.cluster_view import ManifestError
 from sky_kueue.skypilot.config import ConfigError
 from sky_kueue.skypilot.policy_server import DEFAULT_HOST, DEFAULT_PORT, TokenError, load_token, make_server
@@ -37,7 +37,7 @@ from sky_kueue.skypilot.policy_server import DEFAULT_HOST, DEFAULT_PORT, TokenEr
 )
 def policy_server(host: str, port: int, config_path: Path, token_file: Path | None) -> None:
     """Serve the sky-kueue admin policy over HTTP."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.show_info(timestamps=True)  # a server: its request log is its output
     try:
         token = load_token(token_file) if token_file is not None else None
         server = make_server(config_path, host=host, port=port, token=token)

@@ -6,7 +6,8 @@ queue and nothing else may. A task names its team with the ``sky-kueue.io/team``
 policy twice gives the same answer). The label is honoured only if the requester belongs
 to that team: listed by user name or id, by workspace, or because the team is open
 (``users: ["*"]``). Without a label the team follows from the user and workspace alone,
-and an ambiguous or missing answer is a rejection that tells the user which label to add.
+and an ambiguous or missing answer is a rejection that tells the user which label to add
+or, when no team accepts them at all, where an admin adds them (``teams.<team>.users``).
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def resolve_team(request: PolicyRequest, config: PluginConfig, label_values: Ite
                 f"unknown team {name!r} in label {labels.TEAM_LABEL}; known teams: {_names(config.teams)}",
             )
         if not is_member(team, user, workspace):
-            mine = [n for n, t in config.teams.items() if is_member(t, user, workspace)]
-            hint = f"teams you may use: {', '.join(mine)}" if mine else "you belong to no team; ask an admin"
-            return TeamProblem("not-member", f"{who} may not submit as team {name!r} ({hint})")
+            return TeamProblem(
+                "not-member",
+                f"{who} may not submit as team {name!r} ({_membership_hint(config, user, workspace, name)})",
+            )
         return TeamChoice(name, team, "task label")
     by_workspace = [n for n, t in config.teams.items() if workspace is not None and workspace in t.workspaces]
     if len(by_workspace) == 1:
@@ -98,10 +100,33 @@ def resolve_team(request: PolicyRequest, config: PluginConfig, label_values: Ite
             f"{who} belongs to several teams ({', '.join(sorted(candidates))}); "
             f"add the label {labels.TEAM_LABEL}: <team> to resources.labels",
         )
+    mine = _teams_of(config, user, workspace)
+    if not mine:  # a label would not help: say where an admin adds the user
+        return TeamProblem("none", f"no team for {who} ({_membership_hint(config, user, workspace)})")
     return TeamProblem(
         "none",
         f"no team for {who}; add the label {labels.TEAM_LABEL}: <team> to resources.labels "
-        f"(teams: {_names(config.teams)})",
+        f"(teams you may use: {', '.join(mine)})",
+    )
+
+
+def _teams_of(config: PluginConfig, user: UserIdentity | None, workspace: str | None) -> list[str]:
+    """The teams ``user`` (from ``workspace``) may submit as, in config order."""
+    return [n for n, t in config.teams.items() if is_member(t, user, workspace)]
+
+
+def _membership_hint(
+    config: PluginConfig, user: UserIdentity | None, workspace: str | None, team: str | None = None
+) -> str:
+    """Which teams the requester may use or, if none, where an admin adds them."""
+    mine = _teams_of(config, user, workspace)
+    if mine:
+        return f"teams you may use: {', '.join(mine)}"
+    if user is None:
+        return "teams you may use: none; without a user only a team with users: ['*'] accepts a request"
+    return (
+        f"teams you may use: none; an admin adds {user.name!r} to teams.{team or '<team>'}.users "
+        "in the sky-kueue config"
     )
 
 

@@ -57,7 +57,9 @@ def test_team_and_priority_options(sky_env: SkyEnv) -> None:
     assert (described["team"], described["priority_class"]) == ("team-a", "prod-priority")
     code, output = run(str(TEMPLATES / "team-b-cpu-dev.yaml"), "--dry-run", "--priority", "prod-priority")
     assert code == 1
-    assert output.strip() == (
+    identity, rejection = output.splitlines()
+    assert identity.startswith("as user ")
+    assert rejection == (
         "rejected: sky-kueue: priority class 'prod-priority' is not allowed for team 'team-b' (allowed: dev-priority)"
     )
 
