@@ -1,15 +1,29 @@
-"""YAML with limits checked before anything recursive runs.
+"""YAML with limits checked before anything recursive runs, read in one pass on libyaml.
 
 Why: PyYAML's composer and constructor recurse once per nesting level (libyaml's composer
 in C, so 100,000 nested ``[`` crash the interpreter instead of raising), aliases share one
 Python object that every later walk expands ("billion laughs": nine levels of ten aliases
 become 10^9 nodes), and a few scalars raise bare ``ValueError`` while being constructed (an
-unquoted ``2026-13-45`` timestamp, an integer of more than 4,300 digits). So a document is
-first scanned as a flat stream of parser events, which is iterative, checking nesting depth,
-alias count, recursive aliases and the node count aliases expand to; only then is it built,
-with constructors that turn bad scalars into located errors. Duplicate mapping keys are
-refused too: Kubernetes' strict decoding rejects them, and keeping the last one silently
-hides a mistake.
+unquoted ``2026-13-45`` timestamp, an integer of more than 4,300 digits). Duplicate mapping
+keys are refused too: Kubernetes' strict decoding rejects them, and keeping the last one
+silently hides a mistake.
+
+How: libyaml's parser events are read once, iteratively, and each event is both checked
+(nesting depth, alias count, recursive aliases, the node count aliases expand to) and built
+into plain data (dicts, lists, and scalars resolved by the safe loader's own YAML 1.1 rules
+and constructors). Nothing recurses, so a 100,000-deep input stops at level 101. The data
+is what ``yaml.load_all`` with the safe loader would build, and every refusal is the same
+located message as in the reference path below.
+
+The reference path is PyYAML's own: :func:`check_limits` scans the whole event stream, then
+``yaml.load_all`` constructs with a loader whose constructors refuse duplicate keys and turn
+bad scalars into located errors. The one-pass reader hands over to it, from scratch, for
+anything it does not build itself: explicit tags, merge keys (``<<``), keys that are not
+strings, duplicate anchors, and every construction error (a duplicate key, a bad scalar).
+So those inputs keep the exact reference behaviour, including which of several problems is
+reported (a limit anywhere in the stream before a construction error), at the old speed.
+A limit or syntax error found by the one-pass reader is raised directly: it is the first
+one :func:`check_limits` would meet, at the same event.
 
 Every entry point (snapshots, ``--add``/``--task`` files, the plugin config, the team spec,
 the policy server's request body) reads YAML through :func:`load_all` / :func:`load_one`.
@@ -39,6 +53,22 @@ def _where(mark: Any) -> str:
     return f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
 
 
+def _too_deep(source: str, mark: Any) -> InputError:
+    return InputError(source, f"nested deeper than {MAX_YAML_DEPTH} levels{_where(mark)}")
+
+
+def _too_many_aliases(source: str, mark: Any) -> InputError:
+    return InputError(source, f"more than {MAX_YAML_ALIASES} YAML aliases{_where(mark)}")
+
+
+def _unknown_alias(source: str, anchor: Any, mark: Any) -> InputError:
+    return InputError(source, f"alias *{anchor} refers to an undefined or enclosing anchor{_where(mark)}")
+
+
+def _too_much_expansion(source: str, mark: Any) -> InputError:
+    return InputError(source, f"YAML aliases expand to more than {MAX_YAML_ALIAS_EXPANSION_NODES} nodes{_where(mark)}")
+
+
 def check_limits(text: str, source: str) -> None:
     """Scan the parser events of ``text`` and enforce the limits above, iteratively.
 
@@ -57,7 +87,7 @@ def check_limits(text: str, source: str) -> None:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_YAML_DEPTH:
-                    raise InputError(source, f"nested deeper than {MAX_YAML_DEPTH} levels{_where(event.start_mark)}")
+                    raise _too_deep(source, event.start_mark)
                 nodes += 1
                 open_anchors.append((event.anchor, nodes))
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
@@ -72,21 +102,14 @@ def check_limits(text: str, source: str) -> None:
             elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_YAML_ALIASES:
-                    raise InputError(source, f"more than {MAX_YAML_ALIASES} YAML aliases{_where(event.start_mark)}")
+                    raise _too_many_aliases(source, event.start_mark)
                 size = sizes.get(event.anchor) if event.anchor is not None else None
                 if size is None:
-                    raise InputError(
-                        source,
-                        f"alias *{event.anchor} refers to an undefined or enclosing anchor{_where(event.start_mark)}",
-                    )
+                    raise _unknown_alias(source, event.anchor, event.start_mark)
                 expanded += size
                 nodes += size
                 if expanded > MAX_YAML_ALIAS_EXPANSION_NODES:
-                    raise InputError(
-                        source,
-                        f"YAML aliases expand to more than {MAX_YAML_ALIAS_EXPANSION_NODES} nodes"
-                        f"{_where(event.start_mark)}",
-                    )
+                    raise _too_much_expansion(source, event.start_mark)
             elif isinstance(event, yaml.DocumentStartEvent):
                 sizes.clear()
     except yaml.YAMLError as exc:
@@ -103,7 +126,7 @@ def _syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["parse error"])[0]
     if problem == _LIBYAML_DEPTH_PROBLEM:
-        return InputError(source, f"nested deeper than {MAX_YAML_DEPTH} levels{_where(mark)}")
+        return _too_deep(source, mark)
     line = mark.line + 1 if mark is not None else None
     return InputError(source, f"invalid YAML{_where(mark)}: {problem}", line, f"not valid YAML: {problem}")
 
@@ -147,17 +170,207 @@ for _tag, _what in (
     _StrictConstructorLoader.add_constructor(_tag, _checked(_BaseLoader.yaml_constructors[_tag], _what))
 
 
+def _load_all_reference(text: str, source: str) -> list[Any]:
+    """The reference path: the limits over the whole stream, then PyYAML's constructor."""
+    check_limits(text, source)
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=_StrictConstructorLoader) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise _syntax_error(exc, source) from None
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+#: Scalar tags the one-pass reader builds through the loader's own constructors (after the
+#: loader's own implicit resolvers chose them); any other resolved tag hands over.
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("null", "bool", "int", "float", "timestamp"))
+#: The constructors the one-pass reader reproduces itself (a str is its raw value; a mapping a
+#: dict filled in order; a sequence a list).
+_STOCK = {
+    _STR_TAG: yaml.constructor.SafeConstructor.construct_yaml_str,
+    _SEQ_TAG: yaml.constructor.SafeConstructor.construct_yaml_seq,
+    _MAP_TAG: yaml.constructor.SafeConstructor.construct_yaml_map,
+}
+_NO_KEY: Any = object()
+
+
+class _HandOver(Exception):
+    """The one-pass reader met something it leaves to the reference path."""
+
+
+def _one_pass_applies() -> bool:
+    """Whether the loader's resolution and constructors are the ones the one-pass reader copies."""
+    loader = _StrictConstructorLoader
+    return (
+        not loader.yaml_path_resolvers
+        and loader.DEFAULT_SCALAR_TAG == _STR_TAG
+        and loader.DEFAULT_SEQUENCE_TAG == _SEQ_TAG
+        and loader.DEFAULT_MAPPING_TAG == _MAP_TAG
+        and all(loader.yaml_constructors.get(tag) is func for tag, func in _STOCK.items())
+    )
+
+
+def _load_all_one_pass(text: str, source: str) -> list[Any]:
+    """Check the limits and build the documents from one iterative pass over the events.
+
+    Raises:
+        InputError: a limit or a syntax error (the first the reference path would meet).
+        _HandOver: anything else, for the reference path to decide.
+    """
+    loader = _StrictConstructorLoader(text)
+    try:
+        return _build(loader, source)
+    except yaml.YAMLError as exc:  # from the parser only: construction errors hand over
+        raise _syntax_error(exc, source) from None
+    finally:
+        loader.dispose()
+
+
+def _build(loader: Any, source: str) -> list[Any]:
+    """The events of ``loader`` checked and built into documents (see :func:`_load_all_one_pass`)."""
+    get_event = loader.get_event
+    resolvers = loader.yaml_implicit_resolvers
+    wildcard = resolvers.get(None, [])
+    constructors = loader.yaml_constructors
+    scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+    mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+    mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
+    document_start, document_end = yaml.DocumentStartEvent, yaml.DocumentEndEvent
+    stream_end = yaml.StreamEndEvent
+
+    def construct_plain(value: str, event: Any) -> Any:
+        """A plain scalar as the loader builds it: its implicit resolvers, then its constructor."""
+        tag = _STR_TAG
+        for candidate, regexp in resolvers.get(value[0] if value else "", []) + wildcard:
+            if regexp.match(value):
+                tag = candidate
+                break
+        if tag == _STR_TAG:
+            return value
+        if tag not in _SCALAR_TAGS or tag not in constructors:
+            raise _HandOver
+        node = yaml.ScalarNode(tag, value, event.start_mark, event.end_mark, event.style)
+        try:
+            return constructors[tag](loader, node)
+        except yaml.YAMLError:  # a bad scalar: the reference path reports it in its turn
+            raise _HandOver from None
+
+    documents: list[Any] = []
+    plain: dict[str, Any] = {}  # a plain scalar's text -> what it builds (all immutable)
+    sizes: dict[str, int] = {}  # anchor -> node count, as in check_limits
+    anchored: dict[str, Any] = {}  # anchor -> what it built, in this document
+    # The open container (None at a document's top level), whether it is a mapping, and its
+    # pending key; the enclosing ones are saved on ``stack`` with the anchor and the node
+    # count at which each open container started.
+    parent: Any = None
+    in_mapping = False
+    key: Any = _NO_KEY
+    stack: list[tuple[Any, bool, Any, str | None, int]] = []
+    root: Any = None
+    aliases = expanded = nodes = 0
+    while True:
+        event = get_event()
+        kind = type(event)
+        if kind is scalar_event:
+            nodes += 1
+            if event.tag is not None:
+                raise _HandOver
+            value = event.value
+            if event.implicit[0]:
+                try:
+                    value = plain[value]
+                except KeyError:
+                    value = plain[value] = construct_plain(value, event)
+            if event.anchor is not None:
+                if event.anchor in anchored:
+                    raise _HandOver  # a duplicate anchor: the composer's error
+                sizes[event.anchor] = 1
+                anchored[event.anchor] = value
+            if in_mapping:
+                if key is _NO_KEY:
+                    if type(value) is not str or value in parent:
+                        raise _HandOver  # a key that is not a string, or a repeated key
+                    key = value
+                else:
+                    parent[key] = value
+                    key = _NO_KEY
+            elif parent is not None:
+                parent.append(value)
+            else:
+                root = value
+            continue
+        if kind is mapping_end or kind is sequence_end:
+            parent, in_mapping, key, anchor, start = stack.pop()
+            if anchor is not None:
+                sizes[anchor] = nodes - start + 1
+            continue
+        if kind is mapping_start or kind is sequence_start:
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise _too_deep(source, event.start_mark)
+            nodes += 1
+            if event.tag is not None:
+                raise _HandOver
+            value = {} if kind is mapping_start else []
+            if event.anchor is not None:
+                if event.anchor in anchored:
+                    raise _HandOver
+                anchored[event.anchor] = value
+        elif kind is alias_event:
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise _too_many_aliases(source, event.start_mark)
+            size = sizes.get(event.anchor) if event.anchor is not None else None
+            if size is None:
+                raise _unknown_alias(source, event.anchor, event.start_mark)
+            expanded += size
+            nodes += size
+            if expanded > MAX_YAML_ALIAS_EXPANSION_NODES:
+                raise _too_much_expansion(source, event.start_mark)
+            value = anchored[event.anchor]
+        elif kind is document_start:
+            sizes.clear()
+            anchored.clear()
+            continue
+        elif kind is document_end:
+            if root is not None:
+                documents.append(root)
+            root = None
+            continue
+        elif kind is stream_end:
+            return documents
+        else:  # the stream's start
+            continue
+        # an alias, or a mapping or sequence that starts: placed like a scalar
+        if in_mapping:
+            if key is _NO_KEY:
+                if type(value) is not str or value in parent:
+                    raise _HandOver  # an alias to a non-string, a mapping or a sequence as a key
+                key = value
+            else:
+                parent[key] = value
+                key = _NO_KEY
+        elif parent is not None:
+            parent.append(value)
+        else:
+            root = value
+        if kind is not alias_event:
+            stack.append((parent, in_mapping, key, event.anchor, nodes))
+            parent, in_mapping, key = value, kind is mapping_start, _NO_KEY
+
+
 def load_all(text: str, source: str = "<input>") -> list[Any]:
     """Parse multi-document YAML within the limits; empty documents are dropped.
 
     Raises:
         InputError: invalid YAML, or beyond a limit (one line with the location).
     """
-    check_limits(text, source)
-    try:
-        return [doc for doc in yaml.load_all(text, Loader=_StrictConstructorLoader) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise _syntax_error(exc, source) from None
+    if _one_pass_applies():
+        try:
+            return _load_all_one_pass(text, source)
+        except _HandOver:
+            pass
+    return _load_all_reference(text, source)
 
 
 def load_one(text: str, source: str = "<input>") -> Any:
