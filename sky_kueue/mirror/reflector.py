@@ -187,7 +187,18 @@ class Reflector:
                     log.warning("%s: list refused (HTTP %s); not mirrored", self.kind.plural, exc.status)
                     return
                 delay = self._settings.policy.max_delay_seconds if permanent else backoff.failure(exc)
-                log.warning("%s: list failed (HTTP %s); retrying in %.1fs", self.kind.plural, exc.status, delay)
+                # A permanent refusal before the first sync already went to the owner through
+                # ``on_error``: waiting for the sync fails with it (a CLI ends with one line
+                # saying so, a controller logs it), so a warning here would be a second, racing
+                # report of the same fact. Later, nobody waits, and the warning is the report.
+                first_sync = permanent and not self._store.is_synced(self.kind.name)
+                log.log(
+                    logging.INFO if first_sync else logging.WARNING,
+                    "%s: list failed (HTTP %s); retrying in %.1fs",
+                    self.kind.plural,
+                    exc.status,
+                    delay,
+                )
                 try:
                     self._sleep(delay)
                 except _Stopped:
