@@ -46,7 +46,24 @@ def _where(kind: str, meta: Mapping[str, Any]) -> str:
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
+#: Timestamps already parsed (a snapshot repeats the same few thousand); bounded, cleared when full.
+_TIMES: dict[str, datetime] = {}
+_TIMES_LIMIT = 8192
+
+
 def _parse_time(value: object, where: str, path: str) -> datetime:
+    if type(value) is str:
+        known = _TIMES.get(value)
+        if known is None:
+            known = _parse_time_text(value, where, path)
+            if len(_TIMES) >= _TIMES_LIMIT:
+                _TIMES.clear()
+            _TIMES[value] = known
+        return known
+    return _parse_time_text(value, where, path)
+
+
+def _parse_time_text(value: object, where: str, path: str) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     if not isinstance(value, str):
@@ -74,6 +91,8 @@ def _decimal(value: object, where: str, path: str) -> Decimal:
 
 
 def _mapping(value: object, where: str, path: str) -> Mapping[str, Any]:
+    if type(value) is dict:
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -82,6 +101,8 @@ def _mapping(value: object, where: str, path: str) -> Mapping[str, Any]:
 
 
 def _list(value: object, where: str, path: str) -> list[Any]:
+    if type(value) is list:
+        return value
     if value is None:
         return []
     if not isinstance(value, list):
@@ -348,7 +369,7 @@ def parse_namespace(doc: Mapping[str, Any]) -> o.Namespace:
 def _conditions(value: object, where: str) -> tuple[o.Condition, ...]:
     result = []
     for i, item in enumerate(_list(value, where, "status.conditions")):
-        cond = _mapping(item, where, f"status.conditions[{i}]")
+        cond = item if type(item) is dict else _mapping(item, where, f"status.conditions[{i}]")
         ltt = cond.get("lastTransitionTime")
         result.append(
             o.Condition(
@@ -370,17 +391,28 @@ def _admission(value: object, where: str) -> o.Admission | None:
     adm = _mapping(value, where, "status.admission")
     assignments = []
     for i, item in enumerate(_list(adm.get("podSetAssignments"), where, "status.admission.podSetAssignments")):
-        path = f"status.admission.podSetAssignments[{i}]"
-        psa = _mapping(item, where, path)
-        usage = {
-            str(r): _amount(str(r), v, where, f"{path}.resourceUsage.{r}")
-            for r, v in _mapping(psa.get("resourceUsage"), where, f"{path}.resourceUsage").items()
-        }
+        psa = item if type(item) is dict else _mapping(item, where, f"status.admission.podSetAssignments[{i}]")
+        usage_value = psa.get("resourceUsage")
+        if type(usage_value) is not dict:
+            usage_value = _mapping(usage_value, where, f"status.admission.podSetAssignments[{i}].resourceUsage")
+        usage: dict[str, int] = {}
+        for r, v in usage_value.items():
+            resource = str(r)
+            try:
+                usage[resource] = quantity.parse_amount(resource, v)
+            except quantity.QuantityError as exc:
+                raise ModelError(f"{where}: status.admission.podSetAssignments[{i}].resourceUsage.{r}: {exc}") from exc
+        count = psa.get("count", -1)
+        if type(count) is not int:
+            count = _int(count, where, f"status.admission.podSetAssignments[{i}].count")
+        flavors = psa.get("flavors")
+        if type(flavors) is not dict:
+            flavors = _mapping(flavors, where, f"status.admission.podSetAssignments[{i}].flavors")
         assignments.append(
             o.PodSetAssignment(
                 name=str(psa.get("name", "")),
-                count=_int(psa.get("count", -1), where, f"{path}.count"),
-                flavors={str(r): str(f) for r, f in _mapping(psa.get("flavors"), where, f"{path}.flavors").items()},
+                count=count,
+                flavors={str(r): str(f) for r, f in flavors.items()},
                 resource_usage=usage,
             )
         )
@@ -407,8 +439,9 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         raise ModelError(f"{where}: metadata.creationTimestamp: required (the queue is ordered by it)")
     pod_sets = []
     for i, item in enumerate(_list(spec.get("podSets"), where, "spec.podSets")):
+        path = f"spec.podSets[{i}]"
         pod_sets.append(
-            resources.parse_pod_set(_mapping(item, where, f"spec.podSets[{i}]"), where, f"spec.podSets[{i}]")
+            resources.parse_pod_set(item if type(item) is dict else _mapping(item, where, path), where, path)
         )
     class_name = spec.get("priorityClassName")
     class_source = spec.get("priorityClassSource")
@@ -419,7 +452,12 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         group = str(ref_map.get("group", ""))
         class_source = o.WORKLOAD_PRIORITY_CLASS_SOURCE if group == KUEUE_GROUP else o.POD_PRIORITY_CLASS_SOURCE
     priority_value = spec.get("priority")
-    priority = 0 if priority_value is None else _int(priority_value, where, "spec.priority")
+    if priority_value is None:
+        priority = 0
+    elif type(priority_value) is int:
+        priority = priority_value
+    else:
+        priority = _int(priority_value, where, "spec.priority")
     if (
         priority_value is None
         and class_name
@@ -443,11 +481,16 @@ def parse_workload(doc: Mapping[str, Any], priority_classes: Mapping[str, o.Work
         active=bool(active),
         admission=_admission(status.get("admission"), where),
         conditions=_conditions(status.get("conditions"), where),
-        labels={str(k): str(v) for k, v in _mapping(meta.get("labels"), where, "metadata.labels").items()},
-        annotations={
-            str(k): str(v) for k, v in _mapping(meta.get("annotations"), where, "metadata.annotations").items()
-        },
+        labels=_str_map(meta.get("labels"), where, "metadata.labels"),
+        annotations=_str_map(meta.get("annotations"), where, "metadata.annotations"),
     )
+
+
+def _str_map(value: object, where: str, path: str) -> dict[str, str]:
+    """A mapping of strings (labels, annotations), keys and values as text."""
+    if value is None:
+        return {}
+    return {str(k): str(v) for k, v in _mapping(value, where, path).items()}
 
 
 # --- header ---------------------------------------------------------------------------
@@ -638,8 +681,10 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
         raise ModelError(depth_errors[0])
     for doc in workload_docs:
         wl = parse_workload(doc, state.priority_classes)
-        _unique(state.workloads, wl.key, _where("Workload", _mapping(doc.get("metadata"), "Workload", "metadata")))
-        state.workloads[wl.key] = wl
+        key = wl.key
+        if key in state.workloads:
+            _unique(state.workloads, key, _where("Workload", _mapping(doc.get("metadata"), "Workload", "metadata")))
+        state.workloads[key] = wl
     return state
 
 

@@ -61,12 +61,38 @@ class QuantityError(ValueError):
     """A string that is not a valid Kubernetes quantity."""
 
 
+#: Parsed quantity texts (a Decimal, or the message of the error the text gives): a snapshot
+#: repeats a handful of texts (``"500m"``, ``"4Gi"``) thousands of times, and the schema check
+#: and the conversion both parse each one. Bounded: cleared when full.
+_PARSED: dict[str, Decimal | str] = {}
+#: Integer amounts per (is CPU, quantity text), as :func:`parse_amount` returns them.
+_AMOUNTS: dict[tuple[bool, str], int] = {}
+_MEMO_LIMIT = 4096
+
+
 def parse_quantity(value: object) -> Decimal:
     """Parse a Kubernetes quantity (``"500m"``, ``"4Gi"``, ``"1e3"``, ``2``) into a Decimal.
 
     Raises:
         QuantityError: if ``value`` is not a quantity.
     """
+    if type(value) is not str:
+        return _parse_quantity(value)
+    known = _PARSED.get(value)
+    if known is None:
+        try:
+            known = _parse_quantity(value)
+        except QuantityError as exc:
+            known = str(exc)
+        if len(_PARSED) >= _MEMO_LIMIT:
+            _PARSED.clear()
+        _PARSED[value] = known
+    if type(known) is str:
+        raise QuantityError(known)
+    return known  # type: ignore[return-value]
+
+
+def _parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, int):
@@ -130,7 +156,16 @@ def to_amount(resource: str, quantity: Decimal) -> int:
 
 def parse_amount(resource: str, value: object) -> int:
     """Parse ``value`` and convert it to the integer amount Kueue uses for ``resource``."""
-    return to_amount(resource, parse_quantity(value))
+    if type(value) is not str:
+        return to_amount(resource, parse_quantity(value))
+    key = (resource == CPU, value)
+    amount = _AMOUNTS.get(key)
+    if amount is None:
+        amount = to_amount(resource, parse_quantity(value))
+        if len(_AMOUNTS) >= _MEMO_LIMIT:
+            _AMOUNTS.clear()
+        _AMOUNTS[key] = amount
+    return amount
 
 
 def _remove_factors(value: int, base: int) -> tuple[int, int]:

@@ -44,15 +44,21 @@ def ordered_resources(names: Iterable[str]) -> list[str]:
     return sorted(names, key=resource_order_key)
 
 
-def _container_requests(container: Mapping[str, Any], where: str, path: str) -> dict[str, int]:
+def _container_requests(container: Mapping[str, Any], where: str, path: str, index: int) -> dict[str, int]:
+    """Requests of the container at ``{path}[{index}]`` (a limit alone counts as the request)."""
     res = container.get("resources") or {}
-    if not isinstance(res, Mapping):
-        raise ModelError(f"{where}: {path}.resources: expected a mapping")
+    if type(res) is not dict and not isinstance(res, Mapping):
+        raise ModelError(f"{where}: {path}[{index}].resources: expected a mapping")
     requests = res.get("requests") or {}
     limits = res.get("limits") or {}
+    merged = {**limits, **requests} if limits else {**requests}
     result: dict[str, int] = {}
-    for name, value in {**limits, **requests}.items():
-        result[str(name)] = _amount(str(name), value, where, f"{path}.resources")
+    for name, value in merged.items():
+        resource = str(name)
+        try:
+            result[resource] = quantity.parse_amount(resource, value)
+        except quantity.QuantityError as exc:
+            raise ModelError(f"{where}: {path}[{index}].resources.{resource}: {exc}") from exc
     return result
 
 
@@ -71,27 +77,32 @@ def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
 def pod_requests(spec: Mapping[str, Any], where: str = "pod", path: str = "spec") -> dict[str, int]:
     """Per-pod requests (integer amounts) of a pod spec, following Kubernetes' rules."""
     total: dict[str, int] = {}
+    containers_path = f"{path}.containers"
     for i, c in enumerate(spec.get("containers") or []):
-        _add(total, _container_requests(c, where, f"{path}.containers[{i}]"))
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for i, c in enumerate(spec.get("initContainers") or []):
-        reqs = _container_requests(c, where, f"{path}.initContainers[{i}]")
-        if c.get("restartPolicy") == "Always":
-            _add(total, reqs)
-            _add(sidecars, reqs)
-            phase = dict(sidecars)
-        else:
-            phase = dict(reqs)
-            _add(phase, sidecars)
-        for k, v in phase.items():
-            init_max[k] = max(init_max.get(k, 0), v)
-    for k, v in init_max.items():
-        total[k] = max(total.get(k, 0), v)
-    overhead = spec.get("overhead") or {}
-    for name, value in overhead.items():
-        total[str(name)] = total.get(str(name), 0) + _amount(str(name), value, where, f"{path}.overhead")
-    return {k: max(v, 0) for k, v in total.items()}
+        _add(total, _container_requests(c, where, containers_path, i))
+    init_containers = spec.get("initContainers")
+    if init_containers:
+        sidecars: dict[str, int] = {}
+        init_max: dict[str, int] = {}
+        init_path = f"{path}.initContainers"
+        for i, c in enumerate(init_containers):
+            reqs = _container_requests(c, where, init_path, i)
+            if c.get("restartPolicy") == "Always":
+                _add(total, reqs)
+                _add(sidecars, reqs)
+                phase = dict(sidecars)
+            else:
+                phase = dict(reqs)
+                _add(phase, sidecars)
+            for k, v in phase.items():
+                init_max[k] = max(init_max.get(k, 0), v)
+        for k, v in init_max.items():
+            total[k] = max(total.get(k, 0), v)
+    overhead = spec.get("overhead")
+    if overhead:
+        for name, value in overhead.items():
+            total[str(name)] = total.get(str(name), 0) + _amount(str(name), value, where, f"{path}.overhead")
+    return {k: (v if v > 0 else 0) for k, v in total.items()}
 
 
 def _tolerations(items: Iterable[Any]) -> tuple[o.Toleration, ...]:
@@ -125,8 +136,76 @@ def _affinity_terms(spec: Mapping[str, Any]) -> tuple[tuple[o.NodeSelectorRequir
     return tuple(terms)
 
 
+#: Pod-spec fields of a shape besides the containers (see :func:`_shape`).
+_SHAPE_FIELDS = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "runtimeClassName",
+    "priority",
+    "topologySpreadConstraints",
+    "overhead",
+    "resourceClaims",
+)
+#: Shapes of the common pod spec (containers with string requests and nothing else that
+#: counts), by those requests; bounded, cleared when full.
+_SIMPLE_SHAPES: dict[tuple[tuple[tuple[str, str], ...] | None, ...], str] = {}
+_SIMPLE_SHAPES_LIMIT = 4096
+
+
+def _simple_shape_key(spec: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...] | None, ...] | None:
+    """The containers' requests of a pod spec whose shape depends on nothing else, or None.
+
+    Per container its requests as pairs (None when it has none); None when the shape needs
+    the general path (init containers, ports, node constraints, non-string values, ...).
+    """
+    if spec.get("initContainers"):
+        return None
+    for name in _SHAPE_FIELDS:
+        if spec.get(name) is not None:
+            return None
+    items = spec.get("containers")
+    if type(items) is not list:
+        return None
+    key: list[tuple[tuple[str, str], ...] | None] = []
+    for c in items:
+        if type(c) is not dict or c.get("ports") is not None:
+            return None
+        res = c.get("resources")
+        if res is None:
+            key.append(None)
+            continue
+        if type(res) is not dict:
+            return None
+        requests = res.get("requests")
+        if requests is None:
+            key.append(None)
+            continue
+        if type(requests) is not dict:
+            return None
+        pairs = tuple(requests.items())
+        for k, v in pairs:
+            if type(k) is not str or type(v) is not str:
+                return None
+        key.append(pairs)
+    return tuple(key)
+
+
 def _shape(spec: Mapping[str, Any]) -> str:
     """A stable text of the scheduling-relevant parts of a pod template (``utilpod.SpecShape``)."""
+    key = _simple_shape_key(spec)
+    if key is None:
+        return _shape_text(spec)
+    text = _SIMPLE_SHAPES.get(key)
+    if text is None:
+        text = _shape_text(spec)
+        if len(_SIMPLE_SHAPES) >= _SIMPLE_SHAPES_LIMIT:
+            _SIMPLE_SHAPES.clear()
+        _SIMPLE_SHAPES[key] = text
+    return text
+
+
+def _shape_text(spec: Mapping[str, Any]) -> str:
 
     def containers(items: Any) -> list[Any]:
         return [
