@@ -40,6 +40,7 @@ with Kueue's message, three transitions, an aging step with its explanation), so
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -220,12 +221,31 @@ class JobRecord:
 
 
 _DocT = TypeVar("_DocT", bound=BaseModel)
+#: Encoded history records kept for reuse (a few KB each); more than a compacted job holds.
+ENCODED_RECORDS_CACHED = 4096
 _RecordT = TypeVar("_RecordT")
 
 
 def _to_doc(model: type[_DocT], record: Any, *, drop: tuple[str, ...] = (), **overrides: Any) -> _DocT:
     """A history dataclass as its document (the same field names; ``overrides`` re-encode keys,
     ``drop`` leaves out what the document holds once for the whole job)."""
+    try:
+        return _cached_doc(model, record, drop, tuple(sorted(overrides.items())))
+    except TypeError:  # a record holding something unhashable: encode it afresh
+        return _build_doc(model, record, drop, overrides)
+
+
+@functools.lru_cache(maxsize=ENCODED_RECORDS_CACHED)
+def _cached_doc(
+    model: type[_DocT], record: Any, drop: tuple[str, ...], overrides: tuple[tuple[str, Any], ...]
+) -> _DocT:
+    """One document per (frozen, hashable) record: every write of a job re-encodes its whole
+    history, and all but the newest records are the ones the previous write encoded. The
+    documents are frozen, so sharing them is safe."""
+    return _build_doc(model, record, drop, dict(overrides))
+
+
+def _build_doc(model: type[_DocT], record: Any, drop: tuple[str, ...], overrides: Mapping[str, Any]) -> _DocT:
     values = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in drop}
     values.update(overrides)
     return model(**values)
