@@ -8,4 +8,6 @@ bash scripts/host-tools.sh
 .venv/bin/pip check
 .venv/bin/ruff check sky_kueue tests benchmarks
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
+# Two workers (this project's machines have two cores; much of the suite waits on processes
+# and sockets). PYTEST_WORKERS=0 runs in one process; arguments after ours win.
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist worksteal "$@"
