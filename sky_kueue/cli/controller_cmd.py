@@ -24,9 +24,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,6 +37,9 @@ from sky_kueue.cli.errors import UserError
 from sky_kueue.cli.state_option import cluster_options, state_option
 from sky_kueue.controller.history import StoreError
 from sky_kueue.controller.state_spec import OpenedState, StateKind, pod_namespace
+
+if TYPE_CHECKING:
+    from sky_kueue.metrics_http import MetricsServer
 
 #: Console width when the output is not a terminal (rich would assume 80 columns).
 WIDE_OUTPUT_COLUMNS = 120
@@ -82,6 +86,7 @@ def controller() -> None:
 @click.option("--no-reage", is_flag=True, help="Age Workloads only when they change, never periodically.")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
+@options.metrics_options()
 def run(
     kubeconfig: Path | None,
     context: str | None,
@@ -100,6 +105,8 @@ def run(
     no_reage: bool,
     log_format: str,
     log_level: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run the controller until SIGTERM/SIGINT."""
     if no_reage and reage_interval is not None:
@@ -108,6 +115,7 @@ def run(
     from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
+    from sky_kueue.controller.metrics import ControllerMetrics
     from sky_kueue.skypilot.config import resolve_config_path
 
     spec = state_option_module.parse(state_text)
@@ -144,11 +152,14 @@ def run(
         priority_boost_gate=gate,
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
+    metrics = ControllerMetrics()
     try:
-        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime)
+        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=[metrics.observe])
     except SettingsError as err:
         opened.close()
         raise UserError(str(err)) from None
+    metrics.bind(ctl)
+    metrics_server = _serve_metrics(metrics.registry, metrics_host, metrics_port, opened.close)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -171,14 +182,31 @@ def run(
                 "policy": loaded.aging.policy,
                 "actuator": loaded.aging.actuator.value,
                 "pid": os.getpid(),
+                "metrics": None if metrics_server is None else metrics_server.url,
             }
         },
     )
     try:
         ctl.run(stop)
     finally:
+        if metrics_server is not None:
+            metrics_server.stop()
         opened.close()
     log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
+
+
+def _serve_metrics(registry: Any, host: str, port: int | None, cleanup: Callable[[], None]) -> MetricsServer | None:
+    """The ``/metrics`` endpoint asked for (None: ``--metrics-port`` absent); a port that cannot
+    be bound is bad input (one line, exit 2) after ``cleanup``."""
+    if port is None:
+        return None
+    from sky_kueue.metrics_http import serve_metrics
+
+    try:
+        return serve_metrics(registry, host, port)
+    except OSError as err:
+        cleanup()
+        raise UserError(f"--metrics-port: cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
 def _status_document(opened: OpenedState) -> dict[str, Any]:

@@ -49,3 +49,27 @@ def file_option(
         type=click.Path(path_type=Path),
         help=help_text,
     )
+
+
+def metrics_options() -> Callable[[F], F]:
+    """``--metrics-port`` (absent: no endpoint; 0: any free port, printed) and ``--metrics-host``
+    as the ``metrics_port`` and ``metrics_host`` arguments."""
+    from sky_kueue.metrics_http import DEFAULT_METRICS_HOST
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--metrics-host",
+            "metrics_host",
+            default=DEFAULT_METRICS_HOST,
+            show_default=True,
+            help="Address /metrics binds (loopback by default; a pod binds 0.0.0.0 for Prometheus).",
+        )(command)
+        return click.option(
+            "--metrics-port",
+            "metrics_port",
+            type=click.IntRange(0, 65535),
+            default=None,
+            help="Serve Prometheus metrics on this port at /metrics (default: off; 0: any free port).",
+        )(command)
+
+    return decorate

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from sky_kueue.cli import console, errors
+from sky_kueue.cli import console, errors, options
 from sky_kueue.skypilot.cluster_view import ManifestError
 from sky_kueue.skypilot.config import ConfigError
 from sky_kueue.skypilot.policy_server import DEFAULT_HOST, DEFAULT_PORT, TokenError, load_token, make_server
@@ -35,7 +35,10 @@ from sky_kueue.skypilot.policy_server import DEFAULT_HOST, DEFAULT_PORT, TokenEr
     default=None,
     help="Require this token (Bearer, or HTTP Basic password) on every policy request.",
 )
-def policy_server(host: str, port: int, config_path: Path, token_file: Path | None) -> None:
+@options.metrics_options()
+def policy_server(
+    host: str, port: int, config_path: Path, token_file: Path | None, metrics_port: int | None, metrics_host: str
+) -> None:
     """Serve the sky-kueue admin policy over HTTP."""
     console.show_info(timestamps=True)  # a server: its request log is its output
     try:
@@ -47,12 +50,25 @@ def policy_server(host: str, port: int, config_path: Path, token_file: Path | No
         errors.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     if token is None and not _is_loopback(host):
         click.echo(f"warning: serving on {host} without --token-file; anyone who can reach it may call it", err=True)
+    metrics_server = None
+    if metrics_port is not None:
+        from sky_kueue.metrics_http import serve_metrics
+
+        try:
+            metrics_server = serve_metrics(server.metrics.registry, metrics_host, metrics_port)
+        except OSError as exc:
+            server.server_close()
+            errors.fail(f"--metrics-port: cannot listen on {metrics_host}:{metrics_port}: {exc.strerror or exc}")
     click.echo(f"sky-kueue policy server: admin_policy: {server.url}")
+    if metrics_server is not None:
+        click.echo(f"sky-kueue policy server: metrics: {metrics_server.url}")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     finally:
+        if metrics_server is not None:
+            metrics_server.stop()
         server.server_close()
 
 

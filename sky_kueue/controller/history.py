@@ -355,6 +355,15 @@ class JobSummary:
     burst: bool
 
 
+@dataclass(frozen=True)
+class StoreWriteStats:
+    """A store's writes since it was opened (for metrics): requests or transactions, and the
+    ones refused as stale and retried (compare-and-swap conflicts; 0 for SQLite, which locks)."""
+
+    writes: int
+    conflicts: int
+
+
 class StoreError(RuntimeError):
     """The history store cannot be read or written (path, corruption, version)."""
 

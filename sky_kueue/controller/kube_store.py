@@ -66,6 +66,7 @@ from sky_kueue.controller.history import (
     StepDecision,
     StepState,
     StoreError,
+    StoreWriteStats,
     Transition,
     one_job,
     reference_candidates,
@@ -184,6 +185,9 @@ class _Objects:
         self.retry = retry
         self.cache: dict[str, dict[str, Any]] = {}
         self.lock = threading.RLock()
+        #: Creates and replaces sent, and the ones answered 409 (for metrics).
+        self.writes = 0
+        self.conflicts = 0
 
     def where(self, name: str | None = None) -> str:
         place = f"{doc.PLURAL}.{doc.GROUP} in namespace {self.namespace}"
@@ -249,6 +253,8 @@ class _Objects:
                     if current is not None:
                         self.cache[name] = current
                 return result
+            with self.lock:
+                self.writes += 1
             try:
                 if current is None:
                     written = self.api.create_namespaced_custom_object(
@@ -274,6 +280,7 @@ class _Objects:
                 if err.status == HTTP_CONFLICT:
                     state["fresh"] = True
                     with self.lock:
+                        self.conflicts += 1
                         self.cache.pop(name, None)
                     raise _Conflict() from err
                 if err.status == HTTP_NOT_FOUND and current is not None:  # deleted under us: create it again
@@ -304,6 +311,11 @@ class KubernetesHistoryStore:
         self._aliases: dict[str, str] = {}  # pod-group key -> managed-job key, once linked
         self._step_jobs: dict[str, str] = {}  # step token -> job key
         self._decoded: dict[tuple[str, str], doc.JobRecord] = {}
+
+    def write_stats(self) -> StoreWriteStats:
+        """Writes sent to the API server since the store was opened, and the 409s among them."""
+        with self._objects.lock:
+            return StoreWriteStats(self._objects.writes, self._objects.conflicts)
 
     def check(self) -> None:
         """Fails fast when the resource is not served or not readable (CRD missing, RBAC).

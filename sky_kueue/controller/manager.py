@@ -40,11 +40,12 @@ from sky_kueue.controller.detection import Detection
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome, band_mechanism
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, Observer, log_reconcile, notify_user_hooks
 from sky_kueue.controller.gate_detection import KUEUE_NAMESPACE, GateReading, detect_priority_boost_gate
-from sky_kueue.controller.history import HistoryStore, StoreError
+from sky_kueue.controller.history import HistoryStore, StoreError, StoreWriteStats
 from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, KubernetesWorkloadDeleter
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
+from sky_kueue.controller.metrics import WatchRequests
 from sky_kueue.controller.reconciler import Reconciler, preemptor_class
-from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session
+from sky_kueue.controller.session import CONTROLLER_KINDS, SESSION_JOIN_SECONDS, Session
 from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.errors import MirrorError
@@ -74,6 +75,13 @@ class ControllerSettings:
     cursor_persist_interval_seconds: float = CURSOR_PERSIST_INTERVAL_SECONDS
     #: Re-age waiting Workloads this often (seconds of the cluster clock; None: never).
     reage_interval_seconds: float | None = REAGE_INTERVAL_SECONDS
+
+
+def _plus_session(requests: WatchRequests, session: Session) -> WatchRequests:
+    counts = session.mirror.request_counts
+    return WatchRequests(
+        requests.lists + counts["lists"], requests.watches + counts["watches"], requests.initial + len(CONTROLLER_KINDS)
+    )
 
 
 class FencedActuator:
@@ -135,6 +143,11 @@ class Controller:
         self.gate: GateReading | None = None
         self.sessions = 0
         self._last_reage: float | None = None
+        #: Times this replica gained or lost the Lease (for metrics).
+        self.leader_transitions = 0
+        self._was_leading = False
+        #: Watch requests of the sessions that ended (for metrics).
+        self._ended_requests = WatchRequests(0, 0, 0)
 
     # --- what tests, the demo and the benchmark read -----------------------------------
 
@@ -170,6 +183,23 @@ class Controller:
         """Up to which resourceVersion Workload changes were handled by the running session."""
         session = self._session
         return None if session is None else session.cursor.revision
+
+    def queue_depth(self) -> int:
+        """Work items queued and not yet taken (0 without a session)."""
+        session = self._session
+        return 0 if session is None else session.queue.depth
+
+    def watch_requests(self) -> WatchRequests:
+        """Lists and watches of every session so far, with each session's first ones per kind."""
+        ended, session = self._ended_requests, self._session
+        if session is None:
+            return ended
+        return _plus_session(ended, session)
+
+    def store_write_stats(self) -> StoreWriteStats | None:
+        """The history store's writes and conflicts, if it counts them."""
+        stats = getattr(self.store, "write_stats", None)
+        return stats() if callable(stats) else None
 
     def emit(self, event: ControllerEvent) -> None:
         for observer in self._observers:
@@ -260,6 +290,7 @@ class Controller:
         session, self._session = self._session, None
         if session is None:
             return
+        self._ended_requests = _plus_session(self._ended_requests, session)
         try:
             session.stop()
         except StoreError as err:
@@ -271,6 +302,9 @@ class Controller:
     def step(self) -> bool:
         """One round of the election loop; returns whether this replica leads."""
         leading = self.elector.try_acquire_or_renew()
+        if leading != self._was_leading:
+            self._was_leading = leading
+            self.leader_transitions += 1
         session = self._session
         if session is not None and session.failed:
             self._end_session(f"failed: {session.error}")

@@ -103,6 +103,12 @@ class WorkQueue:
         with self._ready:
             return self._unfinished == 0
 
+    @property
+    def depth(self) -> int:
+        """Items queued and not yet taken."""
+        with self._ready:
+            return len(self._items)
+
     def holds(self, cause: WorkCause) -> bool:
         """An item of ``cause`` is queued (not yet taken): no need to queue another."""
         with self._ready:

@@ -193,6 +193,8 @@ class LiveClusterView:
         self._errors_seen = 0
         self._snapshot: tuple[float, ContextView] | None = None
         self._label = f"the live cluster ({self._context or 'current context'})"
+        #: When (``clock``) the view last reflected the cluster; first: when it was made.
+        self._current_at = clock()
 
     @property
     def source(self) -> str:
@@ -206,7 +208,18 @@ class LiveClusterView:
                 return self._snapshot[1]
             current = self._refresh(now)
             self._snapshot = (now, current)
+            if current.health is ContextHealth.READY:
+                self._current_at = now
             return current
+
+    def staleness_seconds(self) -> float:
+        """Seconds since the view last reflected the cluster (0 while it does); reads nothing."""
+        now = self._clock()
+        with self._lock:
+            snapshot = self._snapshot
+            if snapshot is not None and snapshot[1].health is ContextHealth.READY:
+                return 0.0
+            return max(0.0, now - self._current_at)
 
     def local_queue(self, namespace: str, name: str) -> QueueFacts | None:
         return self.status().view.local_queue(namespace, name)
@@ -338,6 +351,12 @@ class LiveContextViews:
 
     def lookup(self, context: str | None) -> ContextView:
         return self.view(context).status()
+
+    def staleness(self) -> dict[str, float]:
+        """:meth:`LiveClusterView.staleness_seconds` of every context used so far ("" : the current one)."""
+        with self._lock:
+            views = dict(self._views)
+        return {key or "": view.staleness_seconds() for key, view in views.items()}
 
     def warm(self, contexts: Iterable[str | None]) -> None:
         """Connect to every context at once, so first syncs overlap instead of adding up."""

@@ -62,6 +62,11 @@ class ConfigCache:
                 self._key = key
             return self._value
 
+    def loaded_views(self) -> ContextViews | None:
+        """The views of the config last loaded, without checking the file (None: never loaded)."""
+        with self._lock:
+            return None if self._value is None else self._value[1]
+
     def evaluate(self, request: PolicyRequest) -> PolicyResult:
         """Evaluate a request with the cached config, failing closed when it cannot be loaded."""
         try:

@@ -41,6 +41,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -48,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from sky_kueue.skypilot.config_cache import ConfigCache
+from sky_kueue.skypilot.decision import Placement
+from sky_kueue.skypilot.policy_metrics import PolicyMetrics, Verdict
 from sky_kueue.skypilot.wire import WireError, decode_request, encode_response
 
 logger = logging.getLogger(__name__)
@@ -123,6 +126,9 @@ class PolicyServer(HTTPServer):
         cache: the plugin config to decide with.
         token: the required token, or None for no authentication.
         workers: size of the worker pool.
+
+    ``metrics`` counts every policy answer (serve its registry with
+    :func:`sky_kueue.metrics_http.serve_metrics`).
     """
 
     request_queue_size = LISTEN_BACKLOG
@@ -132,6 +138,7 @@ class PolicyServer(HTTPServer):
     ) -> None:
         self.cache = cache
         self.token = token
+        self.metrics = PolicyMetrics(cache.loaded_views)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sky-kueue-policy")
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -180,6 +187,7 @@ class PolicyRequestHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         """The RestfulAdminPolicy exchange."""
+        started = time.perf_counter()
         if self._path() not in POLICY_PATHS:
             self._send_text(HTTPStatus.NOT_FOUND, f"no such endpoint {self._path()!r}; use POST /policy")
             return
@@ -190,26 +198,33 @@ class PolicyRequestHandler(BaseHTTPRequestHandler):
                 "missing or invalid token",
                 extra_headers={"WWW-Authenticate": 'Bearer realm="sky-kueue"'},
             )
+            self.server.metrics.answered(Verdict.UNAUTHORIZED, started)
             return
         body = self._read_body()
         if body is None:
+            self.server.metrics.answered(Verdict.MALFORMED, started)
             return
         try:
             request = decode_request(body)
         except WireError as exc:
             self._send_text(HTTPStatus.BAD_REQUEST, f"malformed policy request: {exc}")
+            self.server.metrics.answered(Verdict.MALFORMED, started)
             return
         try:
             result = self.server.cache.evaluate(request)
         except Exception:
             logger.exception("sky-kueue policy server: internal error while evaluating a request")
             self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error in the sky-kueue policy server")
+            self.server.metrics.answered(Verdict.ERROR, started)
             return
         rejection = result.rejection
         if rejection is not None:
             self._send_text(HTTPStatus.BAD_REQUEST, rejection.message)
+            self.server.metrics.answered(Verdict.REJECTED, started, rejection.code.value)
             return
         self._send(HTTPStatus.OK, encode_response(result.task, result.skypilot_config), "application/json")
+        placed = isinstance(result.decision, Placement)
+        self.server.metrics.answered(Verdict.PLACED if placed else Verdict.PASSED_THROUGH, started)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Route the access log to ``logging`` (request line and status only, no headers)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.clock import ManualClock as LeaseClock
-from sky_kueue.controller.events import Recorder
+from sky_kueue.controller.events import Observer, Recorder
 from sky_kueue.controller.history import HistoryStore, JobHistory
 from sky_kueue.controller.kube_store import KubernetesHistoryStore, KubernetesRuntimeState
 from sky_kueue.controller.leader import LeaseSettings
@@ -145,6 +145,7 @@ class Live:
         gate: bool | None = None,
         start: bool = True,
         namespace: str | None = None,
+        observers: Sequence[Observer] = (),
     ) -> Controller:
         api_client = self.sandbox.api_client()
         api_client.user_agent = CONTROLLER_USER_AGENT
@@ -160,7 +161,7 @@ class Live:
             runtime=self.runtime,
             clock=self.now,
             lease_clock=self.lease_clock,
-            observers=[self.recorder],
+            observers=[self.recorder, *observers],
         )
         self.controllers.append(controller)
         if start:

@@ -73,6 +73,7 @@ def test_the_manifests_describe_one_controller_deployment() -> None:
     )
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]["spec"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     (container,) = pod["containers"]
     assert pod["serviceAccountName"] == "sky-kueue-controller"
     # HA: two replicas, no volume (the history is in the API server), a rollout never stops both.
@@ -87,7 +88,23 @@ def test_the_manifests_describe_one_controller_deployment() -> None:
     parsed = run.make_context("run", list(container["args"]), resilient_parsing=False)  # every flag exists
     assert parsed.params["reage_interval"] == 300 and parsed.params["in_cluster"] is True
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert "ports" not in container  # nothing listens
+    # The only listener is /metrics, on the named port the annotations and the ServiceMonitor name.
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
+    assert parsed.params["metrics_port"] == 9464 and parsed.params["metrics_host"] == "0.0.0.0"
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9464",
+        "prometheus.io/path": "/metrics",
+    }
+    monitoring = [
+        d for p in sorted((MANIFESTS / "monitoring").glob("*.yaml")) for d in yaml.safe_load_all(p.read_text())
+    ]
+    (monitor,) = [d for d in monitoring if d["kind"] == "ServiceMonitor"]
+    (service,) = [d for d in monitoring if d["kind"] == "Service"]
+    assert monitor["spec"]["selector"]["matchLabels"] == service["metadata"]["labels"]
+    assert service["spec"]["selector"] == pod_labels and service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
     probe = container["livenessProbe"]["exec"]["command"]
     assert probe[:3] == ["sky-kueue", "controller", "status"] and "--state=kubernetes" in probe
     from sky_kueue.cli.controller_cmd import status

@@ -1,0 +1,286 @@
+"""The controller's Prometheus metrics: what it saw, what it did, and whether it keeps up.
+
+Names follow Kueue's conventions (``pkg/metrics/metrics.go``: a subsystem prefix, base
+units, ``_total`` counters, ``reason`` labels with Kueue's own reason strings), under
+``sky_kueue_controller_``. Each :class:`ControllerMetrics` owns its registry (see
+:mod:`sky_kueue.metrics_http`).
+
+Two sources, so that the reconcile path pays for nothing it does not already compute:
+
+* :meth:`ControllerMetrics.observe` is a controller observer: it reads the
+  :class:`~sky_kueue.controller.events.ControllerEvent` of every reconcile (the facts
+  recorded, the patch applied, the burst decided, the aging decision with its wait and run
+  totals) and increments counters.
+* A collector reads the controller's own counters when Prometheus scrapes (work-queue depth,
+  Lease, watch requests, store writes and conflicts) and the starving jobs.
+
+**Jobs currently starving** uses the project's definition (docs/anti-starvation.md, the
+simulator's :data:`~sky_kueue.sim.metrics.DEFAULT_STARVATION_RUNTIME_MULTIPLE` and
+:data:`~sky_kueue.sim.metrics.DEFAULT_STARVATION_MIN_WAIT_SECONDS`): a job waits more than
+10x its run time and more than an hour. The simulator judges a finished job; here a job
+counts while it waits, from the wait and run totals of its history as of the controller's
+last aging decision for it (every change of its Workload and every re-age pass), its wait
+extrapolated to the scrape. A job leaves the count when a Workload of it holds quota or
+finishes. Only jobs this process has aged since it started are known (no store scan per
+scrape).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from sky_kueue.controller.clock import Clock, system_clock
+from sky_kueue.controller.engine import FactKind
+from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
+from sky_kueue.controller.history import StoreWriteStats
+from sky_kueue.sim.metrics import DEFAULT_STARVATION_MIN_WAIT_SECONDS, DEFAULT_STARVATION_RUNTIME_MULTIPLE
+
+PREFIX = "sky_kueue_controller"
+#: Kueue's wait-time buckets (``generateExponentialBuckets(14)``: 1, then 2.5 doubling), in seconds.
+KUEUE_WAIT_BUCKETS_SECONDS: tuple[float, ...] = (1.0, *(2.5 * 2**i for i in range(13)))
+#: Eviction-to-action buckets: sub-second steps (the controller reacts within one watch event),
+#: then Kueue's wait buckets for a controller that was down or behind.
+EVICTION_TO_ACTION_BUCKETS_SECONDS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, *KUEUE_WAIT_BUCKETS_SECONDS)
+#: Jobs whose starvation is tracked (the oldest is forgotten first), as the engine bounds its own.
+MAX_TRACKED_JOBS = 10_000
+#: The label value for a preemption whose Kueue reason is not known.
+UNKNOWN_REASON = "Unknown"
+
+
+@dataclass(frozen=True)
+class WatchRequests:
+    """Lists and watches the controller's mirrors issued, over every session, and how many
+    of them were each session's first per kind (the rest are relists and restarts)."""
+
+    lists: int
+    watches: int
+    initial: int
+
+
+class ControllerProbe(Protocol):
+    """What the collector reads from a running controller at scrape time."""
+
+    leader_transitions: int
+
+    def is_leader(self) -> bool: ...
+
+    def queue_depth(self) -> int: ...
+
+    def watch_requests(self) -> WatchRequests: ...
+
+    def store_write_stats(self) -> StoreWriteStats | None: ...
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    wait_seconds: float
+    run_seconds: float
+    at: float
+
+
+class StarvationTracker:
+    """Waiting jobs and their wait and run totals; counts the starving ones (pure, thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        runtime_multiple: float = DEFAULT_STARVATION_RUNTIME_MULTIPLE,
+        min_wait_seconds: float = DEFAULT_STARVATION_MIN_WAIT_SECONDS,
+        max_jobs: int = MAX_TRACKED_JOBS,
+    ) -> None:
+        self.runtime_multiple = runtime_multiple
+        self.min_wait_seconds = min_wait_seconds
+        self._max_jobs = max_jobs
+        self._jobs: OrderedDict[str, _Waiting] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def waiting(self, job_key: str, wait_seconds: float, run_seconds: float, at: float) -> None:
+        with self._lock:
+            self._jobs.pop(job_key, None)
+            self._jobs[job_key] = _Waiting(wait_seconds, run_seconds, at)
+            while len(self._jobs) > self._max_jobs:
+                self._jobs.popitem(last=False)
+
+    def done_waiting(self, job_key: str) -> None:
+        with self._lock:
+            self._jobs.pop(job_key, None)
+
+    def starving(self, now: float) -> int:
+        """Jobs that have waited more than ``runtime_multiple`` x their run and ``min_wait_seconds``."""
+        with self._lock:
+            jobs = list(self._jobs.values())
+        return sum(
+            1
+            for job in jobs
+            if (waited := job.wait_seconds + max(0.0, now - job.at)) > self.min_wait_seconds
+            and waited > self.runtime_multiple * job.run_seconds
+        )
+
+
+class ControllerMetrics:
+    """The controller's metrics and their registry; pass :meth:`observe` as an observer and
+    :meth:`bind` the controller once it is built."""
+
+    def __init__(self, clock: Clock = system_clock, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._clock = clock
+        self.starvation = StarvationTracker()
+        self.preemptions = Counter(
+            f"{PREFIX}_preemptions_total",
+            "Kueue preemptions of SkyPilot Workloads recorded (once each), per namespace and Kueue preemption reason",
+            ["namespace", "reason"],
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            f"{PREFIX}_evictions_total",
+            "Other evictions of SkyPilot Workloads recorded (not counted toward aging), per namespace and Kueue reason",
+            ["namespace", "reason"],
+            registry=self.registry,
+        )
+        self.relaunches = Counter(
+            f"{PREFIX}_relaunches_total",
+            "Relaunches recorded: a new Workload of a job already preempted, queued and aged, per namespace",
+            ["namespace"],
+            registry=self.registry,
+        )
+        self.aging_steps = Counter(
+            f"{PREFIX}_aging_steps_total",
+            "Aging patches (a boost step or a band level) that reached a Workload, per namespace and mechanism",
+            ["namespace", "mechanism"],
+            registry=self.registry,
+        )
+        self.bursts = Counter(
+            f"{PREFIX}_bursts_total",
+            "Cloud bursts decided (once per job), per namespace and rule",
+            ["namespace", "reason"],
+            registry=self.registry,
+        )
+        self.stale_deleted = Counter(
+            f"{PREFIX}_stale_workloads_deleted_total",
+            "Finished Workloads deleted because they held back a relaunch's pods (the relaunch race)",
+            registry=self.registry,
+        )
+        self.eviction_to_action = Histogram(
+            f"{PREFIX}_eviction_to_action_seconds",
+            "Seconds from a Workload's eviction (its Evicted condition) until the controller recorded it",
+            ["reason"],
+            buckets=EVICTION_TO_ACTION_BUCKETS_SECONDS,
+            registry=self.registry,
+        )
+        self.reconciles = Counter(
+            f"{PREFIX}_reconciles_total",
+            "Workload snapshots reconciled, live or replayed after a restart",
+            ["replay"],
+            registry=self.registry,
+        )
+        self._probe: ControllerProbe | None = None
+        self.registry.register(_ProbeCollector(self))
+
+    def bind(self, probe: ControllerProbe) -> None:
+        """Reads ``probe``'s queue, Lease, watches and store at every scrape."""
+        self._probe = probe
+
+    @property
+    def probe(self) -> ControllerProbe | None:
+        return self._probe
+
+    def now(self) -> float:
+        return self._clock()
+
+    def observe(self, event: ControllerEvent) -> None:
+        """The observer: counts what one reconcile (or stale deletion) did."""
+        if event.kind is ControllerEventKind.STALE_DELETED:
+            self.stale_deleted.inc()
+            return
+        outcome, detection = event.outcome, event.detection
+        if event.kind is not ControllerEventKind.RECONCILED or outcome is None or detection is None:
+            return
+        self.reconciles.labels(replay="true" if event.replay else "false").inc()
+        namespace = detection.workload.namespace
+        eviction = detection.eviction
+        if eviction is not None and outcome.recorded_any(FactKind.PREEMPTION):
+            reason = eviction.preemption_reason.value if eviction.preemption_reason else UNKNOWN_REASON
+            self.preemptions.labels(namespace=namespace, reason=reason).inc()
+            if eviction.at is not None:
+                self.eviction_to_action.labels(reason=reason).observe(max(0.0, event.at - eviction.at))
+        if eviction is not None and outcome.recorded_any(FactKind.EVICTION):
+            self.evictions.labels(namespace=namespace, reason=eviction.reason or UNKNOWN_REASON).inc()
+        decision = outcome.decision
+        queued_fresh = any(
+            fact.kind is FactKind.QUEUED and fact.key is not None and fact.key.evictions == 0
+            for fact in outcome.recorded
+        )
+        if queued_fresh and decision is not None and decision.preemptions > 0:
+            self.relaunches.labels(namespace=namespace).inc()
+        if outcome_applied(outcome) and outcome.patch is not None:
+            self.aging_steps.labels(namespace=namespace, mechanism=outcome.patch.mechanism.value).inc()
+        if outcome.burst is not None:
+            self.bursts.labels(namespace=namespace, reason=outcome.burst.reason).inc()
+        job = outcome.job_key
+        if job is None:
+            return
+        if detection.is_pending and decision is not None:
+            self.starvation.waiting(job, decision.wait_seconds, decision.run_seconds, decision.now)
+        elif detection.workload.holds_quota or outcome.recorded_any(FactKind.FINISHED):
+            self.starvation.done_waiting(job)
+
+
+class _ProbeCollector(Collector):
+    """Reads the bound controller at scrape time (nothing on the reconcile path)."""
+
+    def __init__(self, metrics: ControllerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        metrics = self._metrics
+        starving = GaugeMetricFamily(
+            f"{PREFIX}_starving_jobs",
+            "Jobs waiting now that have waited more than 10x their run time and more than an hour "
+            "(docs/anti-starvation.md); jobs this process aged since it started",
+        )
+        starving.add_metric([], metrics.starvation.starving(metrics.now()))
+        yield starving
+        probe = metrics.probe
+        if probe is None:
+            return
+        leader = GaugeMetricFamily(f"{PREFIX}_leader", "1 while this replica holds the Lease, else 0")
+        leader.add_metric([], 1.0 if probe.is_leader() else 0.0)
+        yield leader
+        transitions = CounterMetricFamily(f"{PREFIX}_leader_transitions", "Times this replica gained or lost the Lease")
+        transitions.add_metric([], probe.leader_transitions)
+        yield transitions
+        depth = GaugeMetricFamily(f"{PREFIX}_work_queue_depth", "Work items queued and not yet taken by the reconciler")
+        depth.add_metric([], probe.queue_depth())
+        yield depth
+        requests = probe.watch_requests()
+        relists = CounterMetricFamily(
+            f"{PREFIX}_watch_relists", "Lists after each session's first per kind (a watch gap: changes were lost)"
+        )
+        relists.add_metric([], max(0, requests.lists - requests.initial))
+        yield relists
+        restarts = CounterMetricFamily(
+            f"{PREFIX}_watch_restarts", "Watch requests after each session's first per kind (resumed or relisted)"
+        )
+        restarts.add_metric([], max(0, requests.watches - requests.initial))
+        yield restarts
+        stats = probe.store_write_stats()
+        if stats is not None:
+            writes = CounterMetricFamily(
+                f"{PREFIX}_store_writes", "Write requests (Kubernetes) or transactions (SQLite) of the history store"
+            )
+            writes.add_metric([], stats.writes)
+            yield writes
+            conflicts = CounterMetricFamily(
+                f"{PREFIX}_store_conflicts", "History store writes refused as stale (HTTP 409) and retried"
+            )
+            conflicts.add_metric([], stats.conflicts)
+            yield conflicts

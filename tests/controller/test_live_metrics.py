@@ -1,0 +1,55 @@
+"""The controller's ``/metrics``, scraped over HTTP from a controller running against the
+sandbox through one preemption and one relaunch: each counter moves by exactly what happened."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sky_kueue.controller.metrics import ControllerMetrics
+from sky_kueue.metrics_http import serve_metrics
+from tests.skypilot.test_policy_metrics import scrape
+
+from .live_support import demo_aging, group_pod, live_sandbox
+
+C = "sky_kueue_controller"
+
+
+def test_controller_metrics_through_a_preemption_and_a_relaunch(tmp_path: Path) -> None:
+    with live_sandbox(tmp_path) as live:
+        metrics = ControllerMetrics(clock=live.now)
+        controller = live.new_controller(demo_aging(), gate=False, observers=[metrics.observe])
+        metrics.bind(controller)
+        server = serve_metrics(metrics.registry)
+        try:
+            live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+            live.step()  # admitted, borrowing
+            live.apply(group_pod("train", "2", "team-a", "prod-priority", "7", gpus="2"))
+            assert live.step(60).preempted == ["team-b/dev-1-fcd1e5cf"]
+            live.step()  # the preemptor is admitted
+            live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))  # SkyPilot's relaunch
+            live.step()
+            assert live.history("1").current_boost == 100
+            after = scrape(server.url)
+            live.clock.advance(3_700)  # the relaunch keeps waiting: over an hour and 10x its 60 s run
+            later = scrape(server.url)
+        finally:
+            server.stop()
+
+    def value(name: str, **labels: str) -> float:
+        return after.get((f"{C}_{name}", tuple(sorted(labels.items()))), 0.0)
+
+    preempted = {"namespace": "team-b", "reason": "InCohortReclaimWhileBorrowing"}
+    assert value("preemptions_total", **preempted) == 1
+    assert sum(v for (n, _), v in after.items() if n == f"{C}_preemptions_total") == 1
+    assert sum(v for (n, _), v in after.items() if n == f"{C}_evictions_total") == 0
+    assert value("relaunches_total", namespace="team-b") == 1
+    assert value("aging_steps_total", namespace="team-b", mechanism="spec-priority") == 1
+    assert sum(v for (n, _), v in after.items() if n == f"{C}_aging_steps_total") == 1
+    assert sum(v for (n, _), v in after.items() if n == f"{C}_bursts_total") == 0
+    assert value("eviction_to_action_seconds_count", reason="InCohortReclaimWhileBorrowing") == 1
+    assert value("leader") == 1 and value("leader_transitions_total") == 1
+    assert value("work_queue_depth") == 0
+    assert value("watch_relists_total") == 0 and value("watch_restarts_total") == 0
+    assert value("store_writes_total") > 0 and value("store_conflicts_total") == 0
+    assert value("starving_jobs") == 0
+    assert later[(f"{C}_starving_jobs", ())] == 1
