@@ -114,6 +114,7 @@ def run(
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
+    from sky_kueue.controller.kube_events import WorkloadEventRecorder
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.metrics import ControllerMetrics
     from sky_kueue.skypilot.config import resolve_config_path
@@ -153,9 +154,13 @@ def run(
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
     metrics = ControllerMetrics()
+    recorder = WorkloadEventRecorder(api_client, lease_settings.identity)  # Events on the Workloads acted on
     try:
-        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=[metrics.observe])
+        ctl = Controller(
+            api_client, store, loaded.aging, settings, runtime=runtime, observers=[metrics.observe, recorder]
+        )
     except SettingsError as err:
+        recorder.close()
         opened.close()
         raise UserError(str(err)) from None
     metrics.bind(ctl)
@@ -191,6 +196,7 @@ def run(
     finally:
         if metrics_server is not None:
             metrics_server.stop()
+        recorder.close()
         opened.close()
     log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
 

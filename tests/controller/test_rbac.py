@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from sky_kueue.controller.kube_events import EventReason, WorkloadEventRecorder
+
 from .live_support import CONTROLLER_USER_AGENT, demo_aging, group_pod, live_sandbox
 from .test_relaunch_race import GROUP, _finished_preempted_workload
 
@@ -137,13 +139,22 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
         )
         live.sandbox.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
         live.sandbox.step()
-        controller = live.new_controller(demo_aging())  # gate "auto": reads the Kueue Deployment and config
+        api_client = live.sandbox.api_client()
+        api_client.user_agent = CONTROLLER_USER_AGENT
+        recorder = WorkloadEventRecorder(api_client, "replica-a", clock=live.now)  # as `controller run` wires it
+        # gate "auto": reads the Kueue Deployment and config
+        controller = live.new_controller(demo_aging(), observers=[recorder])
         live.sandbox.store.delete("pods", prod["metadata"]["name"], "team-a")
         live.step(10)
         live.step(10)
         assert controller.step()  # renews the Lease
         history = live.history("1")
         assert history.current_boost == 100 and history.preemptions[0].preemptor_priority == 1000
+        recorder.flush()
+        (aged,) = [r for r in recorder.sent if r.reason is EventReason.AGED]
+        recorder.record([aged])  # the same reason on the same Workload again: count + 1 (a patch)
+        recorder.flush()
+        recorder.close()
         live.stop()  # closes the watches: the request log records a watch when it ends
         log = live.sandbox.requests
         # one watch per mirrored kind: Workloads, pods, WorkloadPriorityClasses
