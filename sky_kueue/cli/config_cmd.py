@@ -7,13 +7,23 @@ from pathlib import Path
 import click
 
 from sky_kueue.cli import errors
-from sky_kueue.skypilot.config import ConfigError, load_config
+from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config
+from sky_kueue.skypilot.enabled_contexts import refused_team_clusters, skypilot_enabled_contexts
 
 
 @click.command("check-config")
 @click.argument("config_path", type=click.Path(path_type=Path))
-def check_config(config_path: Path) -> None:
-    """Validate CONFIG_PATH; print one line per team, or one error line and exit 2."""
+@click.option(
+    "--skypilot/--no-skypilot",
+    default=True,
+    show_default=True,
+    help="Check the teams' contexts against the ones SkyPilot here enables (imports SkyPilot, a few seconds).",
+)
+def check_config(config_path: Path, skypilot: bool) -> None:
+    """Validate CONFIG_PATH; print one line per team, or one error line and exit 2.
+
+    Also warns (on stderr) about each context of a team that SkyPilot here does not enable:
+    the policy leaves such clusters out of a launch."""
     try:
         config = load_config(config_path)
     except ConfigError as exc:
@@ -29,4 +39,18 @@ def check_config(config_path: Path) -> None:
             else f"{team.namespace}/{team.local_queue}"
         )
         click.echo(f"{name}: {where}, classes {classes} (default {team.priority_classes.default}){burst}")
+    for line in _skypilot_context_warnings(config) if skypilot else ():
+        click.echo(line, err=True)
     click.echo(f"ok: {config_path} ({len(config.teams)} teams)")
+
+
+def _skypilot_context_warnings(config: PluginConfig) -> tuple[str, ...]:
+    """Warnings for the teams' contexts that SkyPilot here does not enable (its own rule:
+    ``kubernetes.allowed_contexts``, workspace, kubeconfig). SkyPilot is imported only when
+    some team's cluster names a context."""
+    if not any(c.context is not None for team in config.teams.values() for c in config.team_clusters(team)):
+        return ()
+    enabled = skypilot_enabled_contexts()
+    if enabled is None:
+        return ("note: SkyPilot finds no Kubernetes context here; the teams' contexts were not checked",)
+    return tuple(f"warning: {w}" for w in refused_team_clusters(config, enabled))

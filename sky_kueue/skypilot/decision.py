@@ -26,7 +26,8 @@ Rules, in order:
    from the team, so a task that asks for another team's queue is rejected rather than
    silently moved.
 5. Priority class, per-job limits, then, on each of the team's clusters
-   (``PluginConfig.team_clusters``), the checks that cluster's view can answer and the
+   (``PluginConfig.team_clusters``) whose context SkyPilot enables (``enabled_contexts``;
+   the others are left out with a note), the checks that cluster's view can answer and the
    admission prediction; the clusters are ranked by ``placement.rank`` and the best one
    comes first in ``resources.ordered``.
 6. Cloud burst (``burst.plan_burst``) from the best cluster's admission prediction.
@@ -51,6 +52,7 @@ from sky_kueue.skypilot.config import (
 )
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, DemandError, WorkloadDemand, format_quantity, pod_requests
+from sky_kueue.skypilot.enabled_contexts import describe_enabled, enabled_contexts, not_enabled
 from sky_kueue.skypilot.placement import NO_RANKING, ClusterAssessment, Ranking, Standing, rank
 from sky_kueue.skypilot.request import JOBS_LAUNCH, JOBS_LAUNCH_CLUSTER, VALIDATE, PolicyRequest
 from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path, parse_infra
@@ -94,6 +96,7 @@ class RejectionCode(enum.Enum):
     CLUSTER_QUEUE_INACTIVE = "cluster-queue-inactive"
     NAMESPACE_NOT_SELECTED = "namespace-not-selected"
     NOT_COVERED = "not-covered"
+    CONTEXT_NOT_ENABLED = "context-not-enabled"
     EXCEEDS_CAPACITY = "exceeds-capacity"
     MISCONFIGURED = "misconfigured"
 
@@ -251,9 +254,15 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
             return limit_problem
 
     burst_settings = team.burst if _bursts(team, burst_label) else None
-    views.warm(c.context for c in clusters)
+    enabled = enabled_contexts(request)
+    refused = set(not_enabled((c.context for c in clusters), enabled))
+    views.warm(c.context for c in clusters if c.context not in refused)
     assessed = [
-        _assess(choice, cluster, views.lookup(cluster.context), demands, priority_class, burst_settings is not None)
+        _not_enabled(choice, cluster, enabled or ())
+        if cluster.context in refused
+        else _assess(
+            choice, cluster, views.lookup(cluster.context), demands, priority_class, burst_settings is not None
+        )
         for cluster in clusters
     ]
     ranking = rank([a for a, _ in assessed])
@@ -307,6 +316,21 @@ def _never_fits(ranking: Ranking) -> AdmissionVerdict:
         if ranked.standing is Standing.NEVER_FITS:
             return ranked.verdict
     return AdmissionVerdict(AdmissionOutcome.NEVER_FITS, "no cluster of the team can take it")
+
+
+def _not_enabled(
+    choice: TeamChoice, cluster: TeamCluster, enabled: tuple[str, ...]
+) -> tuple[ClusterAssessment, Rejection | None]:
+    """A cluster whose context SkyPilot would refuse: left out of ``ordered``, never contacted.
+
+    Why: SkyPilot's optimizer fails the whole task when any Kubernetes candidate names a
+    context it does not enable, even if an earlier candidate is fine (``enabled_contexts``).
+    """
+    reason = f"not enabled in SkyPilot ({describe_enabled(enabled)}); add it to kubernetes.allowed_contexts"
+    rejection = _reject(
+        RejectionCode.CONTEXT_NOT_ENABLED, f"context {cluster.context!r} of team {choice.name!r} is {reason}"
+    )
+    return ClusterAssessment(cluster, UNKNOWN_VERDICT, excluded_because=reason), rejection
 
 
 def _assess(

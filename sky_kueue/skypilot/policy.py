@@ -27,6 +27,7 @@ from sky.utils import registry as sky_registry
 from sky_kueue import __version__
 from sky_kueue.skypilot.config_cache import ConfigCache
 from sky_kueue.skypilot.decision import MESSAGE_PREFIX, PassThrough, Placement, Rejection
+from sky_kueue.skypilot.enabled_contexts import skypilot_enabled_contexts
 from sky_kueue.skypilot.engine import PolicyResult
 from sky_kueue.skypilot.request import PolicyRequest, RequestOptions, UserIdentity
 
@@ -34,14 +35,20 @@ _CACHE = ConfigCache()
 
 
 def to_policy_request(user_request: Any) -> PolicyRequest:
-    """Convert a ``sky.UserRequest`` to plain data."""
+    """Convert a ``sky.UserRequest`` to plain data.
+
+    On the API server the Kubernetes contexts SkyPilot enables are asked of SkyPilot itself
+    (its config there is the request's); a client's kubeconfig says nothing about the
+    server's, so a client-side request carries none.
+    """
     user = user_request.user
     options = user_request.request_options
+    at_client_side = bool(user_request.at_client_side)
     return PolicyRequest(
         task=user_request.task.to_yaml_config(),
         skypilot_config=plain(user_request.skypilot_config),
         request_name=str(getattr(user_request.request_name, "value", user_request.request_name)),
-        at_client_side=bool(user_request.at_client_side),
+        at_client_side=at_client_side,
         user=UserIdentity(id=str(user.id), name=str(user.name or user.id)) if user is not None else None,
         request_options=(
             RequestOptions(
@@ -53,6 +60,7 @@ def to_policy_request(user_request: Any) -> PolicyRequest:
             if options is not None
             else None
         ),
+        enabled_contexts=None if at_client_side else skypilot_enabled_contexts(),
     )
 
 

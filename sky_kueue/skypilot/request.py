@@ -62,6 +62,10 @@ class PolicyRequest:
         at_client_side: whether the policy runs in the client.
         user: the requesting user (server side only).
         request_options: SkyPilot's request options, if any.
+        enabled_contexts: the Kubernetes contexts SkyPilot accepts where the policy runs
+            (``Kubernetes.existing_allowed_contexts``), filled in by the in-process policy on
+            the API server; None when unknown (then only an explicit
+            ``kubernetes.allowed_contexts`` list in ``skypilot_config`` is applied).
     """
 
     task: Mapping[str, Any]
@@ -70,6 +74,7 @@ class PolicyRequest:
     at_client_side: bool = False
     user: UserIdentity | None = None
     request_options: RequestOptions | None = None
+    enabled_contexts: tuple[str, ...] | None = None
 
     @property
     def workspace(self) -> str | None:

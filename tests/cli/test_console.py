@@ -164,7 +164,7 @@ def test_configure_sets_basic_config_aside_and_restores_it(basic_config_handler:
 def test_an_in_process_command_leaves_logging_as_it_found_it() -> None:
     root = logging.getLogger()
     before = (list(root.handlers), root.level, logging.getLogger("sky_kueue").level)
-    result = CliRunner().invoke(cli, ["-v", "check-config", str(DEMO_CONFIG)])
+    result = CliRunner().invoke(cli, ["-v", "check-config", "--no-skypilot", str(DEMO_CONFIG)])
     assert result.exit_code == 0, result.output
     assert (list(root.handlers), root.level, logging.getLogger("sky_kueue").level) == before
 

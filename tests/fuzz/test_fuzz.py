@@ -104,7 +104,7 @@ def test_check_config(tmp_path: Path) -> None:
         _, docs = bases[index % len(bases)]
         return mutate_yaml(rng, docs, targets.CONFIG_TARGET)
 
-    run = file_runner(tmp_path / "sky-kueue.yaml", lambda p: ["check-config", str(p)])
+    run = file_runner(tmp_path / "sky-kueue.yaml", lambda p: ["check-config", "--no-skypilot", str(p)])
     assert_clean(*fuzz(make, run, MUTANTS_PER_ENTRY_POINT))
 
 

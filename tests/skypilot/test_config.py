@@ -155,7 +155,7 @@ def test_cli_check_config_prints_one_line_error(tmp_path: Path) -> None:
 
 
 def test_cli_check_config_accepts_the_shipped_config() -> None:
-    result = CliRunner().invoke(cli, ["check-config", str(DEMO_CONFIG)])
+    result = CliRunner().invoke(cli, ["check-config", "--no-skypilot", str(DEMO_CONFIG)])
     assert result.exit_code == 0, result.output
     assert "team-a: team-a/team-a-lq" in result.output
     assert "ok:" in result.output
