@@ -189,6 +189,11 @@ class Controller:
         session = self._session
         return 0 if session is None else session.queue.depth
 
+    def queue_oldest_age_seconds(self) -> float:
+        """Seconds the oldest work item not yet taken has waited (0 without a session or item)."""
+        session = self._session
+        return 0.0 if session is None else session.queue.oldest_age_seconds()
+
     def watch_requests(self) -> WatchRequests:
         """Lists and watches of every session so far, with each session's first ones per kind."""
         ended, session = self._ended_requests, self._session

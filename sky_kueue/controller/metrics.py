@@ -11,8 +11,9 @@ Two sources, so that the reconcile path pays for nothing it does not already com
   :class:`~sky_kueue.controller.events.ControllerEvent` of every reconcile (the facts
   recorded, the patch applied, the burst decided, the aging decision with its wait and run
   totals) and increments counters.
-* A collector reads the controller's own counters when Prometheus scrapes (work-queue depth,
-  Lease, watch requests, store writes and conflicts) and the starving jobs.
+* A collector reads the controller's own counters when Prometheus scrapes (work-queue depth
+  and the age of its oldest item, Lease, watch requests, store writes and conflicts) and
+  the starving jobs.
 
 **Jobs currently starving** uses the project's definition (docs/anti-starvation.md, the
 simulator's :data:`~sky_kueue.sim.metrics.DEFAULT_STARVATION_RUNTIME_MULTIPLE` and
@@ -74,6 +75,8 @@ class ControllerProbe(Protocol):
     def is_leader(self) -> bool: ...
 
     def queue_depth(self) -> int: ...
+
+    def queue_oldest_age_seconds(self) -> float: ...
 
     def watch_requests(self) -> WatchRequests: ...
 
@@ -261,6 +264,12 @@ class _ProbeCollector(Collector):
         depth = GaugeMetricFamily(f"{PREFIX}_work_queue_depth", "Work items queued and not yet taken by the reconciler")
         depth.add_metric([], probe.queue_depth())
         yield depth
+        age = GaugeMetricFamily(
+            f"{PREFIX}_work_queue_oldest_item_age_seconds",
+            "Seconds the oldest work item not yet taken by the reconciler has been queued (0 when none is)",
+        )
+        age.add_metric([], probe.queue_oldest_age_seconds())
+        yield age
         requests = probe.watch_requests()
         relists = CounterMetricFamily(
             f"{PREFIX}_watch_relists", "Lists after each session's first per kind (a watch gap: changes were lost)"

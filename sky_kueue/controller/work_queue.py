@@ -11,12 +11,18 @@ no transition.
 Why "unfinished" rather than "empty": a test or the demo waits until every change has been
 handled, including the one being reconciled right now; the count drops only after the
 worker has finished an item (:meth:`WorkQueue.done`).
+
+Why an enqueue instant per item: the age of the oldest queued item (client-go's
+``workqueue_queue_duration_seconds`` tells the same story) shows a reconciler falling behind
+before the depth does, and costs one clock read per ``put``; it is read at scrape time.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -66,8 +72,11 @@ class WorkItem:
 class WorkQueue:
     """FIFO of :class:`WorkItem`; ``put`` from any thread (the mirror's writer included)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._items: collections.deque[WorkItem] = collections.deque()
+        #: When each queued item was put (seconds of ``clock``), in the items' order.
+        self._enqueued: collections.deque[float] = collections.deque()
         self._ready = threading.Condition(threading.Lock())
         self._unfinished = 0
         self._closed = False
@@ -77,6 +86,7 @@ class WorkQueue:
             if self._closed:
                 return
             self._items.append(item)
+            self._enqueued.append(self._clock())
             self._unfinished += 1
             self._ready.notify()
 
@@ -90,6 +100,7 @@ class WorkQueue:
             self._ready.wait_for(lambda: self._items or self._closed)
             if self._closed:
                 return None
+            self._enqueued.popleft()
             return self._items.popleft()
 
     def done(self) -> None:
@@ -109,6 +120,14 @@ class WorkQueue:
         with self._ready:
             return len(self._items)
 
+    def oldest_age_seconds(self) -> float:
+        """Seconds the oldest item not yet taken has been queued (0 when none is)."""
+        with self._ready:
+            if not self._enqueued:
+                return 0.0
+            oldest = self._enqueued[0]
+        return max(0.0, self._clock() - oldest)
+
     def holds(self, cause: WorkCause) -> bool:
         """An item of ``cause`` is queued (not yet taken): no need to queue another."""
         with self._ready:
@@ -119,4 +138,5 @@ class WorkQueue:
         with self._ready:
             self._closed = True
             self._items.clear()
+            self._enqueued.clear()
             self._ready.notify_all()

@@ -39,6 +39,9 @@ class _Probe:
     def queue_depth(self) -> int:
         return 0
 
+    def queue_oldest_age_seconds(self) -> float:
+        return 0.0
+
     def watch_requests(self) -> WatchRequests:
         return WatchRequests(0, 0, 0)
 

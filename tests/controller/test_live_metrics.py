@@ -75,7 +75,7 @@ def test_controller_metrics_through_a_preemption_and_a_relaunch(tmp_path: Path) 
     assert sum(v for (n, _), v in after.items() if n == f"{C}_bursts_total") == 0
     assert value("eviction_to_action_seconds_count", reason="InCohortReclaimWhileBorrowing") == 1
     assert value("leader") == 1 and value("leader_transitions_total") == 1
-    assert value("work_queue_depth") == 0
+    assert value("work_queue_depth") == 0 and value("work_queue_oldest_item_age_seconds") == 0
     assert value("watch_relists_total") == 0 and value("watch_restarts_total") == 0
     assert value("store_writes_total") > 0 and value("store_conflicts_total") == 0
     assert value("starving_jobs") == 0
