@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ import click
 
 from sky_kueue.cli import errors
 from sky_kueue.cli.options import F
+from sky_kueue.sandbox.apiserver.kubeconfig import DEFAULT_CONTEXT
 
 #: Where ``serve`` writes its kubeconfig unless told otherwise.
 DEFAULT_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
@@ -94,12 +96,49 @@ def serve(host: str, port: int, kubeconfig_path: str) -> None:
 
 #: Where ``up`` writes its kubeconfig unless told otherwise.
 DEFAULT_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/kubeconfig"
+#: Where ``up --name NAME`` writes its kubeconfig unless told otherwise (one file per sandbox).
+NAMED_UP_KUBECONFIG_PATH = "~/.sky-kueue/sandbox/{name}/kubeconfig"
+#: A sandbox name: also a kubeconfig context and SkyPilot's ``infra: k8s/<name>``, so no
+#: ``/``, spaces or other characters that would need quoting.
+_SANDBOX_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
+
+
+def up_kubeconfig_path(name: str, given: str | None) -> str:
+    """The kubeconfig path of ``up``: ``given``, else one per sandbox name."""
+    if given is not None:
+        return given
+    return DEFAULT_UP_KUBECONFIG_PATH if name == DEFAULT_CONTEXT else NAMED_UP_KUBECONFIG_PATH.format(name=name)
+
+
+def _check_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not _SANDBOX_NAME.fullmatch(value):
+        raise click.BadParameter(
+            f"{value!r} is not a usable name: 1-63 letters, digits, '.', '_' or '-', starting and ending with a "
+            "letter or digit",
+            param_hint="--name",
+        )
+    return value
 
 
 @sandbox.command()
 @_HOST_OPTION
 @_PORT_OPTION
-@_kubeconfig_out_option(DEFAULT_UP_KUBECONFIG_PATH, "Where to write a kubeconfig for the sandbox.")
+@click.option(
+    "--kubeconfig",
+    "kubeconfig_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help=f"Where to write a kubeconfig for the sandbox [default: {DEFAULT_UP_KUBECONFIG_PATH}, or "
+    f"{NAMED_UP_KUBECONFIG_PATH} with --name].",
+)
+@click.option(
+    "--name",
+    default=DEFAULT_CONTEXT,
+    show_default=True,
+    callback=_check_name,
+    help="Name of the kubeconfig's cluster, user and context; give each sandbox its own to merge several in one "
+    "KUBECONFIG (KUBECONFIG=kc1:kc2:kc3).",
+)
 @click.option(
     "--apply",
     "apply_paths",
@@ -144,6 +183,7 @@ def up(
     kubelet: bool,
     start_time: str | None,
     kueue_config: str | None,
+    name: str,
 ) -> None:
     """Run a sandbox cluster with Kueue's behaviour in the foreground until Ctrl-C or SIGTERM."""
     import pathlib
@@ -151,7 +191,7 @@ def up(
     from sky_kueue.sandbox import seed
     from sky_kueue.sandbox.sandbox import Sandbox, SandboxError
 
-    path = pathlib.Path(kubeconfig_path).expanduser()
+    path = pathlib.Path(up_kubeconfig_path(name, kubeconfig_path)).expanduser()
     config = None
     if kueue_config is not None:
         from sky_kueue.kueue import parse
@@ -172,6 +212,7 @@ def up(
             port=port,
             kubeconfig_path=path,
             config=config,
+            name=name,
         )
         try:
             box.start()
@@ -187,7 +228,7 @@ def up(
             except SandboxError as failure:
                 raise errors.UserError(str(failure)) from failure
             click.echo(f"sandbox cluster (Kueue emulation) listening on {box.url}")
-            click.echo(f"kubeconfig: {box.kubeconfig_path}")
+            click.echo(f"kubeconfig: {box.kubeconfig_path} (context {name})")
             click.echo(f"try: kubectl --kubeconfig {box.kubeconfig_path} get clusterqueues")
             stop.wait()
             click.echo("stopping")

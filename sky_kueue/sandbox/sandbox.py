@@ -23,6 +23,7 @@ import yaml
 from sky_kueue.kueue import objects as o
 from sky_kueue.sandbox import kubelet as kubelet_module
 from sky_kueue.sandbox.apiserver import ApiError, ApiServer, Fault, FaultKind
+from sky_kueue.sandbox.apiserver import kubeconfig as kubeconfig_file
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.resources import default_resources
 from sky_kueue.sandbox.kubelet import LocalKubelet
@@ -100,13 +101,17 @@ class Sandbox:
         run_emulator: bool = True,
         kubelet: bool = False,
         kubelet_root: str | pathlib.Path | None = None,
+        name: str = kubeconfig_file.DEFAULT_CONTEXT,
     ) -> None:
+        """``name`` is the kubeconfig's cluster, user and context name: distinct names let
+        several sandboxes share one ``KUBECONFIG`` (``KUBECONFIG=kc1:kc2:kc3``)."""
         # Real time unless told otherwise: a controller reads Workload ages off these stamps,
         # and a fixed past epoch made every Workload look months old (and aged at once).
         self.clock: Clock = clock or ScaledClock(time_scale, start)
         self.server = ApiServer(host, port, clock=self.clock)
         self.emulator = KueueEmulator(self.server.store, self.clock, config, priority_boost=priority_boost)
         self._kubeconfig_path = pathlib.Path(kubeconfig_path) if kubeconfig_path else None
+        self.name = name
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._step_interval_seconds = step_interval_seconds
         self._run_emulator = run_emulator
@@ -128,7 +133,7 @@ class Sandbox:
         if self._kubeconfig_path is None:
             self._tempdir = tempfile.TemporaryDirectory(prefix="sky-kueue-sandbox-")
             self._kubeconfig_path = pathlib.Path(self._tempdir.name) / "kubeconfig"
-        self.server.write_kubeconfig(self._kubeconfig_path)
+        self.server.write_kubeconfig(self._kubeconfig_path, context=self.name)
         if self._kubelet_wanted:
             root = self._kubelet_root
             if root is None:

@@ -1,7 +1,8 @@
-"""``sky-kueue sandbox serve``: foreground server, kubeconfig, clean stop on SIGTERM."""
+"""``sky-kueue sandbox serve``/``up``: foreground server, kubeconfig, clean stop on SIGTERM."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import signal
 import subprocess
@@ -110,3 +111,84 @@ def test_up_rejects_an_unknown_scheduling_mode(tmp_path: pathlib.Path) -> None:
     )
     assert proc.returncode != 0
     assert "unknown setting" in proc.stderr and "Traceback" not in proc.stderr
+
+
+SANDBOX_NAMES = ("ctx-1", "ctx-2", "ctx-3")
+
+
+def test_three_named_sandboxes_share_one_kubeconfig_variable(tmp_path: pathlib.Path) -> None:
+    """``up --name``: each sandbox's cluster, user and context carry its name, so
+    ``KUBECONFIG=kc1:kc2:kc3`` shows three contexts, each reaching its own sandbox."""
+    paths = [tmp_path / name / "kubeconfig" for name in SANDBOX_NAMES]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sky_kueue.cli.main", "sandbox", "up", "--name", name, "--kubeconfig", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, path in zip(SANDBOX_NAMES, paths, strict=True)
+    ]
+    try:
+        urls = []
+        for process in processes:
+            assert process.stdout is not None
+            first_line = process.stdout.readline()
+            assert first_line.startswith("sandbox cluster (Kueue emulation) listening on "), first_line
+            urls.append(first_line.rsplit(" ", 1)[1].strip())
+        env = {**os.environ, "KUBECONFIG": os.pathsep.join(map(str, paths))}
+        kubectl = ["kubectl", "config"]
+        contexts = subprocess.run(
+            [*kubectl, "get-contexts", "-o", "name"], capture_output=True, text=True, env=env, timeout=30, check=False
+        )
+        servers = subprocess.run(
+            [*kubectl, "view", "-o", "jsonpath={range .contexts[*]}{.name}={.context.cluster} {end}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=False,
+        )
+        queues = subprocess.run(
+            ["kubectl", "--context", SANDBOX_NAMES[2], "get", "clusterqueues", "-o", "name"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.communicate(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+    assert contexts.returncode == 0, contexts.stderr
+    assert sorted(contexts.stdout.split()) == list(SANDBOX_NAMES)
+    assert sorted(servers.stdout.split()) == [f"{n}={n}" for n in SANDBOX_NAMES]
+    assert len(set(urls)) == 3
+    for name, path, url in zip(SANDBOX_NAMES, paths, urls, strict=True):
+        written = yaml.safe_load(path.read_text())
+        assert written["current-context"] == name
+        assert written["clusters"] == [{"name": name, "cluster": {"server": url}}]
+    assert queues.returncode == 0, queues.stderr
+    assert "clusterqueue.kueue.x-k8s.io/shared-cq" in queues.stdout.split()
+    assert all(process.returncode == 0 for process in processes)
+
+
+def test_a_named_sandbox_gets_its_own_kubeconfig_and_a_bad_name_one_line() -> None:
+    from click.testing import CliRunner
+
+    from sky_kueue.cli.main import cli
+    from sky_kueue.cli.sandbox_cmd import DEFAULT_UP_KUBECONFIG_PATH, up_kubeconfig_path
+
+    assert up_kubeconfig_path("sky-kueue-sandbox", None) == DEFAULT_UP_KUBECONFIG_PATH
+    assert up_kubeconfig_path("ctx-2", None) == "~/.sky-kueue/sandbox/ctx-2/kubeconfig"
+    assert up_kubeconfig_path("ctx-2", "/tmp/kc") == "/tmp/kc"
+    refused = CliRunner(mix_stderr=False).invoke(cli, ["sandbox", "up", "--name", "a/b"])
+    assert refused.exit_code == 2
+    assert len(refused.stderr.strip().splitlines()) == 1 and "--name" in refused.stderr, refused.stderr
