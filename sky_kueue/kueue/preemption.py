@@ -356,8 +356,9 @@ class _Search(FitCheck):
         can make it fit, and the search that removes and restores each candidate in turn
         (most of the cost of a failed preemption) is skipped.
         """
-        freed: dict[FR, int] = {}
-        own: dict[FR, int] = {}
+        requested = tuple(self.requests)  # only these frs are compared below
+        freed: dict[FR, int] = dict.fromkeys(requested, 0)
+        own: dict[FR, int] = dict.fromkeys(requested, 0)
         borrowing_queue: dict[tuple[str, int], bool] = {}  # the tree does not change here
         for cand in candidates:
             same = cand.info.cluster_queue == self.cq.name
@@ -370,14 +371,17 @@ class _Search(FitCheck):
                     valid = borrowing_queue[key] = self._valid(cand, allow_borrowing=False)
                 if not valid:
                     continue
-            for fr, value in cand.info.usage.items():
-                freed[fr] = freed.get(fr, 0) + value
-                if same:
-                    own[fr] = own.get(fr, 0) + value
+            usage = cand.info.usage
+            for fr in requested:
+                value = usage.get(fr)
+                if value:
+                    freed[fr] += value
+                    if same:
+                        own[fr] += value
         for fr, value in self.requests.items():
-            if value > tree.cq_available(self.cq, fr) + freed.get(fr, 0):
+            if value > tree.cq_available(self.cq, fr) + freed[fr]:
                 return True
-            if not allow_borrowing and self.cq.borrowing_with(fr, value - own.get(fr, 0)):
+            if not allow_borrowing and self.cq.borrowing_with(fr, value - own[fr]):
                 return True
         return False
 

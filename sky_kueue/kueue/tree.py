@@ -136,18 +136,43 @@ def potential_available(node: QuotaNode, fr: FR) -> int:
 
 
 def add_usage(node: QuotaNode, fr: FR, value: int) -> None:
-    local_available = node.local_available(fr)
-    node.usage[fr] = node.usage.get(fr, 0) + value
-    if node.parent is not None and value > local_available:
-        add_usage(node.parent, fr, value - local_available)
+    """Add ``value`` to ``node``'s usage; what exceeds its local quota goes up to the parent.
+
+    A loop rather than a recursion, with :meth:`QuotaNode.local_available` inlined: the
+    preemption search adds and removes usage tens of thousands of times per prediction.
+    """
+    current: QuotaNode | None = node
+    while current is not None:
+        usage = current.usage
+        used = usage.get(fr, 0)
+        quota = current.quotas.get(fr)
+        if quota is not None and quota.lending_limit is not None:
+            local_available = max(0, max(0, current.subtree_quota.get(fr, 0) - quota.lending_limit) - used)
+        else:
+            local_available = 0
+        usage[fr] = used + value
+        if value <= local_available:
+            return
+        value -= local_available
+        current = current.parent
 
 
 def remove_usage(node: QuotaNode, fr: FR, value: int) -> None:
-    stored_in_parent = node.usage.get(fr, 0) - node.local_quota(fr)
-    node.usage[fr] = node.usage.get(fr, 0) - value
-    if stored_in_parent <= 0 or node.parent is None:
-        return
-    remove_usage(node.parent, fr, min(value, stored_in_parent))
+    """Remove ``value`` from ``node``'s usage, and from its ancestors the part stored there."""
+    current: QuotaNode | None = node
+    while current is not None:
+        usage = current.usage
+        used = usage.get(fr, 0)
+        quota = current.quotas.get(fr)
+        if quota is not None and quota.lending_limit is not None:
+            stored_in_parent = used - max(0, current.subtree_quota.get(fr, 0) - quota.lending_limit)
+        else:
+            stored_in_parent = used
+        usage[fr] = used - value
+        if stored_in_parent <= 0:
+            return
+        value = min(value, stored_in_parent)
+        current = current.parent
 
 
 def quantities_fit_in_quota(node: QuotaNode, requests: Mapping[FR, int]) -> tuple[bool, dict[FR, int]]:

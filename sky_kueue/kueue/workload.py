@@ -75,6 +75,12 @@ def queue_order_timestamp(wl: o.Workload) -> datetime:
     return wl.creation_timestamp
 
 
+#: Scheduling hashes by what they hash (a cluster has few distinct workload shapes, and
+#: every workload's is computed); bounded, cleared when full.
+_HASHES: dict[tuple[object, ...], str] = {}
+_HASHES_LIMIT = 4096
+
+
 def scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
     """Equivalence hash of a workload's scheduling shape (``computeSchedulingHash``).
 
@@ -82,6 +88,29 @@ def scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
     effective priority are interchangeable for the scheduler, so a BestEffortFIFO queue
     parks them together when one does not fit.
     """
+    key = (
+        priority_of(wl),
+        tuple(
+            (
+                ps.name,
+                ps.shape,
+                total[i].count if i < len(total) else ps.count,
+                tuple(sorted((total[i].requests if i < len(total) else ps.requests).items())),
+                ps.min_count,
+            )
+            for i, ps in enumerate(wl.pod_sets)
+        ),
+    )
+    known = _HASHES.get(key)
+    if known is None:
+        known = _scheduling_hash(wl, total)
+        if len(_HASHES) >= _HASHES_LIMIT:
+            _HASHES.clear()
+        _HASHES[key] = known
+    return known
+
+
+def _scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
     shape = {
         "priority": priority_of(wl),
         "podSets": [
