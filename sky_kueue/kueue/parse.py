@@ -17,7 +17,7 @@ field, so the CLI can print one precise line.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -530,6 +530,24 @@ def parse_duration_seconds(text: str) -> Decimal:
     return total
 
 
+#: How much of a snapshot's text is split first when reading its header (see _leading_lines).
+_HEADER_PREFIX_CHARS = 65_536
+
+
+def _leading_lines(text: str) -> Iterator[str]:
+    """``text.splitlines()``, lazily: the header is a few lines at the top of megabytes.
+
+    The first lines come from splitting a prefix (all but its last line, which the prefix
+    may cut); only a reader that goes on past them gets the rest, from the whole split.
+    """
+    if len(text) <= _HEADER_PREFIX_CHARS:
+        yield from text.splitlines()
+        return
+    lines = text[:_HEADER_PREFIX_CHARS].splitlines()
+    yield from lines[:-1]
+    yield from text.splitlines()[len(lines) - 1 :]
+
+
 def parse_header(text: str) -> o.KueueConfig:
     """Read the ``# kueue-config:`` and ``# cycle-cap:`` comment lines of a snapshot.
 
@@ -539,7 +557,7 @@ def parse_header(text: str) -> o.KueueConfig:
     fair: o.FairSharingConfig | None = None
     afs: o.AdmissionFairSharingConfig | None = None
     cap = o.DEFAULT_CYCLE_CAP_CYCLES
-    for line in text.splitlines():
+    for line in _leading_lines(text):
         stripped = line.strip()
         if not stripped:
             continue
