@@ -27,14 +27,23 @@ stored (the default ``rank`` sets band levels and stores no step, which would no
 the store). The top-level ``eviction_to_patch_ms`` and ``throughput`` are the SQLite
 store's, as before.
 
-The controller is the real ``sky-kueue controller run`` in a subprocess (its own
-interpreter, as deployed), talking to the sandbox API server on 127.0.0.1.
+``metrics_cost``: what the Prometheus metrics cost the eviction -> patch delay. The SQLite
+controller runs ``METRICS_ROUNDS`` times without metrics (no ``--metrics-port``: no observer
+counts, nothing is served) and as many times with ``--metrics-port 0`` while this process
+scrapes its ``/metrics`` every ``SCRAPE_INTERVAL_SECONDS`` (150 to 300 times as often as
+Prometheus's usual 15 to 30 s). Each run starts from an empty namespace and the order
+alternates (off, on, on, off), so neither side always runs later; the delays of each side
+are pooled and compared (``with_to_without``). The issue's target is an overhead under 5 %
+of the median (``meets_target``); the last scrape of each run must count every preemption
+the run caused (``preemptions_counted``), so the scrapes read a controller that was working.
 
-Run: ``.venv/bin/python benchmarks/controller.py`` (about 25 s).
+Run: ``.venv/bin/python benchmarks/controller.py`` (about 70 s; ``--metrics-only``: only
+``metrics_cost``, about 45 s).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -44,11 +53,13 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from sky_kueue.controller.kube_store import KubernetesRuntimeState
 from sky_kueue.controller.runtime_state import RuntimeState
@@ -68,6 +79,15 @@ NAMESPACE = "bench"
 ECHO_ANNOTATION = "bench.sky-kueue.io/echo"
 #: Where ``--state kubernetes`` keeps the histories in the benchmark.
 STORE_NAMESPACE = "sky-kueue-system"
+#: Controller runs with metrics, and as many without, for ``metrics_cost`` (alternating).
+METRICS_ROUNDS = 2
+#: How often ``/metrics`` is scraped while a controller with metrics is measured.
+SCRAPE_INTERVAL_SECONDS = 0.1
+#: Bound on one scrape's HTTP request.
+SCRAPE_TIMEOUT_SECONDS = 5.0
+#: Largest acceptable cost of the metrics: a fraction of the median eviction -> patch delay.
+TARGET_METRICS_OVERHEAD = 0.05
+PREEMPTIONS_SERIES = "sky_kueue_controller_preemptions_total"
 
 #: The bare watch client: observe a Workload change, merge-patch an annotation back.
 ECHO_CLIENT = f"""
@@ -281,8 +301,109 @@ def _measure(
     return [landing.at[n] - started[n] for n in names], elapsed
 
 
-def _run_controller(sb: Sandbox, tmp: Path, tag: str, state: str, aged: Landing) -> tuple[list[float], float]:
-    """Runs ``controller run --state STATE`` and measures it (Workload names prefixed ``tag``)."""
+#: The scraper: ``/metrics`` every interval from its own process (as Prometheus scrapes from
+#: another machine, so that the scrape's client side does not slow this process's API server);
+#: prints its counts as JSON when terminated.
+SCRAPER_CLIENT = """
+import json, signal, sys, threading, time, urllib.request
+url, interval, timeout = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *_: stop.set())
+scrapes = failures = 0
+next_at = time.monotonic()
+print("ready", flush=True)
+while not stop.is_set():
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            response.read()
+        scrapes += 1
+    except OSError:
+        failures += 1
+    next_at += interval
+    stop.wait(max(0.0, next_at - time.monotonic()))
+print(json.dumps({"scrapes": scrapes, "failures": failures}), flush=True)
+"""
+
+
+class Scraper:
+    """Scrapes a ``/metrics`` URL every ``SCRAPE_INTERVAL_SECONDS`` from a separate process."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.scrapes = 0
+        self.failures = 0
+        command = [sys.executable, "-c", SCRAPER_CLIENT, url, str(SCRAPE_INTERVAL_SECONDS), str(SCRAPE_TIMEOUT_SECONDS)]
+        self._proc: subprocess.Popen[str] | None = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        if self._proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the scraper did not start")
+
+    def scrape(self) -> str:
+        """One scrape from this process (for the final count, after the measurement)."""
+        with urllib.request.urlopen(self.url, timeout=SCRAPE_TIMEOUT_SECONDS) as response:
+            return str(response.read().decode())
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.terminate()
+        out, _ = proc.communicate(timeout=WAIT_SECONDS)
+        counts = json.loads(out.strip().splitlines()[-1])
+        self.scrapes, self.failures = int(counts["scrapes"]), int(counts["failures"])
+
+
+def _metrics_url(log: Path) -> str:
+    """The ``metrics`` URL of the controller's ``controller starting`` log line."""
+    for line in log.read_text().splitlines():
+        try:
+            document = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(document, dict) and document.get("msg") == "controller starting" and document.get("metrics"):
+            return str(document["metrics"])
+    raise RuntimeError(f"the controller logged no metrics URL; see {log}")
+
+
+def _counted(text: str, family: str) -> float:
+    """The sum of a counter family's ``_total`` samples in an exposition text."""
+    return sum(
+        sample.value
+        for metric in text_string_to_metric_families(text)
+        if metric.name + "_total" == family
+        for sample in metric.samples
+        if sample.name == family
+    )
+
+
+def _final_count(scraper: Scraper, expected: int) -> float:
+    """The preemptions ``/metrics`` counts once ``expected`` are (the last reconcile's observer
+    may trail its patch by a moment), or what it counts after ``SCRAPE_TIMEOUT_SECONDS``."""
+    deadline = time.monotonic() + SCRAPE_TIMEOUT_SECONDS
+    while True:
+        counted = _counted(scraper.scrape(), PREEMPTIONS_SERIES)
+        if counted >= expected or time.monotonic() > deadline:
+            return counted
+        time.sleep(SCRAPE_INTERVAL_SECONDS)
+
+
+class ControllerRun:
+    """What one measured controller run produced."""
+
+    def __init__(self, delays: list[float], burst_seconds: float, scraper: Scraper | None, counted: float) -> None:
+        self.delays = delays
+        self.burst_seconds = burst_seconds
+        self.scrapes = 0 if scraper is None else scraper.scrapes
+        self.scrape_failures = 0 if scraper is None else scraper.failures
+        #: Preemptions the last scrape counted (0 without metrics).
+        self.counted = counted
+
+
+def _run_controller(
+    sb: Sandbox, tmp: Path, tag: str, state: str, aged: Landing, *, metrics: bool = False
+) -> ControllerRun:
+    """Runs ``controller run --state STATE`` and measures it (Workload names prefixed ``tag``);
+    with ``metrics``, serves ``/metrics`` on a free port and scrapes it throughout."""
     if state.startswith("kubernetes"):
         runtime = KubernetesRuntimeState(sb.api_client(), STORE_NAMESPACE)
         cursor: CursorReader = lambda: runtime.cursor("workloads")  # noqa: E731
@@ -307,21 +428,74 @@ def _run_controller(sb: Sandbox, tmp: Path, tag: str, state: str, aged: Landing)
             f"bench-{tag}",
             "--priority-boost-gate",
             "off",
+            *(["--metrics-port", "0"] if metrics else []),
         ],
         '"session started"',
         tmp / f"controller-{tag}.log",
     )
+    scraper = Scraper(_metrics_url(tmp / f"controller-{tag}.log")) if metrics else None
+    counted = 0.0
     try:
         _measure(sb, f"{tag}-warm", WARMUP, aged, burst=False, cursor=cursor)
         delays, _ = _measure(sb, f"{tag}-job", SAMPLES, aged, burst=False, cursor=cursor)
         _, burst_seconds = _measure(sb, f"{tag}-burst", BURST, aged, burst=True, cursor=cursor)
+        if scraper is not None:
+            scraper.stop()
+            counted = _final_count(scraper, WARMUP + SAMPLES + BURST)
     finally:
+        if scraper is not None:
+            scraper.stop()
         controller.terminate()  # releases the Lease: the next controller leads at once
         controller.wait(timeout=30)
-    return delays, burst_seconds
+    return ControllerRun(delays, burst_seconds, scraper, counted)
+
+
+def _metrics_cost(sb: Sandbox, tmp: Path, aged: Landing) -> dict[str, Any]:
+    """``metrics_cost``: SQLite controller runs without and with metrics, pooled. Each run starts
+    from an empty namespace (a fresh store would otherwise record, and keep re-aging, every
+    earlier run's Workloads), and the order alternates (off, on, on, off, ...) so that neither
+    side always runs later."""
+    without: list[ControllerRun] = []
+    with_metrics: list[ControllerRun] = []
+    for round_ in range(METRICS_ROUNDS):
+        order = (False, True) if round_ % 2 == 0 else (True, False)
+        for served in order:
+            tag = f"m{round_}{'on' if served else 'off'}"
+            sb.store.delete_collection(WORKLOADS, NAMESPACE)
+            run = _run_controller(sb, tmp, tag, str(tmp / f"{tag}.db"), aged, metrics=served)
+            (with_metrics if served else without).append(run)
+    off = _summary([d for run in without for d in run.delays])
+    on = _summary([d for run in with_metrics for d in run.delays])
+    per_run = WARMUP + SAMPLES + BURST
+    overhead = on["median"] / off["median"] - 1
+    return {
+        "rounds": METRICS_ROUNDS,
+        "samples_per_side": METRICS_ROUNDS * SAMPLES,
+        "scrape_interval_seconds": SCRAPE_INTERVAL_SECONDS,
+        "without_metrics_ms": off,
+        "with_metrics_ms": on,
+        "with_to_without": {
+            "median": round(on["median"] / off["median"], 3),
+            "p90": round(on["p90"] / off["p90"], 3),
+            "p99": round(on["p99"] / off["p99"], 3),
+        },
+        "median_overhead": round(overhead, 3),
+        "throughput_with_to_without": round(
+            sum(run.burst_seconds for run in without) / sum(run.burst_seconds for run in with_metrics), 3
+        ),
+        "scrapes": sum(run.scrapes for run in with_metrics),
+        "scrape_failures": sum(run.scrape_failures for run in with_metrics),
+        "preemptions_counted": [run.counted for run in with_metrics],
+        "preemptions_caused_per_run": per_run,
+        "target_max_overhead": TARGET_METRICS_OVERHEAD,
+        "meets_target": overhead < TARGET_METRICS_OVERHEAD,
+    }
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--metrics-only", action="store_true", help="measure only metrics_cost")
+    metrics_only = parser.parse_args().metrics_only
     with tempfile.TemporaryDirectory(prefix="sky-kueue-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
         config = yaml.safe_load((REPO / "configs" / "sky-kueue.yaml").read_text())
@@ -339,6 +513,11 @@ def main() -> None:
             sb.store.add_commit_hook(aged, WORKLOADS)
             sb.store.add_commit_hook(echoed, WORKLOADS)
 
+            if metrics_only:
+                cost = _metrics_cost(sb, tmp, aged)
+                json.dump({"samples": SAMPLES, "metrics_cost": cost, "machine": _machine()}, sys.stdout, indent=2)
+                sys.stdout.write("\n")
+                return
             echo = _start([sys.executable, "-c", ECHO_CLIENT, str(sb.kubeconfig_path)], "ready", tmp / "echo.log")
             try:
                 _measure(sb, "echo-warm", WARMUP, echoed, burst=False)
@@ -352,12 +531,13 @@ def main() -> None:
                 "sqlite": _run_controller(sb, tmp, "sqlite", str(tmp / "controller.db"), aged),
                 "kubernetes": _run_controller(sb, tmp, "k8s", f"kubernetes:{STORE_NAMESPACE}", aged),
             }
+            cost = _metrics_cost(sb, tmp, aged)
 
     baseline_summary = _summary(baseline)
     baseline_throughput = BURST / baseline_burst_seconds
-    stores = {}
-    for name, (delays, burst_seconds) in results.items():
-        summary = _summary(delays)
+    stores: dict[str, dict[str, Any]] = {}
+    for name, run in results.items():
+        summary, burst_seconds = _summary(run.delays), run.burst_seconds
         throughput = BURST / burst_seconds
         stores[name] = {
             "eviction_to_patch_ms": summary,
@@ -389,12 +569,17 @@ def main() -> None:
                 kube["throughput"]["preemptions_per_second"] / sqlite["throughput"]["preemptions_per_second"], 2
             ),
         },
+        "metrics_cost": cost,
         "target_p99_ms": TARGET_P99_MS,
-        "meets_target": all(store["meets_target"] for store in stores.values()),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "meets_target": all(store["meets_target"] for store in stores.values()) and cost["meets_target"],
+        "machine": _machine(),
     }
     json.dump(document, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def _machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
 
 
 if __name__ == "__main__":

@@ -114,6 +114,7 @@ def run(
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
+    from sky_kueue.controller.events import Observer
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.metrics import ControllerMetrics
@@ -153,18 +154,20 @@ def run(
         priority_boost_gate=gate,
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
-    metrics = ControllerMetrics()
+    # Counted only when served: without --metrics-port the reconcile path pays nothing for them.
+    metrics = ControllerMetrics() if metrics_port is not None else None
     recorder = WorkloadEventRecorder(api_client, lease_settings.identity)  # Events on the Workloads acted on
+    observers: list[Observer] = [recorder] if metrics is None else [metrics.observe, recorder]
     try:
-        ctl = Controller(
-            api_client, store, loaded.aging, settings, runtime=runtime, observers=[metrics.observe, recorder]
-        )
+        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=observers)
     except SettingsError as err:
         recorder.close()
         opened.close()
         raise UserError(str(err)) from None
-    metrics.bind(ctl)
-    metrics_server = _serve_metrics(metrics.registry, metrics_host, metrics_port, opened.close)
+    metrics_server = None
+    if metrics is not None:
+        metrics.bind(ctl)
+        metrics_server = _serve_metrics(metrics.registry, metrics_host, metrics_port, opened.close)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
