@@ -1,4 +1,6 @@
-"""PNG plots of a comparison: wait-time CDFs per class, and one ClusterQueue's timeline.
+"""PNG plots of a comparison: wait-time CDFs per class, one ClusterQueue's timeline, and the
+per-team figures the Grafana dashboard shows too, under the same names
+(:mod:`sky_kueue.sim.figure_names`).
 
 matplotlib is optional (not a dependency of sky-kueue): it is imported only inside
 :func:`plot`, and its absence is a one-line :class:`PlotError`. The backend is forced to
@@ -7,10 +9,33 @@ matplotlib is optional (not a dependency of sky-kueue): it is imported only insi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sky_kueue.sim.compare import Comparison
+from sky_kueue.sim.figure_names import (
+    BURSTS_PER_TEAM,
+    JOBS_STARVING,
+    PREEMPTIONS_PER_TEAM,
+    RELAUNCHES_PER_TEAM,
+    SHARED_FIGURES,
+    SharedFigure,
+)
+from sky_kueue.sim.metrics import StarvationRule
+from sky_kueue.sim.results import JobOutcome, JobResult
+
+#: Width of the group of bars of one team (the runs' bars share it).
+TEAM_GROUP_WIDTH = 0.8
+_STARVATION = StarvationRule()
+
+#: Per job, its contribution to each shared figure (summed per team).
+_PER_JOB: dict[SharedFigure, Callable[[JobResult], int]] = {
+    PREEMPTIONS_PER_TEAM: lambda job: job.preemptions,
+    RELAUNCHES_PER_TEAM: lambda job: max(0, job.launches - 1),
+    JOBS_STARVING: lambda job: int(_STARVATION.starved(job)),
+    BURSTS_PER_TEAM: lambda job: int(job.outcome is JobOutcome.BURST),
+}
 
 
 class PlotError(RuntimeError):
@@ -40,9 +65,35 @@ def plot(comparison: Comparison, path: Path) -> None:
         PlotError: matplotlib is not installed, or the file cannot be written.
     """
     plt = require_matplotlib()
+    fig = figure(comparison)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as exc:
+        raise PlotError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
+    finally:
+        plt.close(fig)
+
+
+def per_team(comparison: Comparison, shared: SharedFigure) -> dict[str, dict[str, int]]:
+    """``shared``'s value per run and team (every team of the trace, 0 where nothing happened)."""
+    teams = sorted({job.team for run in comparison.runs.values() for job in run.jobs})
+    values = {name: dict.fromkeys(teams, 0) for name in comparison.runs}
+    for name, run in comparison.runs.items():
+        for job in run.jobs:
+            values[name][job.team] += _PER_JOB[shared](job)
+    return values
+
+
+def figure(comparison: Comparison) -> Any:
+    """The matplotlib figure (close it with ``pyplot.close``).
+
+    Raises:
+        PlotError: matplotlib is not installed.
+    """
+    plt = require_matplotlib()
     classes = list(reversed(comparison.class_order))
-    columns = max(len(classes), 1)
-    fig, axes = plt.subplots(2, columns, figsize=(5 * columns, 8), squeeze=False)
+    columns = max(len(classes), len(SHARED_FIGURES))
+    fig, axes = plt.subplots(3, columns, figsize=(5 * columns, 12), squeeze=False)
     for col, class_name in enumerate(classes):
         ax = axes[0][col]
         for name, run in comparison.runs.items():
@@ -80,13 +131,30 @@ def plot(comparison: Comparison, path: Path) -> None:
     pending_ax.set_ylabel("pending Workloads (dotted)")
     timeline_ax.grid(True, alpha=0.3)
     timeline_ax.legend(loc="upper left", fontsize="small")
+    for col in range(len(classes), columns):
+        axes[0][col].axis("off")
     for col in range(1, columns):
         axes[1][col].axis("off")
+    for col, shared in enumerate(SHARED_FIGURES):
+        team_bars(axes[2][col], shared, per_team(comparison, shared))
+    for col in range(len(SHARED_FIGURES), columns):
+        axes[2][col].axis("off")
     fig.suptitle(comparison.trace.description, fontsize="small")
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as exc:
-        raise PlotError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
-    finally:
-        plt.close(fig)
+    return fig
+
+
+def team_bars(ax: Any, shared: SharedFigure, values: dict[str, dict[str, int]]) -> None:
+    """Bars per team (the dashboard's ``namespace``), one per run, titled as the dashboard's panel."""
+    width = TEAM_GROUP_WIDTH / max(len(values), 1)
+    teams: list[str] = []
+    for index, (name, by_team) in enumerate(values.items()):
+        teams = list(by_team)
+        positions = [t + index * width for t in range(len(teams))]
+        ax.bar(positions, list(by_team.values()), width=width, label=name)
+    ax.set_xticks([t + (TEAM_GROUP_WIDTH - width) / 2 for t in range(len(teams))], teams)
+    ax.set_title(shared.title)
+    ax.set_xlabel("team")
+    ax.set_ylabel(shared.axis_label, fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small")

@@ -1,0 +1,47 @@
+"""The names ``sky-kueue simulate --plot`` and the Grafana dashboard
+(``configs/grafana/sky-kueue-dashboard.json``) share for the same figures.
+
+Why one table: an operator compares what the simulator predicted with what the cluster did;
+a figure called "Preemptions per team" in one and "evictions" in the other invites the wrong
+comparison. Each entry names the panel title (both), the controller series the dashboard
+queries, and the axis label of the plot, which says the unit and names that series.
+``tests/sim/test_figure_names.py`` checks both sides against this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SharedFigure:
+    """One figure: its title everywhere, the series behind it on the dashboard, the plot's y label."""
+
+    title: str
+    metric: str
+    axis_label: str
+
+
+PREEMPTIONS_PER_TEAM = SharedFigure(
+    "Preemptions per team",
+    "sky_kueue_controller_preemptions_total",
+    "preemptions (sky_kueue_controller_preemptions_total)",
+)
+RELAUNCHES_PER_TEAM = SharedFigure(
+    "Relaunches per team",
+    "sky_kueue_controller_relaunches_total",
+    "relaunches (sky_kueue_controller_relaunches_total)",
+)
+JOBS_STARVING = SharedFigure(
+    "Jobs starving",
+    "sky_kueue_controller_starving_jobs",
+    "jobs starving (sky_kueue_controller_starving_jobs)",
+)
+BURSTS_PER_TEAM = SharedFigure(
+    "Bursts decided per team",
+    "sky_kueue_controller_bursts_total",
+    "bursts (sky_kueue_controller_bursts_total)",
+)
+
+#: Every figure both show, in the plot's order.
+SHARED_FIGURES: tuple[SharedFigure, ...] = (PREEMPTIONS_PER_TEAM, RELAUNCHES_PER_TEAM, JOBS_STARVING, BURSTS_PER_TEAM)
