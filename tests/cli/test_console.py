@@ -59,6 +59,7 @@ def sky_kueue(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a SkyPilot-importing process
 def test_launch_prints_its_answer_and_no_log_lines(tmp_path: Path) -> None:
     done = sky_kueue(tmp_path, "launch", str(TASK), "--dry-run", "--config", str(DEMO_CONFIG))
     assert done.returncode == 0, done.stderr
@@ -68,6 +69,7 @@ def test_launch_prints_its_answer_and_no_log_lines(tmp_path: Path) -> None:
     assert done.stdout.startswith("as user 'alice' (id ")
 
 
+@pytest.mark.slow  # a SkyPilot-importing process
 def test_verbose_adds_debug_lines_with_logger_names(tmp_path: Path) -> None:
     done = sky_kueue(tmp_path, "-v", "launch", str(TASK), "--dry-run", "--config", str(DEMO_CONFIG))
     assert done.returncode == 0, done.stderr

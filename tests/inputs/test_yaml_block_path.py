@@ -160,11 +160,13 @@ def _small_scenarios() -> list[Path]:
     return [p for p in paths if p.stat().st_size < 20_000 and _takes_fast_path(p)][::4]
 
 
+@pytest.mark.slow  # both readers over every oracle scenario
 def test_oracle_scenarios_take_the_fast_path_unchanged() -> None:
     taken = sum(_check(path.read_text()) for path in sorted(ORACLE.glob("*/scenarios/*.yaml")))
     assert taken >= 100  # kubectl-style snapshots are what the fast path is for
 
 
+@pytest.mark.slow  # a differential fuzz
 @pytest.mark.parametrize("path", _small_scenarios(), ids=lambda p: p.stem)
 def test_mutants_agree_or_hand_over(path: Path) -> None:
     rng = random.Random(path.stem)

@@ -137,6 +137,7 @@ def test_demo_runs_with_no_cluster() -> None:
     assert final["elapsed_seconds"] < 30
 
 
+@pytest.mark.slow  # two more demo processes; the JSON demo stays in the inner loop
 def test_demo_text_is_a_timeline_and_predict_only_keeps_the_model_demo() -> None:
     text = run("demo")
     assert text.returncode == 0, text.stderr

@@ -72,6 +72,7 @@ def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
     )
 
 
+@pytest.mark.slow  # draws with matplotlib
 def test_plot_is_written_when_matplotlib_is_installed(tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "waits.png"

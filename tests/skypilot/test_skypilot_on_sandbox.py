@@ -37,10 +37,13 @@ SKY = Path(sys.executable).with_name("sky")
 #: Seconds one ``sky`` command may take (the first one starts the API server).
 SKY_COMMAND_TIMEOUT_SECONDS = 240
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("socat") is None or shutil.which("nc") is None,
-    reason="SkyPilot's Kubernetes support needs socat and nc on the host (scripts/test.sh installs them)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("socat") is None or shutil.which("nc") is None,
+        reason="SkyPilot's Kubernetes support needs socat and nc on the host (scripts/test.sh installs them)",
+    ),
+    pytest.mark.slow,  # SkyPilot's own API server starts (tens of seconds on two cores)
+]
 
 #: template -> (namespace, LocalQueue, priority class, GPUs per pod)
 DRYRUN: dict[str, tuple[str, str, str, int]] = {
