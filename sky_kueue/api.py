@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sky_kueue.skypilot import launch as launch_mod
-from sky_kueue.skypilot.client_identity import client_skypilot_config, current_identity
+from sky_kueue.skypilot.client_identity import current_identity, plan_as_client
 from sky_kueue.skypilot.cluster_view import build_views, load_manifests, view_from_documents
 from sky_kueue.skypilot.config import PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.decision import Rejection
@@ -71,16 +71,7 @@ def _plan(
     plugin_config, view = _context(config, snapshot)
     task_dict = _task_dict(task)
     identity = current_identity()
-    result = launch_mod.plan_launch(
-        task_dict,
-        plugin_config,
-        view,
-        team=team,
-        priority=priority,
-        user=identity.user,
-        workspace=identity.workspace,
-        skypilot_config=client_skypilot_config(),
-    )
+    result = plan_as_client(identity, task_dict, plugin_config, view, team=team, priority=priority)
     return result, {"identity": identity.to_dict(), **launch_mod.summary(result)}
 
 

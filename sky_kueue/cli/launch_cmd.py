@@ -18,7 +18,7 @@ import click
 import yaml
 
 from sky_kueue.cli import console, errors, options
-from sky_kueue.skypilot.client_identity import ClientIdentity, IdentityError, client_skypilot_config, current_identity
+from sky_kueue.skypilot.client_identity import ClientIdentity, IdentityError, current_identity, plan_as_client
 from sky_kueue.skypilot.cluster_view import (
     ManifestError,
     ModelUnavailable,
@@ -27,7 +27,7 @@ from sky_kueue.skypilot.cluster_view import (
     view_from_documents,
 )
 from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
-from sky_kueue.skypilot.launch import plan_launch, submit, summary
+from sky_kueue.skypilot.launch import submit, summary
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 #: Exit code when the policy rejects the task.
@@ -77,16 +77,7 @@ def launch(
         errors.fail(str(exc))
     task = _read_task(task_path)
     identity = _identity()
-    result = plan_launch(
-        task,
-        config,
-        view,
-        team=team,
-        priority=priority,
-        user=identity.user,
-        workspace=identity.workspace,
-        skypilot_config=client_skypilot_config(),
-    )
+    result = plan_as_client(identity, task, config, view, team=team, priority=priority)
     described = {"identity": identity.to_dict(), **summary(result)}
     if output == "json":
         click.echo(json.dumps(described, indent=2, sort_keys=False))

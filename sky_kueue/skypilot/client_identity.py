@@ -21,10 +21,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sky_kueue.skypilot.request import UserIdentity
+
+if TYPE_CHECKING:
+    from sky_kueue.skypilot.config import PluginConfig
+    from sky_kueue.skypilot.engine import PolicyResult
+    from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 logger = logging.getLogger(__name__)
 
@@ -106,3 +112,28 @@ def client_skypilot_config() -> dict[str, Any]:
     if workspace:
         loaded["active_workspace"] = workspace
     return loaded
+
+
+def plan_as_client(
+    identity: ClientIdentity,
+    task: Mapping[str, Any],
+    config: PluginConfig,
+    view: ClusterView | ContextViews | None,
+    *,
+    team: str | None,
+    priority: str | None,
+) -> PolicyResult:
+    """What the policy does with ``task`` submitted by ``identity`` with the user's own
+    SkyPilot config, as the API server would receive it (the CLI's dry run and the SDK)."""
+    from sky_kueue.skypilot.launch import plan_launch
+
+    return plan_launch(
+        task,
+        config,
+        view,
+        team=team,
+        priority=priority,
+        user=identity.user,
+        workspace=identity.workspace,
+        skypilot_config=client_skypilot_config(),
+    )

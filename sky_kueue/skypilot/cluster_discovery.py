@@ -38,21 +38,19 @@ __all__ = [
     "KubeconfigSource",
     "allowed_contexts",
     "find_kubeconfig",
+    "listed_allowed_contexts",
 ]
 
 #: SkyPilot's value of ``allowed_contexts`` meaning "every context of the kubeconfig".
 ALL_CONTEXTS = "all"
 
 
-def allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str | None = None) -> tuple[str, ...]:
-    """SkyPilot's ``kubernetes.allowed_contexts`` (the workspace's beats the global one).
-
-    Args:
-        skypilot_config: the request's SkyPilot config.
-        workspace: the active workspace.
+def listed_allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str | None = None) -> tuple[str, ...] | None:
+    """An explicit ``kubernetes.allowed_contexts`` list (the workspace's beats the global one).
 
     Returns:
-        The listed context names; empty when unset or ``all``.
+        The listed names, or None when unset or ``all`` (SkyPilot then decides from the
+        kubeconfig, which a pure function cannot read).
     """
     scopes: list[Any] = []
     workspaces = skypilot_config.get("workspaces")
@@ -66,5 +64,18 @@ def allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str | None =
             continue
         if isinstance(value, list):
             return tuple(str(v) for v in value if v)
-        return ()  # "all": every kubeconfig context, which a pure function cannot list
-    return ()
+        return None
+    return None
+
+
+def allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str | None = None) -> tuple[str, ...]:
+    """SkyPilot's ``kubernetes.allowed_contexts`` (the workspace's beats the global one).
+
+    Args:
+        skypilot_config: the request's SkyPilot config.
+        workspace: the active workspace.
+
+    Returns:
+        The listed context names; empty when unset or ``all``.
+    """
+    return listed_allowed_contexts(skypilot_config, workspace) or ()

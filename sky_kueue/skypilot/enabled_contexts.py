@@ -17,34 +17,11 @@ explicit list in the request's SkyPilot config is known (:func:`listed_allowed_c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
+from sky_kueue.skypilot.cluster_discovery import listed_allowed_contexts
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.request import PolicyRequest
-
-
-def listed_allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str | None = None) -> tuple[str, ...] | None:
-    """An explicit ``kubernetes.allowed_contexts`` list (the workspace's beats the global one).
-
-    Returns:
-        The listed names, or None when unset or ``all`` (SkyPilot then decides from the
-        kubeconfig, which a pure function cannot read).
-    """
-    scopes: list[Any] = []
-    workspaces = skypilot_config.get("workspaces")
-    if workspace and isinstance(workspaces, Mapping):
-        scopes.append(workspaces.get(workspace))
-    scopes.append(skypilot_config)
-    for scope in scopes:
-        kubernetes = scope.get("kubernetes") if isinstance(scope, Mapping) else None
-        value = kubernetes.get("allowed_contexts") if isinstance(kubernetes, Mapping) else None
-        if value is None:
-            continue
-        if isinstance(value, list):
-            return tuple(str(v) for v in value if v)
-        return None
-    return None
 
 
 def enabled_contexts(request: PolicyRequest) -> tuple[str, ...] | None:
