@@ -43,6 +43,7 @@ import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -171,6 +172,14 @@ class PolicyServer(HTTPServer):
         logger.warning("sky-kueue policy server: connection from %s failed", client_address[0], exc_info=True)
 
 
+@dataclass(frozen=True)
+class BodyProblem:
+    """Why a request body cannot be read (answered as a malformed request)."""
+
+    status: HTTPStatus
+    reason: str
+
+
 class PolicyRequestHandler(BaseHTTPRequestHandler):
     """Handles one HTTP request (see the module docstring for the endpoints)."""
 
@@ -186,45 +195,51 @@ class PolicyRequestHandler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.NOT_FOUND, f"no such endpoint {self._path()!r}; use POST /policy")
 
     def do_POST(self) -> None:
-        """The RestfulAdminPolicy exchange."""
+        """The RestfulAdminPolicy exchange.
+
+        Each answer is counted before it is sent, so a client that has its answer (a test,
+        a scrape right after) finds it in ``/metrics``.
+        """
         started = time.perf_counter()
         if self._path() not in POLICY_PATHS:
             self._send_text(HTTPStatus.NOT_FOUND, f"no such endpoint {self._path()!r}; use POST /policy")
             return
         token = self.server.token
         if token is not None and not authorized(self.headers.get("Authorization"), token):
+            self.server.metrics.answered(Verdict.UNAUTHORIZED, started)
             self._send_text(
                 HTTPStatus.UNAUTHORIZED,
                 "missing or invalid token",
                 extra_headers={"WWW-Authenticate": 'Bearer realm="sky-kueue"'},
             )
-            self.server.metrics.answered(Verdict.UNAUTHORIZED, started)
             return
         body = self._read_body()
-        if body is None:
+        if isinstance(body, BodyProblem):
             self.server.metrics.answered(Verdict.MALFORMED, started)
+            self._send_text(body.status, f"malformed policy request: {body.reason}")
             return
         try:
             request = decode_request(body)
         except WireError as exc:
-            self._send_text(HTTPStatus.BAD_REQUEST, f"malformed policy request: {exc}")
             self.server.metrics.answered(Verdict.MALFORMED, started)
+            self._send_text(HTTPStatus.BAD_REQUEST, f"malformed policy request: {exc}")
             return
         try:
             result = self.server.cache.evaluate(request)
         except Exception:
             logger.exception("sky-kueue policy server: internal error while evaluating a request")
-            self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error in the sky-kueue policy server")
             self.server.metrics.answered(Verdict.ERROR, started)
+            self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error in the sky-kueue policy server")
             return
         rejection = result.rejection
         if rejection is not None:
-            self._send_text(HTTPStatus.BAD_REQUEST, rejection.message)
             self.server.metrics.answered(Verdict.REJECTED, started, rejection.code.value)
+            self._send_text(HTTPStatus.BAD_REQUEST, rejection.message)
             return
-        self._send(HTTPStatus.OK, encode_response(result.task, result.skypilot_config), "application/json")
+        response = encode_response(result.task, result.skypilot_config)
         placed = isinstance(result.decision, Placement)
         self.server.metrics.answered(Verdict.PLACED if placed else Verdict.PASSED_THROUGH, started)
+        self._send(HTTPStatus.OK, response, "application/json")
 
     def log_message(self, format: str, *args: Any) -> None:
         """Route the access log to ``logging`` (request line and status only, no headers)."""
@@ -233,29 +248,21 @@ class PolicyRequestHandler(BaseHTTPRequestHandler):
     def _path(self) -> str:
         return self.path.split("?", 1)[0]
 
-    def _read_body(self) -> bytes | None:
+    def _read_body(self) -> bytes | BodyProblem:
         raw_length = self.headers.get("Content-Length")
         if raw_length is None:
-            self._send_text(HTTPStatus.LENGTH_REQUIRED, "malformed policy request: Content-Length is required")
-            return None
+            return BodyProblem(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required")
         try:
             length = int(raw_length)
         except ValueError:
-            self._send_text(HTTPStatus.BAD_REQUEST, "malformed policy request: invalid Content-Length")
-            return None
+            return BodyProblem(HTTPStatus.BAD_REQUEST, "invalid Content-Length")
         if length < 0:
-            self._send_text(HTTPStatus.BAD_REQUEST, "malformed policy request: invalid Content-Length")
-            return None
+            return BodyProblem(HTTPStatus.BAD_REQUEST, "invalid Content-Length")
         if length > MAX_BODY_BYTES:
-            self._send_text(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"malformed policy request: body larger than {MAX_BODY_BYTES} bytes",
-            )
-            return None
+            return BodyProblem(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body larger than {MAX_BODY_BYTES} bytes")
         body = self.rfile.read(length)
         if len(body) != length:
-            self._send_text(HTTPStatus.BAD_REQUEST, "malformed policy request: body shorter than Content-Length")
-            return None
+            return BodyProblem(HTTPStatus.BAD_REQUEST, "body shorter than Content-Length")
         return body
 
     def _send_json(self, status: HTTPStatus, payload: object) -> None:
