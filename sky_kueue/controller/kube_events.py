@@ -28,7 +28,7 @@ import enum
 import logging
 import queue
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +62,8 @@ COMPONENT = "sky-kueue-controller"
 REPORTING_COMPONENT = "sky-kueue.io/controller"
 #: How long :meth:`WorkloadEventRecorder.close` waits for the writer to drain.
 CLOSE_JOIN_SECONDS = 5.0
+#: Written requests kept in :attr:`WorkloadEventRecorder.sent`.
+SENT_REMEMBERED = 256
 #: Event types (core v1).
 NORMAL = "Normal"
 
@@ -255,8 +257,9 @@ class WorkloadEventRecorder:
         self._thread = threading.Thread(target=self._write_all, name="sky-kueue-events", daemon=True)
         self.dropped = 0
         self._last_nanos = 0
-        #: Requests written (created or counted), in order (for tests and the demo).
-        self.sent: list[EventRequest] = []
+        #: The latest requests written (created or counted), in order; bounded, since the
+        #: recorder lives as long as the controller.
+        self.sent: deque[EventRequest] = deque(maxlen=SENT_REMEMBERED)
         self._thread.start()
 
     def __call__(self, event: ControllerEvent) -> None:

@@ -201,10 +201,9 @@ class Controller:
             return ended
         return _plus_session(ended, session)
 
-    def store_write_stats(self) -> StoreWriteStats | None:
-        """The history store's writes and conflicts, if it counts them."""
-        stats = getattr(self.store, "write_stats", None)
-        return stats() if callable(stats) else None
+    def store_write_stats(self) -> StoreWriteStats:
+        """The history store's writes and conflicts."""
+        return self.store.write_stats()
 
     def emit(self, event: ControllerEvent) -> None:
         for observer in self._observers:

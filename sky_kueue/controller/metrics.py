@@ -43,7 +43,7 @@ from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.engine import FactKind
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.controller.history import StoreWriteStats
-from sky_kueue.sim.metrics import DEFAULT_STARVATION_MIN_WAIT_SECONDS, DEFAULT_STARVATION_RUNTIME_MULTIPLE
+from sky_kueue.sim.metrics import StarvationRule
 
 PREFIX = "sky_kueue_controller"
 #: Kueue's wait-time buckets (``generateExponentialBuckets(14)``: 1, then 2.5 doubling), in seconds.
@@ -93,15 +93,8 @@ class _Waiting:
 class StarvationTracker:
     """Waiting jobs and their wait and run totals; counts the starving ones (pure, thread-safe)."""
 
-    def __init__(
-        self,
-        *,
-        runtime_multiple: float = DEFAULT_STARVATION_RUNTIME_MULTIPLE,
-        min_wait_seconds: float = DEFAULT_STARVATION_MIN_WAIT_SECONDS,
-        max_jobs: int = MAX_TRACKED_JOBS,
-    ) -> None:
-        self.runtime_multiple = runtime_multiple
-        self.min_wait_seconds = min_wait_seconds
+    def __init__(self, *, rule: StarvationRule | None = None, max_jobs: int = MAX_TRACKED_JOBS) -> None:
+        self.rule = rule or StarvationRule()
         self._max_jobs = max_jobs
         self._jobs: OrderedDict[str, _Waiting] = OrderedDict()
         self._lock = threading.Lock()
@@ -118,14 +111,11 @@ class StarvationTracker:
             self._jobs.pop(job_key, None)
 
     def starving(self, now: float) -> int:
-        """Jobs that have waited more than ``runtime_multiple`` x their run and ``min_wait_seconds``."""
+        """Waiting jobs starved by the simulator's rule, their waits extended to ``now``."""
         with self._lock:
             jobs = list(self._jobs.values())
         return sum(
-            1
-            for job in jobs
-            if (waited := job.wait_seconds + max(0.0, now - job.at)) > self.min_wait_seconds
-            and waited > self.runtime_multiple * job.run_seconds
+            1 for job in jobs if self.rule.starved_after(job.wait_seconds + max(0.0, now - job.at), job.run_seconds)
         )
 
 

@@ -76,6 +76,33 @@ def _too_much_expansion(source: str, mark: Any) -> InputError:
     return InputError(source, f"YAML aliases expand to more than {MAX_YAML_ALIAS_EXPANSION_NODES} nodes{_where(mark)}")
 
 
+class _AliasBudget:
+    """The alias limits, shared by both readers: how many aliases, and how many nodes they
+    expand to (an alias costs the node count of what its anchor holds)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.aliases = 0
+        self.expanded = 0
+
+    def expand(self, anchor: str | None, mark: Any, sizes: dict[str, int]) -> int:
+        """Count one alias of ``anchor``; returns the nodes it adds.
+
+        Raises:
+            InputError: too many aliases, an unknown (or enclosing) anchor, or too much expansion.
+        """
+        self.aliases += 1
+        if self.aliases > MAX_YAML_ALIASES:
+            raise _too_many_aliases(self.source, mark)
+        size = sizes.get(anchor) if anchor is not None else None
+        if size is None:
+            raise _unknown_alias(self.source, anchor, mark)
+        self.expanded += size
+        if self.expanded > MAX_YAML_ALIAS_EXPANSION_NODES:
+            raise _too_much_expansion(self.source, mark)
+        return size
+
+
 def check_limits(text: str, source: str) -> None:
     """Scan the parser events of ``text`` and enforce the limits above, iteratively.
 
@@ -84,8 +111,7 @@ def check_limits(text: str, source: str) -> None:
             beyond :data:`MAX_YAML_ALIAS_EXPANSION_NODES`; or invalid YAML syntax.
     """
     depth = 0
-    aliases = 0
-    expanded = 0
+    budget = _AliasBudget(source)
     nodes = 0
     sizes: dict[str, int] = {}
     open_anchors: list[tuple[str | None, int]] = []
@@ -107,16 +133,7 @@ def check_limits(text: str, source: str) -> None:
                 if event.anchor is not None:
                     sizes[event.anchor] = 1
             elif isinstance(event, yaml.AliasEvent):
-                aliases += 1
-                if aliases > MAX_YAML_ALIASES:
-                    raise _too_many_aliases(source, event.start_mark)
-                size = sizes.get(event.anchor) if event.anchor is not None else None
-                if size is None:
-                    raise _unknown_alias(source, event.anchor, event.start_mark)
-                expanded += size
-                nodes += size
-                if expanded > MAX_YAML_ALIAS_EXPANSION_NODES:
-                    raise _too_much_expansion(source, event.start_mark)
+                nodes += budget.expand(event.anchor, event.start_mark, sizes)
             elif isinstance(event, yaml.DocumentStartEvent):
                 sizes.clear()
     except yaml.YAMLError as exc:
@@ -283,7 +300,8 @@ def _build(loader: Any, source: str) -> list[Any]:
     key: Any = _NO_KEY
     stack: list[tuple[Any, bool, Any, str | None, int]] = []
     root: Any = None
-    aliases = expanded = nodes = 0
+    budget = _AliasBudget(source)
+    nodes = 0
     while True:
         event = get_event()
         kind = type(event)
@@ -332,16 +350,7 @@ def _build(loader: Any, source: str) -> list[Any]:
                     raise _HandOver
                 anchored[event.anchor] = value
         elif kind is alias_event:
-            aliases += 1
-            if aliases > MAX_YAML_ALIASES:
-                raise _too_many_aliases(source, event.start_mark)
-            size = sizes.get(event.anchor) if event.anchor is not None else None
-            if size is None:
-                raise _unknown_alias(source, event.anchor, event.start_mark)
-            expanded += size
-            nodes += size
-            if expanded > MAX_YAML_ALIAS_EXPANSION_NODES:
-                raise _too_much_expansion(source, event.start_mark)
+            nodes += budget.expand(event.anchor, event.start_mark, sizes)
             value = anchored[event.anchor]
         elif kind is document_start:
             sizes.clear()

@@ -54,7 +54,12 @@ class StarvationRule:
     min_wait_s: float = DEFAULT_STARVATION_MIN_WAIT_SECONDS
 
     def starved(self, job: JobResult) -> bool:
-        return job.wait_s > self.runtime_multiple * job.duration_s and job.wait_s > self.min_wait_s
+        return self.starved_after(job.wait_s, job.duration_s)
+
+    def starved_after(self, wait_s: float, duration_s: float) -> bool:
+        """Whether a wait of ``wait_s`` starves a job that runs ``duration_s`` (the one rule the
+        simulator's reports and the controller's ``starving_jobs`` gauge both apply)."""
+        return wait_s > self.runtime_multiple * duration_s and wait_s > self.min_wait_s
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
