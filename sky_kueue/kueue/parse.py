@@ -16,6 +16,7 @@ field, so the CLI can print one precise line.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
@@ -46,33 +47,29 @@ def _where(kind: str, meta: Mapping[str, Any]) -> str:
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
-#: Timestamps already parsed (a snapshot repeats the same few thousand); bounded, cleared when full.
-_TIMES: dict[str, datetime] = {}
-_TIMES_LIMIT = 8192
+#: Timestamp texts whose parse is kept (a snapshot repeats the same few thousand).
+TIMESTAMP_TEXTS_CACHED = 8192
 
 
 def _parse_time(value: object, where: str, path: str) -> datetime:
-    if type(value) is str:
-        known = _TIMES.get(value)
-        if known is None:
-            known = _parse_time_text(value, where, path)
-            if len(_TIMES) >= _TIMES_LIMIT:
-                _TIMES.clear()
-            _TIMES[value] = known
-        return known
-    return _parse_time_text(value, where, path)
-
-
-def _parse_time_text(value: object, where: str, path: str) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     if not isinstance(value, str):
         raise ModelError(f"{where}: {path}: expected an RFC 3339 timestamp, got {value!r}")
-    text = value.strip().replace("Z", "+00:00")
     try:
-        parsed = datetime.fromisoformat(text)
+        return _parse_timestamp_text(value)
     except ValueError as exc:
         raise ModelError(f"{where}: {path}: invalid timestamp {value!r}") from exc
+
+
+@functools.lru_cache(maxsize=TIMESTAMP_TEXTS_CACHED)
+def _parse_timestamp_text(value: str) -> datetime:
+    """An RFC 3339 text as an aware datetime (UTC when it names no zone).
+
+    Raises:
+        ValueError: not a timestamp.
+    """
+    parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 

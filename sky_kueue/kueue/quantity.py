@@ -18,6 +18,7 @@ into its pending messages (``resource.Quantity.String()`` as used by Kueue's
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -61,13 +62,9 @@ class QuantityError(ValueError):
     """A string that is not a valid Kubernetes quantity."""
 
 
-#: Parsed quantity texts (a Decimal, or the message of the error the text gives): a snapshot
-#: repeats a handful of texts (``"500m"``, ``"4Gi"``) thousands of times, and the schema check
-#: and the conversion both parse each one. Bounded: cleared when full.
-_PARSED: dict[str, Decimal | str] = {}
-#: Integer amounts per (is CPU, quantity text), as :func:`parse_amount` returns them.
-_AMOUNTS: dict[tuple[bool, str], int] = {}
-_MEMO_LIMIT = 4096
+#: Quantity texts whose parse is kept: a snapshot repeats a handful of texts (``"500m"``,
+#: ``"4Gi"``) thousands of times, and the schema check and the conversion both parse each one.
+QUANTITY_TEXTS_CACHED = 4096
 
 
 def parse_quantity(value: object) -> Decimal:
@@ -76,20 +73,14 @@ def parse_quantity(value: object) -> Decimal:
     Raises:
         QuantityError: if ``value`` is not a quantity.
     """
-    if type(value) is not str:
-        return _parse_quantity(value)
-    known = _PARSED.get(value)
-    if known is None:
-        try:
-            known = _parse_quantity(value)
-        except QuantityError as exc:
-            known = str(exc)
-        if len(_PARSED) >= _MEMO_LIMIT:
-            _PARSED.clear()
-        _PARSED[value] = known
-    if type(known) is str:
-        raise QuantityError(known)
-    return known  # type: ignore[return-value]
+    if type(value) is str:
+        return _parse_quantity_text(value)
+    return _parse_quantity(value)
+
+
+@functools.lru_cache(maxsize=QUANTITY_TEXTS_CACHED)
+def _parse_quantity_text(value: str) -> Decimal:
+    return _parse_quantity(value)
 
 
 def _parse_quantity(value: object) -> Decimal:
@@ -150,22 +141,26 @@ def to_amount(resource: str, quantity: Decimal) -> int:
     CPU becomes millicores (``MilliValue``), everything else base units (``Value``); both
     round up, as Kubernetes does.
     """
-    scaled = quantity * 1000 if resource == CPU else quantity
+    return _to_amount(resource == CPU, quantity)
+
+
+def _to_amount(cpu: bool, quantity: Decimal) -> int:
+    scaled = quantity * 1000 if cpu else quantity
     return int(scaled.to_integral_value(rounding=ROUND_CEILING))
 
 
 def parse_amount(resource: str, value: object) -> int:
     """Parse ``value`` and convert it to the integer amount Kueue uses for ``resource``."""
-    if type(value) is not str:
-        return to_amount(resource, parse_quantity(value))
-    key = (resource == CPU, value)
-    amount = _AMOUNTS.get(key)
-    if amount is None:
-        amount = to_amount(resource, parse_quantity(value))
-        if len(_AMOUNTS) >= _MEMO_LIMIT:
-            _AMOUNTS.clear()
-        _AMOUNTS[key] = amount
-    return amount
+    if type(value) is str:
+        return _amount_of_text(resource == CPU, value)
+    return to_amount(resource, parse_quantity(value))
+
+
+@functools.lru_cache(maxsize=QUANTITY_TEXTS_CACHED)
+def _amount_of_text(cpu: bool, value: str) -> int:
+    """The amount of a quantity text: millicores for CPU, base units otherwise (all that
+    :func:`to_amount` tells resources apart by)."""
+    return _to_amount(cpu, _parse_quantity_text(value))
 
 
 def _remove_factors(value: int, base: int) -> tuple[int, int]:

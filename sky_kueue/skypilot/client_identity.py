@@ -96,18 +96,15 @@ def current_identity() -> ClientIdentity:
 
 
 def client_skypilot_config() -> dict[str, Any]:
-    """The user's SkyPilot config as a request from here would carry it.
-
-    Its ``kubernetes.allowed_contexts`` names the clusters when the plugin config does not;
-    ``admin_policy`` and ``api_server`` are left out (SkyPilot's client drops them too:
-    ``payloads.get_override_skypilot_config_from_client``), and ``active_workspace`` is set
-    to the active workspace.
-    """
+    """The user's SkyPilot config as a request from here carries it: SkyPilot's client's own
+    override config (``payloads.get_override_skypilot_config_from_client``: without
+    ``admin_policy`` and ``api_server``), with ``active_workspace`` set to the active
+    workspace. Its ``kubernetes.allowed_contexts`` names the clusters when the plugin config
+    does not."""
     from sky import skypilot_config
+    from sky.server.requests import payloads
 
-    loaded: dict[str, Any] = dict(skypilot_config.to_dict())
-    loaded.pop("admin_policy", None)
-    loaded.pop("api_server", None)
+    loaded: dict[str, Any] = dict(payloads.get_override_skypilot_config_from_client())
     workspace = skypilot_config.get_active_workspace()
     if workspace:
         loaded["active_workspace"] = workspace
