@@ -24,10 +24,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -37,9 +36,6 @@ from sky_kueue.cli.errors import UserError
 from sky_kueue.cli.state_option import cluster_options, state_option
 from sky_kueue.controller.history import StoreError
 from sky_kueue.controller.state_spec import OpenedState, StateKind, pod_namespace
-
-if TYPE_CHECKING:
-    from sky_kueue.metrics_http import MetricsServer
 
 #: Console width when the output is not a terminal (rich would assume 80 columns).
 WIDE_OUTPUT_COLUMNS = 120
@@ -146,7 +142,7 @@ def run(
         message = err.message if spec.kind is StateKind.KUBERNETES else f"--state: {err.message}"
         raise UserError(message) from None
     store, runtime = opened.store, opened.runtime
-    logs.configure(log_format, log_level)
+    click.get_current_context().call_on_close(logs.install(log_format, log_level))
     gate = {"auto": None, "on": True, "off": False}[priority_boost_gate]
     settings = ControllerSettings(
         lease=lease_settings,
@@ -158,16 +154,20 @@ def run(
     metrics = ControllerMetrics() if metrics_port is not None else None
     recorder = WorkloadEventRecorder(api_client, lease_settings.identity)  # Events on the Workloads acted on
     observers: list[Observer] = [recorder] if metrics is None else [metrics.observe, recorder]
+
+    def close_all() -> None:
+        recorder.close()
+        opened.close()
+
     try:
         ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=observers)
     except SettingsError as err:
-        recorder.close()
-        opened.close()
+        close_all()
         raise UserError(str(err)) from None
     metrics_server = None
     if metrics is not None:
         metrics.bind(ctl)
-        metrics_server = _serve_metrics(metrics.registry, metrics_host, metrics_port, opened.close)
+        metrics_server = options.serve_metrics_or_fail(metrics.registry, metrics_host, metrics_port, close_all)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -202,20 +202,6 @@ def run(
         recorder.close()
         opened.close()
     log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
-
-
-def _serve_metrics(registry: Any, host: str, port: int | None, cleanup: Callable[[], None]) -> MetricsServer | None:
-    """The ``/metrics`` endpoint asked for (None: ``--metrics-port`` absent); a port that cannot
-    be bound is bad input (one line, exit 2) after ``cleanup``."""
-    if port is None:
-        return None
-    from sky_kueue.metrics_http import serve_metrics
-
-    try:
-        return serve_metrics(registry, host, port)
-    except OSError as err:
-        cleanup()
-        raise UserError(f"--metrics-port: cannot listen on {host}:{port}: {err.strerror or err}") from None
 
 
 def _status_document(opened: OpenedState) -> dict[str, Any]:

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from sky_kueue.cli.errors import UserError
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from sky_kueue.metrics_http import MetricsServer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,3 +80,19 @@ def metrics_options() -> Callable[[F], F]:
         )(command)
 
     return decorate
+
+
+def serve_metrics_or_fail(
+    registry: CollectorRegistry, host: str, port: int | None, cleanup: Callable[[], None]
+) -> MetricsServer | None:
+    """The ``/metrics`` endpoint ``--metrics-port`` asks for (None when absent); a port that
+    cannot be bound is bad input (one line, exit 2), reported after ``cleanup``."""
+    if port is None:
+        return None
+    from sky_kueue.metrics_http import serve_metrics
+
+    try:
+        return serve_metrics(registry, host, port)
+    except OSError as err:
+        cleanup()
+        raise UserError(f"--metrics-port: cannot listen on {host}:{port}: {err.strerror or err}") from None

@@ -50,15 +50,8 @@ def policy_server(
         errors.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
     if token is None and not _is_loopback(host):
         click.echo(f"warning: serving on {host} without --token-file; anyone who can reach it may call it", err=True)
-    metrics_server = None
-    if metrics_port is not None:
-        from sky_kueue.metrics_http import serve_metrics
-
-        try:
-            metrics_server = serve_metrics(server.metrics.registry, metrics_host, metrics_port)
-        except OSError as exc:
-            server.server_close()
-            errors.fail(f"--metrics-port: cannot listen on {metrics_host}:{metrics_port}: {exc.strerror or exc}")
+    registry = server.metrics.registry
+    metrics_server = options.serve_metrics_or_fail(registry, metrics_host, metrics_port, server.server_close)
     click.echo(f"sky-kueue policy server: admin_policy: {server.url}")
     if metrics_server is not None:
         click.echo(f"sky-kueue policy server: metrics: {metrics_server.url}")

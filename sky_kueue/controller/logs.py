@@ -17,6 +17,7 @@ import json
 import logging
 import re
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
@@ -108,3 +109,22 @@ def configure(fmt: str = "json", level: str = "info", stream: TextIO | None = No
     root.setLevel(numeric)
     root.propagate = False
     return handler
+
+
+def install(fmt: str = "json", level: str = "info", stream: TextIO | None = None) -> Callable[[], None]:
+    """:func:`configure`, returning a function that undoes it (handler, level, propagation),
+    so a command run in-process (click's ``CliRunner``) leaves logging as it found it.
+
+    Raises:
+        ValueError: unknown format or level.
+    """
+    root = logging.getLogger("sky_kueue")
+    level_before, propagate_before = root.level, root.propagate
+    handler = configure(fmt, level, stream)
+
+    def undo() -> None:
+        root.removeHandler(handler)
+        root.setLevel(level_before)
+        root.propagate = propagate_before
+
+    return undo

@@ -17,11 +17,14 @@ explicit list in the request's SkyPilot config is known (:func:`listed_allowed_c
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from sky_kueue.skypilot.cluster_discovery import listed_allowed_contexts
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.request import PolicyRequest
+
+logger = logging.getLogger(__name__)
 
 
 def enabled_contexts(request: PolicyRequest) -> tuple[str, ...] | None:
@@ -55,7 +58,8 @@ def skypilot_enabled_contexts() -> tuple[str, ...] | None:
 
     try:
         found = sky_kubernetes.Kubernetes.existing_allowed_contexts(silent=True)
-    except Exception:  # noqa: BLE001 - SkyPilot reports a broken kubeconfig itself at launch; filter nothing
+    except Exception as exc:  # noqa: BLE001 - SkyPilot reports a broken kubeconfig itself at launch
+        logger.debug("SkyPilot cannot list its enabled contexts (%s); no context is left out", exc)
         return None
     names = tuple(c for c in found if isinstance(c, str))
     return names or None
