@@ -16,7 +16,6 @@ field, so the CLI can print one precise line.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
@@ -25,7 +24,7 @@ from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue import quantity, resources, schema, validation
+from sky_kueue.kueue import quantity, resources, schema, timestamps, validation
 from sky_kueue.kueue.errors import ModelError
 
 KUEUE_GROUP = kueue_api.KUEUE_GROUP
@@ -47,30 +46,15 @@ def _where(kind: str, meta: Mapping[str, Any]) -> str:
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
-#: Timestamp texts whose parse is kept (a snapshot repeats the same few thousand).
-TIMESTAMP_TEXTS_CACHED = 8192
-
-
 def _parse_time(value: object, where: str, path: str) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     if not isinstance(value, str):
         raise ModelError(f"{where}: {path}: expected an RFC 3339 timestamp, got {value!r}")
     try:
-        return _parse_timestamp_text(value)
+        return timestamps.parse(value)
     except ValueError as exc:
         raise ModelError(f"{where}: {path}: invalid timestamp {value!r}") from exc
-
-
-@functools.lru_cache(maxsize=TIMESTAMP_TEXTS_CACHED)
-def _parse_timestamp_text(value: str) -> datetime:
-    """An RFC 3339 text as an aware datetime (UTC when it names no zone).
-
-    Raises:
-        ValueError: not a timestamp.
-    """
-    parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def _amount(resource: str, value: object, where: str, path: str) -> int:

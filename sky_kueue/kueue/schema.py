@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
-from sky_kueue.kueue import quantity
+from sky_kueue.kueue import quantity, timestamps
 from sky_kueue.kueue.api import INT32_MAX, INT32_MIN
 from sky_kueue.kueue.errors import ModelError
 
@@ -44,25 +44,15 @@ def _non_negative_quantity(value: object) -> Decimal:
     return parsed
 
 
-#: Timestamp texts already found valid (a snapshot repeats a few thousand); bounded.
-_VALID_TIMESTAMPS: set[str] = set()
-_VALID_TIMESTAMPS_LIMIT = 8192
-
-
 def _timestamp(value: object) -> object:
     if isinstance(value, datetime):
         return value
     if not isinstance(value, str):
         raise ValueError(f"expected an RFC 3339 timestamp, got {type(value).__name__}")
-    if value in _VALID_TIMESTAMPS:
-        return value
     try:
-        datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        timestamps.parse(value)
     except ValueError:
         raise ValueError(f"invalid timestamp {value[:40]!r}") from None
-    if len(_VALID_TIMESTAMPS) >= _VALID_TIMESTAMPS_LIMIT:
-        _VALID_TIMESTAMPS.clear()
-    _VALID_TIMESTAMPS.add(value)
     return value
 
 

@@ -8,6 +8,7 @@ it between cycles (the last pending message and the saved flavor-scan position).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -75,10 +76,10 @@ def queue_order_timestamp(wl: o.Workload) -> datetime:
     return wl.creation_timestamp
 
 
-#: Scheduling hashes by what they hash (a cluster has few distinct workload shapes, and
-#: every workload's is computed); bounded, cleared when full.
-_HASHES: dict[tuple[object, ...], str] = {}
-_HASHES_LIMIT = 4096
+#: Scheduling shapes whose hash is kept (a cluster has few distinct ones).
+SCHEDULING_SHAPES_CACHED = 4096
+#: One pod set's part of a scheduling shape: name, template shape, count, sorted requests, minCount.
+PodSetShape = tuple[str, object, int, tuple[tuple[str, int], ...], "int | None"]
 
 
 def scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
@@ -88,40 +89,27 @@ def scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
     effective priority are interchangeable for the scheduler, so a BestEffortFIFO queue
     parks them together when one does not fit.
     """
-    key = (
-        priority_of(wl),
-        tuple(
-            (
-                ps.name,
-                ps.shape,
-                total[i].count if i < len(total) else ps.count,
-                tuple(sorted((total[i].requests if i < len(total) else ps.requests).items())),
-                ps.min_count,
-            )
-            for i, ps in enumerate(wl.pod_sets)
-        ),
+    pod_sets = tuple(
+        (
+            ps.name,
+            ps.shape,
+            total[i].count if i < len(total) else ps.count,
+            tuple(sorted((total[i].requests if i < len(total) else ps.requests).items())),
+            ps.min_count,
+        )
+        for i, ps in enumerate(wl.pod_sets)
     )
-    known = _HASHES.get(key)
-    if known is None:
-        known = _scheduling_hash(wl, total)
-        if len(_HASHES) >= _HASHES_LIMIT:
-            _HASHES.clear()
-        _HASHES[key] = known
-    return known
+    return _shape_hash(priority_of(wl), pod_sets)
 
 
-def _scheduling_hash(wl: o.Workload, total: list[PodSetRequests]) -> str:
+@functools.lru_cache(maxsize=SCHEDULING_SHAPES_CACHED)
+def _shape_hash(priority: int, pod_sets: tuple[PodSetShape, ...]) -> str:
+    """The hash of one shape (a cluster has few distinct ones, and every workload's is asked)."""
     shape = {
-        "priority": priority_of(wl),
+        "priority": priority,
         "podSets": [
-            {
-                "name": ps.name,
-                "spec": ps.shape,
-                "count": total[i].count if i < len(total) else ps.count,
-                "requests": sorted((total[i].requests if i < len(total) else ps.requests).items()),
-                "minCount": ps.min_count,
-            }
-            for i, ps in enumerate(wl.pod_sets)
+            {"name": name, "spec": spec, "count": count, "requests": list(requests), "minCount": min_count}
+            for name, spec, count, requests, min_count in pod_sets
         ],
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
