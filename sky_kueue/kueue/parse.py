@@ -376,13 +376,7 @@ def _admission(value: object, where: str) -> o.Admission | None:
         usage_value = psa.get("resourceUsage")
         if type(usage_value) is not dict:
             usage_value = _mapping(usage_value, where, f"status.admission.podSetAssignments[{i}].resourceUsage")
-        usage: dict[str, int] = {}
-        for r, v in usage_value.items():
-            resource = str(r)
-            try:
-                usage[resource] = quantity.parse_amount(resource, v)
-            except quantity.QuantityError as exc:
-                raise ModelError(f"{where}: status.admission.podSetAssignments[{i}].resourceUsage.{r}: {exc}") from exc
+        usage = resources.parse_amounts(usage_value, where, f"status.admission.podSetAssignments[{i}].resourceUsage")
         count = psa.get("count", -1)
         if type(count) is not int:
             count = _int(count, where, f"status.admission.podSetAssignments[{i}].count")

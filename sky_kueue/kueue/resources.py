@@ -52,13 +52,22 @@ def _container_requests(container: Mapping[str, Any], where: str, path: str, ind
     requests = res.get("requests") or {}
     limits = res.get("limits") or {}
     merged = {**limits, **requests} if limits else {**requests}
+    return parse_amounts(merged, where, f"{path}[{index}].resources")
+
+
+def parse_amounts(values: Mapping[Any, Any], where: str, path: str) -> dict[str, int]:
+    """Each resource's quantity in ``values`` as Kueue's integer amount.
+
+    Raises:
+        ModelError: a value that is not a quantity, located at ``{path}.<resource>``.
+    """
     result: dict[str, int] = {}
-    for name, value in merged.items():
+    for name, value in values.items():
         resource = str(name)
         try:
             result[resource] = quantity.parse_amount(resource, value)
         except quantity.QuantityError as exc:
-            raise ModelError(f"{where}: {path}[{index}].resources.{resource}: {exc}") from exc
+            raise ModelError(f"{where}: {path}.{resource}: {exc}") from exc
     return result
 
 
