@@ -418,6 +418,46 @@ def default_resources() -> list[ResourceType]:
             short_names=("deploy",),
             categories=("all",),
             status_subresource=True,
+            default_printer_columns=_columns(
+                PrinterColumn("Ready", ".status.readyReplicas", "integer"),
+                PrinterColumn("Up-to-date", ".status.updatedReplicas", "integer"),
+                PrinterColumn("Available", ".status.availableReplicas", "integer"),
+                AGE_COLUMN,
+            ),
+        ),
+        # The Deployment's ReplicaSets (sky_kueue/sandbox/workloads/deployments.py reconciles
+        # both into pods, as kube-controller-manager's deployment and replicaset controllers do).
+        _builtin(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            namespaced=True,
+            short_names=("rs",),
+            categories=("all",),
+            status_subresource=True,
+            default_printer_columns=_columns(
+                PrinterColumn("Desired", ".spec.replicas", "integer"),
+                PrinterColumn("Current", ".status.replicas", "integer"),
+                PrinterColumn("Ready", ".status.readyReplicas", "integer"),
+                AGE_COLUMN,
+            ),
+        ),
+        # CRDs are stored so `kubectl apply` of a CRD manifest (configs/controller) succeeds; the
+        # kinds they declare that the sandbox knows (JobHistory, Kueue's) are served built in,
+        # the CRD's own schema is not applied. Reported Established, as the apiserver does once
+        # the names are accepted.
+        _builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            namespaced=False,
+            short_names=("crd", "crds"),
+            status_subresource=True,
+            initial_status={
+                "conditions": [{"type": "Established", "status": "True", "reason": "InitialNamesAccepted"}]
+            },
         ),
         _builtin("storage.k8s.io", "v1", "StorageClass", "storageclasses", namespaced=False, short_names=("sc",)),
         _builtin(
