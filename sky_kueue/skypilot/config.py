@@ -96,11 +96,23 @@ def _recovery_strategy(value: str) -> str:
 
 
 def _burst_infra(value: str) -> str:
+    """A public cloud, or one named Kubernetes context (``k8s/<context>``): a cloud Kubernetes
+    cluster or another Kueue cluster the team may relaunch on. A bare ``kubernetes`` would let
+    SkyPilot pick any context, the team's own queue included, so the context is required."""
+    cloud, _, context = value.partition("/")
+    if cloud in _KUBERNETES_CLOUDS:
+        if cloud == "ssh" or not context.strip():
+            raise ValueError(f"{value!r}: a Kubernetes burst target names its context (e.g. 'k8s/my-gke-cluster')")
+        return value
     if not _INFRA_RE.match(value):
-        raise ValueError(f"{value!r} is not a SkyPilot infra string (e.g. 'aws' or 'gcp/us-central1')")
-    if value.split("/", 1)[0] in _KUBERNETES_CLOUDS:
-        raise ValueError(f"{value!r} is Kubernetes; burst targets must be public clouds")
+        raise ValueError(f"{value!r} is not a SkyPilot infra string (e.g. 'aws', 'gcp/us-central1' or 'k8s/CONTEXT')")
     return value
+
+
+def burst_context(infra: str) -> str | None:
+    """The kubeconfig context a Kubernetes burst target names (``k8s/<context>``), else None."""
+    cloud, _, context = infra.partition("/")
+    return context if cloud in _KUBERNETES_CLOUDS and cloud != "ssh" and context else None
 
 
 def _resource_name(value: str) -> str:
@@ -177,12 +189,14 @@ class TeamLimits(_Section):
 
 
 class BurstSettings(_Section):
-    """Cloud burst: how long a job may wait in Kueue before SkyPilot tries public clouds.
+    """Cloud burst: how long a job may wait in Kueue before SkyPilot tries the team's burst targets.
 
     Attributes:
         max_queue_wait_seconds: the longest acceptable wait for admission; becomes
             ``kubernetes.kueue.admission_timeout`` when the job is given a cloud fallback.
-        clouds: SkyPilot infra strings tried, in order, after the Kubernetes context.
+        clouds: SkyPilot infra strings tried, in order, after the Kubernetes context: public
+            clouds, or ``k8s/<context>`` for a Kubernetes cluster outside the team's Kueue
+            clusters (a cloud Kubernetes cluster, another on-prem cluster).
         opt_in: when true, only tasks labeled ``sky-kueue.io/burst: "true"`` burst; when
             false, every task of the team may burst unless labeled ``"false"``.
     """
@@ -533,6 +547,15 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
         if team.context is not None and contexts and team.context not in contexts:
             issues.append(((*base, "context"), f"{team.context!r} is not in kubernetes.contexts {list(contexts)}"))
         issues.extend(_cluster_issues(name, team, contexts))
+        own = {c.context for c in config.team_clusters(team)} | set(contexts)
+        for index, infra in enumerate(team.burst.clouds if team.burst else ()):
+            if burst_context(infra) in own:
+                issues.append(
+                    (
+                        (*base, "burst", "clouds", str(index)),
+                        f"{infra!r} is one of the team's Kueue clusters; a burst target is a cluster outside them",
+                    )
+                )
         selection = team.priority_classes
         if selection.default not in selection.allowed:
             issues.append(

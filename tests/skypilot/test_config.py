@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
-from sky_kueue.skypilot.config import ConfigError, load_config, parse_config
+from sky_kueue.skypilot.config import ConfigError, burst_context, load_config, parse_config
 from tests.skypilot.builders import DEMO_CONFIG, PRODUCTION_CONFIG, SEED_SCENARIO, SEED_SETUP
 
 BASE = """\
@@ -64,7 +64,16 @@ def test_seed_setup_is_the_scenario_without_its_workloads() -> None:
         ("    namespce: team-a\n", "teams.team-a.namespce", "unknown key"),
         ("    limits: {max_gpus: -1}\n", "teams.team-a.limits.max_gpus", "greater than or equal to 0"),
         ("    namespace: Team_A\n", "teams.team-a.namespace", "not a valid Kubernetes name"),
-        ("    burst: {max_queue_wait_seconds: 60, clouds: [k8s]}\n", "teams.team-a.burst.clouds.0", "public clouds"),
+        (
+            "    burst: {max_queue_wait_seconds: 60, clouds: [k8s]}\n",
+            "teams.team-a.burst.clouds.0",
+            "names its context",
+        ),
+        (
+            "    burst: {max_queue_wait_seconds: 60, clouds: [k8s/ctx]}\n",
+            "teams.team-a.burst.clouds.0",
+            "one of the team's Kueue clusters",
+        ),
         ("    burst: {clouds: [aws]}\n", "teams.team-a.burst.max_queue_wait_seconds", "required key is missing"),
         ("    context: other\n", "teams.team-a.context", "not in kubernetes.contexts"),
         ("    admission_timeout_seconds: 0\n", "teams.team-a.admission_timeout_seconds", "positive number"),
@@ -176,3 +185,16 @@ def test_policy_server_and_setup_commands_do_not_import_skypilot() -> None:
         "assert 'sky' not in sys.modules, 'sky imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_kubernetes_context_outside_the_teams_clusters_is_a_burst_target() -> None:
+    """``k8s/<context>`` names a cloud Kubernetes cluster or another Kueue cluster to relaunch on."""
+    text = (
+        "kubernetes: {contexts: [ctx]}\n"
+        + BASE
+        + "    burst: {max_queue_wait_seconds: 60, clouds: [k8s/burst-ctx, aws]}\n"
+    )
+    config = parse_config(text, "plugin.yaml")
+    team = config.teams["team-a"]
+    assert team.burst is not None and team.burst.clouds == ("k8s/burst-ctx", "aws")
+    assert [burst_context(c) for c in team.burst.clouds] == ["burst-ctx", None]
