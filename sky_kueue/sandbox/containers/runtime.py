@@ -287,7 +287,7 @@ class PodRuntime:
             "--net",
             "--pid",
             "--root",
-            f"--wd={workdir}",
+            "--wd",  # the container's own working directory (a path here would be the host's)
             "--",
             *argv,
         ]

@@ -20,7 +20,7 @@ import ipaddress
 import threading
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from sky_kueue.kueue import quantity
 from sky_kueue.kueue.errors import ModelError
@@ -32,6 +32,17 @@ FIRST_POD_IP = ipaddress.IPv4Address("127.0.1.1")
 #: Last pod IP before the allocator wraps around.
 LAST_POD_IP = ipaddress.IPv4Address("127.0.255.254")
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class PodStarter(Protocol):
+    """A kubelet that runs bound pods itself (``sandbox.containers``) and so owns their
+    Running transition; without one, a bound pod is reported Running at once (:func:`running`).
+
+    ``start_pod`` is called each time the scheduler finds the pod bound and ungated; it must be
+    idempotent and must not block (it runs in the emulator's step).
+    """
+
+    def start_pod(self, pod: Mapping[str, Any], node: Mapping[str, Any] | None) -> None: ...
 
 
 class PodIpAllocator:

@@ -97,6 +97,8 @@ class KueueEmulator:
         self._state: o.ClusterState | None = None
         self._running: dict[str, _Running] = {}
         self._pod_ips = binding.PodIpAllocator()
+        #: Runs bound pods as containers and reports their status (containers mode), else None.
+        self.pod_starter: binding.PodStarter | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -529,6 +531,11 @@ class KueueEmulator:
 
             self.store.mutate("pods", name, bind, namespace)
         node = next((n for n in nodes if n["metadata"]["name"] == node_name), None)
+        if self.pod_starter is not None:
+            bound = self.store.try_get("pods", name, namespace)
+            if bound is not None:
+                self.pod_starter.start_pod(bound, node)
+            return
         started = binding.running(stamp, self._pod_ips.allocate(), binding.host_ip_of(node))
         statuses = binding.container_statuses(pod, stamp)
 
