@@ -18,6 +18,7 @@ class Reason(str, enum.Enum):
     """``Status.reason`` values (``metav1.StatusReason``) the server emits."""
 
     BAD_REQUEST = "BadRequest"
+    UNAUTHORIZED = "Unauthorized"
     NOT_FOUND = "NotFound"
     ALREADY_EXISTS = "AlreadyExists"
     CONFLICT = "Conflict"

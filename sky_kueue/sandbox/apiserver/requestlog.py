@@ -37,6 +37,9 @@ class RequestRecord:
     duration_seconds: float
     fault: FaultKind | None = None
     user_agent: str = ""
+    #: The authenticated user (``system:serviceaccount:<ns>:<name>`` for a pod's token);
+    #: empty for a request without credentials (the sandbox's kubeconfig carries none).
+    user: str = ""
 
     @property
     def verb(self) -> str:

@@ -22,6 +22,8 @@ import pathlib
 import select
 import selectors
 import socket
+import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -75,6 +77,9 @@ def _error_frame(failure: errors.ApiError) -> bytes:
 
 
 StreamHandler = Callable[[Any, str], bool]
+#: Maps a bearer token to the user it authenticates, or None for a token the server does not
+#: know (answered 401, as kube-apiserver's token authenticators do).
+Authenticator = Callable[[str], str | None]
 
 
 class _DroppedConnection(Exception):
@@ -191,8 +196,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._fault: Fault | None = None
         self._recorded = False
         self._status_sent = 0
+        self._user = ""
         try:
             body = self._read_body()
+            self._authenticate()
             streams = app.stream_handler
             if streams is not None and streams(self, method):
                 return
@@ -215,6 +222,20 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self._record(self._status_sent)
 
+    def _authenticate(self) -> None:
+        """A request with a bearer token is served as the token's user, or refused (401).
+
+        A request without credentials is served anonymously (the sandbox's kubeconfig has
+        none, and the sandbox enforces no authorization: nothing is denied to anyone)."""
+        authenticator = self.server.app.authenticator
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if authenticator is None or scheme.lower() != "bearer" or not token.strip():
+            return
+        user = authenticator(token.strip())
+        if user is None:
+            raise errors.ApiError(401, errors.Reason.UNAUTHORIZED, "Unauthorized")
+        self._user = user
+
     def _record(self, status: int) -> None:
         """Appends this request to the log, once. Called just before the last bytes of the
         response go out, so a client that has its answer always finds the request logged."""
@@ -231,6 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
                 duration_seconds=time.perf_counter() - self._started,
                 fault=self._fault.kind if self._fault else None,
                 user_agent=self.headers.get("User-Agent", ""),
+                user=self._user,
             )
         )
 
@@ -633,6 +655,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Whether the client closed its end (a readable socket with nothing to read)."""
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
+            if isinstance(self.connection, ssl.SSLSocket):
+                # TLS cannot peek; a watch client sends nothing until it closes (close_notify
+                # or FIN), so anything readable means it is gone.
+                return bool(readable)
             return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
         except OSError:
             return True
@@ -657,8 +683,9 @@ class _HttpServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = LISTEN_BACKLOG_CONNECTIONS
 
-    def __init__(self, address: tuple[str, int], app: ApiServer) -> None:
+    def __init__(self, address: tuple[str, int], app: ApiServer, ssl_context: ssl.SSLContext | None = None) -> None:
         self.app = app
+        self._ssl_context = ssl_context
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
         self._wake_reader, self._wake_writer = socket.socketpair()
@@ -674,6 +701,21 @@ class _HttpServer(ThreadingHTTPServer):
                 for key, _ in selector.select():
                     if key.fileobj is self.socket and not self._stop_requested.is_set():
                         self.handle_request()
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        request, address = super().get_request()
+        if self._ssl_context is not None:
+            # The handshake happens on the first read, in the connection's own thread (not in
+            # the accept loop, which a slow or failing client would otherwise stall).
+            request = self._ssl_context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        return request, address
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        failure = sys.exc_info()[1]
+        if isinstance(failure, (ssl.SSLError, ConnectionError)):
+            LOGGER.debug("connection from %s failed: %s", client_address, failure)
+            return
+        super().handle_error(request, client_address)
 
     def request_stop(self) -> None:
         self._stop_requested.set()
@@ -737,6 +779,9 @@ class ApiServer:
         #: Serves pod streaming subresources (exec, log) when set: called with the request
         #: handler and method, returns True if it answered. ``sandbox.kubelet`` provides one.
         self.stream_handler: StreamHandler | None = None
+        #: Authenticates bearer tokens when set (``sandbox.workloads.service_accounts``).
+        self.authenticator: Authenticator | None = None
+        self._listeners: list[tuple[_HttpServer, threading.Thread]] = []
         self.bookmark_interval_seconds = bookmark_interval_seconds
         self.stopping = threading.Event()
         self._requested_address = (host, port)
@@ -775,6 +820,12 @@ class ApiServer:
             self._thread.join()
         self._httpd.close_connections()
         self._httpd.server_close()
+        for listener, thread in self._listeners:
+            listener.request_stop()
+            thread.join()
+            listener.close_connections()
+            listener.server_close()
+        self._listeners = []
         self._httpd = None
         self._thread = None
 
@@ -800,6 +851,21 @@ class ApiServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def add_listener(self, host: str, port: int = 0, *, ssl_context: ssl.SSLContext | None = None) -> int:
+        """Serve the same API on another address too (until :meth:`stop`); returns its port.
+
+        For clients that cannot use the main listener: pods reach the API server on their
+        network's gateway, over HTTPS (``load_incluster_config`` only speaks HTTPS) with
+        ``ssl_context`` holding the sandbox's serving certificate.
+        """
+        if self._httpd is None:
+            raise RuntimeError("start the server before adding a listener")
+        listener = _HttpServer((host, port), self, ssl_context)
+        thread = threading.Thread(target=listener.serve, name=f"sky-kueue-apiserver:{host}:{port}", daemon=True)
+        thread.start()
+        self._listeners.append((listener, thread))
+        return int(listener.server_address[1])
 
     def inject(self, kind: FaultKind | str, **match_and_options: Any) -> Fault:
         """Shorthand for ``faults.inject``: arms a fault (see :class:`FaultInjector`)."""
