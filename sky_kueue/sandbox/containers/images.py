@@ -216,6 +216,7 @@ class ImageStore:
                 else:
                     _copy_tree(parent, work)
                 _copy_host_files(work)
+                _copy_recipe_files(recipe, work)
                 for step in recipe.steps:
                     self._run_step(work, recipe, step)
                 _copy_host_files(work)  # a step may have rewritten the bundle (update-ca-certificates)
@@ -275,6 +276,20 @@ def _copy_host_files(rootfs: pathlib.Path) -> None:
         if destination.is_symlink() or destination.exists():
             destination.unlink()
         shutil.copyfile(source, destination)
+
+
+def _copy_recipe_files(recipe: ImageRecipe, rootfs: pathlib.Path) -> None:
+    """The recipe's ``files`` (host path -> image path), directories recursively."""
+    for source_text, destination_text in recipe.files:
+        source = pathlib.Path(source_text)
+        destination = rootfs / destination_text.lstrip("/")
+        if not source.exists():
+            raise ImageError(f"image {recipe.name}: {source} does not exist (a file the recipe copies in)")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, destination, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, destination)
 
 
 def mounts_under(path: pathlib.Path) -> list[pathlib.Path]:

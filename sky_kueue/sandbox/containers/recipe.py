@@ -45,6 +45,10 @@ class ImageRecipe:
         command: the default command of a container that names no ``command`` (a
             Dockerfile's ``ENTRYPOINT``/``CMD``); empty = ``sleep infinity``.
         workdir: the default working directory of its containers.
+        files: ``(host path, image path)`` pairs copied into the rootfs before the steps run
+            (a Containerfile's ``COPY``: what the steps install from the host, e.g. a wheel
+            built from the checkout). The digest covers the paths, not the contents, so a host
+            path must name its contents (e.g. a directory named by their hash).
     """
 
     name: str
@@ -54,10 +58,13 @@ class ImageRecipe:
     env: tuple[tuple[str, str], ...] = ()
     command: tuple[str, ...] = ()
     workdir: str = "/root"
+    files: tuple[tuple[str, str], ...] = ()
 
     def digest(self) -> str:
         """A hash of what the rootfs is built from (not of the parent: see :func:`chain_digest`)."""
-        payload = {"name": self.name, "base": self.base, "steps": list(self.steps)}
+        payload: dict[str, object] = {"name": self.name, "base": self.base, "steps": list(self.steps)}
+        if self.files:  # only when set, so the keys of recipes without files stay as they were
+            payload["files"] = [list(pair) for pair in self.files]
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
     def describe(self) -> dict[str, object]:
