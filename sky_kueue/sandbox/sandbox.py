@@ -26,6 +26,8 @@ from sky_kueue.sandbox.apiserver import ApiError, ApiServer, Fault, FaultKind
 from sky_kueue.sandbox.apiserver import kubeconfig as kubeconfig_file
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.resources import default_resources
+from sky_kueue.sandbox.containers import node as container_node
+from sky_kueue.sandbox.containers.node import ContainerNode
 from sky_kueue.sandbox.kubelet import LocalKubelet
 from sky_kueue.sandbox.kueue_emulation.clock import ScaledClock
 from sky_kueue.sandbox.kueue_emulation.emulator import DEFAULT_STEP_INTERVAL_SECONDS, KueueEmulator
@@ -102,9 +104,19 @@ class Sandbox:
         kubelet: bool = False,
         kubelet_root: str | pathlib.Path | None = None,
         name: str = kubeconfig_file.DEFAULT_CONTEXT,
+        containers: bool = False,
+        pod_subnet: str | None = None,
+        image_cache: str | pathlib.Path | None = None,
     ) -> None:
         """``name`` is the kubeconfig's cluster, user and context name: distinct names let
-        several sandboxes share one ``KUBECONFIG`` (``KUBECONFIG=kc1:kc2:kc3``)."""
+        several sandboxes share one ``KUBECONFIG`` (``KUBECONFIG=kc1:kc2:kc3``).
+
+        ``containers`` (implies ``kubelet``; root only) runs pods' containers in namespaces of
+        their own (:mod:`sky_kueue.sandbox.containers`); its state, pods' writable layers and
+        logs live under ``kubelet_root`` (default ``~/.local/state/sky-kueue/sandboxes/<name>``),
+        where the next start also finds a killed run's leftovers. ``pod_subnet`` (default: the
+        first free 10.N.0.0/16 from 10.213) and ``image_cache`` (default
+        ``$SKY_KUEUE_IMAGE_CACHE`` or ``~/.cache/sky-kueue/images``) configure it."""
         # Real time unless told otherwise: a controller reads Workload ages off these stamps,
         # and a fixed past epoch made every Workload look months old (and aged at once).
         self.clock: Clock = clock or ScaledClock(time_scale, start)
@@ -115,7 +127,11 @@ class Sandbox:
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None
         self._step_interval_seconds = step_interval_seconds
         self._run_emulator = run_emulator
-        self._kubelet_wanted = kubelet
+        self._kubelet_wanted = kubelet or containers
+        self._containers_wanted = containers
+        self._pod_subnet = pod_subnet
+        self._image_cache = image_cache
+        self.containers: ContainerNode | None = None
         self._kubelet_root = pathlib.Path(kubelet_root) if kubelet_root else None
         self._kubelet_tempdir: tempfile.TemporaryDirectory[str] | None = None
         self.kubelet: LocalKubelet | None = None
@@ -136,16 +152,49 @@ class Sandbox:
         self.server.write_kubeconfig(self._kubeconfig_path, context=self.name)
         if self._kubelet_wanted:
             root = self._kubelet_root
+            if root is None and self._containers_wanted:
+                root = (container_node.DEFAULT_STATE_ROOT / self.name).expanduser()
             if root is None:
                 self._kubelet_tempdir = tempfile.TemporaryDirectory(prefix="sky-kueue-pods-")
                 root = pathlib.Path(self._kubelet_tempdir.name)
             self.kubelet = kubelet_module.attach(self.server, root)
+            if self._containers_wanted:
+                self._start_containers(self.kubelet, root)
         if self._run_emulator:
             self.emulator.start(self._step_interval_seconds)
         return self
 
+    def _start_containers(self, kubelet: LocalKubelet, root: pathlib.Path) -> None:
+        """Bring up the pod network and runtime; on failure undo what :meth:`start` did.
+
+        Raises:
+            ContainersUnavailable: not root, tools missing, or this sandbox already running.
+            NetworkError: the pod network could not be created.
+        """
+        node = container_node.ContainerNode(
+            self.server.store,
+            self.clock,
+            root,
+            lambda pod, container: kubelet.environment(pod, container, pathlib.Path("/root")),
+            api_port=self.server.port,
+            subnet=self._pod_subnet,
+            image_cache=self._image_cache,
+        )
+        try:
+            runtime = node.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.containers = node
+        kubelet.runtime = runtime
+        self.emulator.pod_starter = runtime
+
     def stop(self) -> None:
         self.emulator.stop()
+        if self.containers is not None:
+            self.emulator.pod_starter = None
+            self.containers.stop()
+            self.containers = None
         if self.kubelet is not None:
             self.kubelet.shutdown()
         self.server.stop()

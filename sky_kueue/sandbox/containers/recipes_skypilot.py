@@ -102,9 +102,11 @@ def steps(version: str) -> tuple[str, ...]:
     packages = " ".join((*SKYPILOT_APT_PACKAGES, *EXTRA_APT_PACKAGES))
     runtime_pip = f"VIRTUAL_ENV={RUNTIME_VENV} " + _uv("pip install --compile-bytecode")
     return (
-        # 1. what STEP 1 of the container command would apt-get install
-        "apt-get update -qq && apt-get install -y -qq --no-install-recommends "
-        f"{packages} >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/* && mkdir -p /etc/systemd",
+        # 1. what STEP 1 of the container command would apt-get install; the CA bundle the
+        # store copied in is kept (a package's trigger may regenerate it from Debian's CAs alone)
+        f"cp {CA_BUNDLE} /tmp/ca-bundle.crt && apt-get update -qq && apt-get install -y -qq --no-install-recommends "
+        f"{packages} >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/* && mkdir -p /etc/systemd "
+        f"&& cp /tmp/ca-bundle.crt {CA_BUNDLE} && rm /tmp/ca-bundle.crt",
         # 2. uv from its PyPI wheel, where SKY_UV_INSTALL_CMD looks for it
         f"{PYTHON} -m venv /tmp/uv-bootstrap && /tmp/uv-bootstrap/bin/pip install -q --disable-pip-version-check "
         f"uv=={UV_VERSION} && install -D -m 0755 /tmp/uv-bootstrap/bin/uv {UV} && rm -rf /tmp/uv-bootstrap && {UV} -V",

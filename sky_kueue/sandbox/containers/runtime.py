@@ -276,8 +276,6 @@ class PodRuntime:
         state = record.containers.get(container) if record else None
         if record is None or state is None or state.init_pid is None or state.terminated is not None:
             raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"container {container} in pod {name} is not running")
-        spec = _container_spec(record.spec, container)
-        workdir = str(spec.get("workingDir") or (state.image.recipe.workdir if state.image else "/root"))
         nsenter = [
             "nsenter",
             f"--target={state.init_pid}",

@@ -22,16 +22,20 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
-from sky_kueue.sandbox.kubelet import exec_session
+from sky_kueue.sandbox.kubelet import exec_session, portforward
 from sky_kueue.sandbox.kubelet.websocket import WebSocket, accept_key
+
+if TYPE_CHECKING:
+    from sky_kueue.sandbox.containers.runtime import PodRuntime
 
 #: ``/api/v1/namespaces/<ns>/pods/<name>/<exec|attach|portforward|log>``
 STREAM_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/(exec|attach|portforward|log)/?$")
@@ -40,6 +44,8 @@ INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
 LOG_FILE = "container.log"
 #: How long to wait for a killed process to be reaped.
 KILL_WAIT_SECONDS = 5.0
+#: How often ``logs --follow`` looks for new output.
+LOG_FOLLOW_POLL_SECONDS = 0.2
 
 
 class StreamConnection(Protocol):
@@ -79,6 +85,9 @@ class LocalKubelet:
     def __init__(self, store: ObjectStore, root: pathlib.Path) -> None:
         self.store = store
         self.root = root
+        #: The container runtime (containers mode): exec, logs and port-forward reach the
+        #: pod's containers instead of local processes.
+        self.runtime: PodRuntime | None = None
         self._lock = threading.Lock()
         self._processes: dict[tuple[str, str], set[subprocess.Popen[bytes]]] = {}
         self._unhook = store.add_commit_hook(self._on_pod_event, "pods")
@@ -138,13 +147,17 @@ class LocalKubelet:
             raise errors.ApiError(404, errors.Reason.NOT_FOUND, f'pods "{target.name}" not found')
         query = parse_qs(urlsplit(connection.path).query, keep_blank_values=True)
         if target.subresource == "log":
-            self._log(connection, pod, target)
+            if self.runtime is not None:
+                self._container_log(connection, pod, target, query)
+            else:
+                self._log(connection, pod, target)
             return
-        if target.subresource != "exec":
+        served = ("exec", "portforward") if self.runtime is not None else ("exec",)
+        if target.subresource not in served:
             raise errors.ApiError(
                 400,
                 errors.Reason.BAD_REQUEST,
-                f"pods/{target.subresource} is not served by the sandbox kubelet (exec and log are)",
+                f"pods/{target.subresource} is not served by the sandbox kubelet ({', '.join(served)} and log are)",
             )
         phase = (pod.get("status") or {}).get("phase")
         if phase != "Running":
@@ -153,14 +166,17 @@ class LocalKubelet:
                 errors.Reason.BAD_REQUEST,
                 f"unable to upgrade connection: pod {target.name} is not running ({phase})",
             )
-        container = self._container(pod, (query.get("container") or [""])[-1])
-        argv = query.get("command") or []
-        if not argv:
-            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "you must specify at least 1 command")
         if "websocket" not in (connection.headers.get("Upgrade") or "").lower():
             raise errors.ApiError(
                 400, errors.Reason.BAD_REQUEST, "the sandbox kubelet streams over WebSockets only (no SPDY)"
             )
+        if target.subresource == "portforward":
+            self._port_forward(connection, target, query)
+            return
+        container = self._container(pod, (query.get("container") or [""])[-1])
+        argv = query.get("command") or []
+        if not argv:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "you must specify at least 1 command")
         subprotocol = exec_session.choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"))
         if subprotocol is None:
             raise errors.ApiError(
@@ -168,6 +184,11 @@ class LocalKubelet:
                 errors.Reason.BAD_REQUEST,
                 f"unsupported WebSocket subprotocol; offer one of {', '.join(exec_session.SUBPROTOCOLS)}",
             )
+        home = self.workspace(target.namespace, target.name)
+        env = self.environment(pod, container, home)
+        if self.runtime is not None:
+            # the command runs inside the container: its namespaces, root and environment
+            argv, env = self.runtime.exec_argv(target.namespace, target.name, str(container.get("name", "")), argv)
         connection.switch_protocols(
             {
                 "Upgrade": "websocket",
@@ -177,14 +198,13 @@ class LocalKubelet:
             }
         )
         connection.close_connection = True
-        home = self.workspace(target.namespace, target.name)
         socket = WebSocket(connection.rfile, connection.wfile)
         exec_session.run_exec(
             socket,
             subprotocol,
             argv,
             cwd=str(home),
-            env=self.environment(pod, container, home),
+            env=env,
             stdin=_flag(query, "stdin"),
             stdout=_flag(query, "stdout", default=True),
             stderr=_flag(query, "stderr", default=True),
@@ -232,6 +252,92 @@ class LocalKubelet:
         log = self.workspace(target.namespace, target.name) / LOG_FILE
         body = log.read_bytes() if log.exists() else b""
         connection.respond_raw(200, body, {}, "text/plain")
+
+    def _port_forward(self, connection: StreamConnection, target: StreamTarget, query: Mapping[str, list[str]]) -> None:
+        assert self.runtime is not None
+        try:
+            ports = portforward.parse_ports(query.get("ports") or [])
+        except ValueError as exc:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, str(exc)) from exc
+        if not ports:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "at least 1 port must be specified")
+        address = self.runtime.pod_ip(target.namespace, target.name)
+        if address is None:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"pod {target.name} has no network yet")
+        subprotocol = portforward.choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"))
+        if subprotocol is None:
+            raise errors.ApiError(
+                400,
+                errors.Reason.BAD_REQUEST,
+                f"unsupported WebSocket subprotocol; offer one of {', '.join(portforward.SUBPROTOCOLS)}",
+            )
+        connection.switch_protocols(
+            {
+                "Upgrade": "websocket",
+                "Connection": "Upgrade",
+                "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
+                "Sec-WebSocket-Protocol": subprotocol,
+            }
+        )
+        connection.close_connection = True
+        portforward.serve(WebSocket(connection.rfile, connection.wfile), address, ports)
+
+    def _container_log(
+        self, connection: StreamConnection, pod: Mapping[str, Any], target: StreamTarget, query: Mapping[str, list[str]]
+    ) -> None:
+        """A container's output: ``container``, ``tailLines``, ``follow`` as the kubelet reads them."""
+        assert self.runtime is not None
+        wanted = (query.get("container") or [""])[-1]
+        containers = (pod.get("spec") or {}).get("containers") or []
+        if not wanted and len(containers) > 1:
+            names = " ".join(str(c.get("name")) for c in containers)
+            raise errors.ApiError(
+                400,
+                errors.Reason.BAD_REQUEST,
+                f"a container name must be specified for pod {target.name}, choose one of: [{names}]",
+            )
+        container = str(self._container(pod, wanted).get("name", ""))
+        path = self.runtime.log_path(target.namespace, target.name, container)
+        tail_text = (query.get("tailLines") or [""])[-1]
+        try:
+            tail = int(tail_text) if tail_text else None
+        except ValueError as exc:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"invalid tailLines {tail_text!r}") from exc
+        body = path.read_bytes() if path.exists() else b""
+        if tail is not None:
+            lines = body.splitlines(keepends=True)
+            body = b"".join(lines[-tail:]) if tail > 0 else b""
+        if not _flag(query, "follow"):
+            connection.respond_raw(200, body, {}, "text/plain")
+            return
+        connection.close_connection = True
+        connection.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n")
+        offset = path.stat().st_size if path.exists() else 0
+        try:
+            if body:
+                _write_chunk(connection.wfile, body)
+            while True:
+                done = self.runtime.is_terminated(target.namespace, target.name, container)
+                size = path.stat().st_size if path.exists() else 0
+                if size > offset:
+                    with open(path, "rb") as handle:
+                        handle.seek(offset)
+                        data = handle.read(size - offset)
+                    offset = size
+                    _write_chunk(connection.wfile, data)
+                elif done:
+                    break
+                else:
+                    time.sleep(LOG_FOLLOW_POLL_SECONDS)
+            connection.wfile.write(b"0\r\n\r\n")
+            connection.wfile.flush()
+        except OSError:
+            return  # the client stopped following
+
+
+def _write_chunk(wfile: Any, data: bytes) -> None:
+    wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+    wfile.flush()
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
