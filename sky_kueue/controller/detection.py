@@ -80,6 +80,9 @@ class EvictionKind(str, Enum):
 
 
 #: Old (before Kueue #3593) and current names of a deactivation eviction.
+#: Annotation on a relaunch the controller holds out of Kueue, with the reason users read
+#: (:mod:`sky_kueue.controller.hold` writes it; ``sky-kueue queue`` shows it).
+HOLD_ANNOTATION = "sky-kueue.io/hold"
 _DEACTIVATED_REASONS = ("InactiveWorkload", "Deactivated")
 _DEACTIVATED_PREFIX = "DeactivatedDueTo"
 
@@ -167,6 +170,9 @@ class WorkloadFacts:
     #: ``metadata.resourceVersion`` of the snapshot ("" when unknown): a patch carrying it
     #: lands only on this exact version (the API server answers 409 otherwise).
     resource_version: str = ""
+    #: The ``sky-kueue.io/hold`` annotation: the controller holds this relaunch, and why
+    #: (:mod:`sky_kueue.controller.hold`); None when absent.
+    hold_reason: str | None = None
 
     @property
     def total_evictions(self) -> int | None:
@@ -397,7 +403,12 @@ def workload_facts(obj: Mapping[str, Any]) -> WorkloadFacts:
         accumulated_execution_seconds=_int_or_none(accumulated),
         conditions=conditions,
         resource_version=str(metadata.get("resourceVersion") or ""),
+        hold_reason=_hold_reason(annotations.get(HOLD_ANNOTATION)),
     )
+
+
+def _hold_reason(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def pod_termination(pod: Mapping[str, Any]) -> PodTermination | None:

@@ -50,7 +50,7 @@ from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSetting
 from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
 from sky_kueue.controller.burst import decide_burst
 from sky_kueue.controller.clock import Clock, system_clock
-from sky_kueue.controller.detection import Detection, DetectionKind
+from sky_kueue.controller.detection import Detection, DetectionKind, WorkloadPhase
 from sky_kueue.controller.history import (
     AgingStep,
     BurstRecord,
@@ -64,6 +64,7 @@ from sky_kueue.controller.history import (
     TransitionCause,
     transition_key,
 )
+from sky_kueue.controller.hold import HoldKeeper, HoldOutcome
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.mirror.identity import JobIdentity
 from sky_kueue.mirror.preemption_message import PreemptionMessage
@@ -132,6 +133,8 @@ class ReconcileOutcome:
     actuation: ActuationResult | None = None
     burst: BurstRecord | None = None
     notes: tuple[str, ...] = field(default=())
+    #: What the safe-relaunch hold did (:mod:`sky_kueue.controller.hold`); None: not applicable.
+    hold: HoldOutcome | None = None
 
     def recorded_any(self, kind: FactKind) -> bool:
         """This reconcile recorded a fact of ``kind`` for the first time."""
@@ -195,8 +198,10 @@ class AgingEngine:
         clock: Clock = system_clock,
         priority_boost_gate: bool | None = None,
         preemptor_priority: PreemptorPriority = message_priority,
+        holds: HoldKeeper | None = None,
     ) -> None:
         self._store = store
+        self._holds = holds
         self._actuator = actuator
         self._settings = settings
         self._clock = clock
@@ -211,6 +216,17 @@ class AgingEngine:
     @property
     def mechanism(self) -> ActuatorKind:
         return self._mechanism
+
+    @property
+    def holds(self) -> bool:
+        """Whether relaunches may be held (some team has safe relaunch on), so resyncs must
+        visit held Workloads too (they are not waiting in Kueue, and nothing else changes them)."""
+        return self._holds is not None and self._holds.enabled
+
+    def is_held(self, detection: Detection) -> bool:
+        """A relaunch this controller holds out of Kueue (inactive with the hold annotation)."""
+        facts = detection.workload
+        return facts.phase is WorkloadPhase.PENDING and not facts.active and facts.hold_reason is not None
 
     @property
     def actuates_admitted(self) -> bool:
@@ -312,13 +328,24 @@ class AgingEngine:
             aged = self._level(detection, job_key, now, None, None)
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
+        held = self._hold(detection, now) if actuate else None
         if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
                 aged = self._act(waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds)
+                held = self._hold(waiting, now) or held
+        if held is not None:
+            notes.extend(held.notes)
         if aged is None:
-            return ReconcileOutcome(detection.kind, job_key, tuple(recorded), notes=tuple(notes))
+            return ReconcileOutcome(
+                detection.kind,
+                job_key,
+                tuple(recorded),
+                burst=held.burst if held is not None else None,
+                notes=tuple(notes),
+                hold=held,
+            )
         return ReconcileOutcome(
             kind=detection.kind,
             job_key=job_key,
@@ -327,9 +354,31 @@ class AgingEngine:
             decision=aged.decision,
             patch=aged.patch,
             actuation=aged.actuation,
-            burst=aged.burst,
+            burst=aged.burst or (held.burst if held is not None else None),
             notes=(*notes, *aged.notes),
+            hold=held,
         )
+
+    def _hold(self, detection: Detection, now: float) -> HoldOutcome | None:
+        """Holds, keeps or releases a relaunch under the safe-relaunch rule (None: not applicable)."""
+        if self._holds is None or not self._holds.applies(detection):
+            return None
+        identity = detection.identity
+        assert identity is not None
+        history = self._store.load(identity.key)
+        if history is None:
+            return None
+        return self._holds.settle(detection, history, now, self._record_hold_burst)
+
+    def _record_hold_burst(self, detection: Detection, record: BurstRecord) -> BurstRecord:
+        """The burst a hold ended in, through the burst path: stored once, surfaced on the Workload."""
+        identity, facts = detection.identity, detection.workload
+        assert identity is not None
+        burst = self._store.record_burst(identity, record)
+        if self._mechanism is not ActuatorKind.RECORD_ONLY:
+            note = self._annotate_burst(facts.uid, WorkloadRef.of(facts), burst)
+            log.info("safe relaunch burst for %s: %s (%s)", facts.name, burst.detail, note)
+        return burst
 
     def _settle_stale_step(self, step: AgingStep, current: Detection, *, skip: bool = True) -> None:
         """A decided step whose Workload stopped waiting: did the patch land before it did?

@@ -159,6 +159,76 @@ class BurstRecord:
     predicted_wait_seconds: float | None = None
 
 
+class ReleaseKind(str, Enum):
+    """Why a held relaunch was let into Kueue (the ``reason`` label of the releases metric)."""
+
+    #: Kueue would admit it within its ClusterQueue's nominal quota now.
+    SAFE = "safe"
+    #: Held ``safe_max_hold_seconds``: released as without the rule.
+    TIMEOUT = "timeout"
+    #: The predicted wait for a safe place exceeded the team's burst limit.
+    BURST = "burst"
+    #: The team turned the rule off while the relaunch was held.
+    DISABLED = "disabled"
+    #: Someone else set ``spec.active`` back to true (a user, or a Kueue release without the
+    #: fix for kueue#6719 reactivating it when its job changed).
+    REACTIVATED = "reactivated"
+
+
+@dataclass(frozen=True)
+class HoldRecord:
+    """A relaunch held out of Kueue (``spec.active: false``) until it would not borrow.
+
+    One per Workload UID, decided once and released once (:mod:`sky_kueue.controller.hold`):
+    ``held_at``/``reason`` say when and why it was held (``reason`` is what users read,
+    "held: waiting for nominal quota (predicted 4m)"); the ``released_*`` fields are set once.
+    """
+
+    workload_uid: str
+    workload_namespace: str
+    workload_name: str
+    held_at: float
+    reason: str
+    preemptions: int
+    predicted_wait_seconds: float | None = None
+    released_at: float | None = None
+    release_kind: str | None = None
+    release_reason: str | None = None
+    #: Where a release sends the relaunch (the own cluster's context or name).
+    release_cluster: str | None = None
+
+    @property
+    def released(self) -> bool:
+        return self.released_at is not None
+
+    def held_seconds(self, now: float) -> float:
+        end = self.released_at if self.released_at is not None else now
+        return max(0.0, end - self.held_at)
+
+
+@dataclass(frozen=True)
+class HoldRelease:
+    """What a release records on a :class:`HoldRecord` (set once)."""
+
+    workload_uid: str
+    at: float
+    kind: ReleaseKind
+    reason: str
+    cluster: str | None = None
+
+    def applied_to(self, record: HoldRecord) -> HoldRecord:
+        """``record`` released by this (unchanged when it was released already)."""
+        if record.released:
+            return record
+        return replace(
+            record,
+            released_at=self.at,
+            release_kind=self.kind.value,
+            release_reason=self.reason,
+            release_cluster=self.cluster,
+        )
+
+
 @dataclass(frozen=True)
 class Interval:
     """A stretch of time the job spent in one phase (``end`` is "now" when ``open``)."""
@@ -203,6 +273,8 @@ class JobHistory:
     evictions: tuple[EvictionRecord, ...] = ()
     steps: tuple[AgingStep, ...] = ()
     burst: BurstRecord | None = field(default=None)
+    #: Relaunches held until they would not borrow, oldest first (one per Workload UID).
+    holds: tuple[HoldRecord, ...] = ()
     #: Episodes older than the retained records, folded into counts by a size-bounded store
     #: (None: nothing folded; the SQLite store never folds).
     folded: FoldedTotals | None = None
@@ -276,6 +348,15 @@ class JobHistory:
     def step(self, key: EpisodeKey) -> AgingStep | None:
         return next((s for s in self.steps if s.key == key), None)
 
+    def hold(self, workload_uid: str) -> HoldRecord | None:
+        """The hold of Workload ``workload_uid``, if it was ever held."""
+        return next((h for h in self.holds if h.workload_uid == workload_uid), None)
+
+    @property
+    def current_hold(self) -> HoldRecord | None:
+        """The hold not released yet, if any (a job has one relaunch waiting at a time)."""
+        return next((h for h in reversed(self.holds) if not h.released), None)
+
     def as_of(self, at: float) -> JobHistory:
         """The history as it stood at time ``at`` (events after it removed)."""
         return replace(
@@ -285,6 +366,7 @@ class JobHistory:
             evictions=tuple(e for e in self.evictions if e.at <= at),
             steps=tuple(s for s in self.steps if s.decided_at <= at),
             burst=self.burst if self.burst is not None and self.burst.decided_at <= at else None,
+            holds=tuple(h for h in self.holds if h.held_at <= at),
         )
 
     # --- builders (pure; used by tests and the simulator) ------------------------------
@@ -332,6 +414,17 @@ class JobHistory:
         )
         return replace(self, evictions=(*self.evictions, record)).with_transition(transition)
 
+    def with_hold(self, record: HoldRecord) -> JobHistory:
+        """``record`` added (idempotent by Workload UID: a stored hold is never replaced)."""
+        if self.hold(record.workload_uid) is not None:
+            return self
+        return replace(self, holds=(*self.holds, record))
+
+    def with_release(self, release: HoldRelease) -> JobHistory:
+        """The hold of ``release.workload_uid`` released (unchanged if unknown or released)."""
+        uid = release.workload_uid
+        return replace(self, holds=tuple(release.applied_to(h) if h.workload_uid == uid else h for h in self.holds))
+
     def with_step(self, step: AgingStep) -> JobHistory:
         """``step`` replacing the step of the same key in place (recording order is what breaks
         ties in :attr:`current_boost_step`), or appended when new."""
@@ -353,6 +446,8 @@ class JobSummary:
     current_boost: int
     phase: Phase | None
     burst: bool
+    #: A relaunch of the job is held now (its Workload inactive until it would not borrow).
+    held: bool = False
 
 
 @dataclass(frozen=True)
@@ -440,6 +535,14 @@ class HistoryStore(Protocol):
 
     def record_burst(self, identity: JobIdentity, record: BurstRecord) -> BurstRecord:
         """Records the burst decision once; returns the stored one."""
+        ...
+
+    def record_hold(self, identity: JobIdentity, record: HoldRecord) -> HoldRecord:
+        """Records the hold of ``record.workload_uid`` once; returns the stored one."""
+        ...
+
+    def release_hold(self, identity: JobIdentity, release: HoldRelease) -> HoldRecord | None:
+        """Releases the hold of ``release.workload_uid`` once; returns the stored hold (None: never held)."""
         ...
 
     def pending_steps(self) -> Sequence[AgingStep]:

@@ -56,6 +56,7 @@ from sky_kueue.controller.history import (
     BurstRecord,
     EvictionRecord,
     FoldedTotals,
+    HoldRecord,
     JobHistory,
     PreemptionRecord,
     StepState,
@@ -172,6 +173,20 @@ class BurstDoc(_Schema):
     predicted_wait_seconds: float | None = None
 
 
+class HoldDoc(_Schema):
+    workload_uid: str
+    workload_namespace: str
+    workload_name: str
+    held_at: float
+    reason: str
+    preemptions: int
+    predicted_wait_seconds: float | None = None
+    released_at: float | None = None
+    release_kind: str | None = None
+    release_reason: str | None = None
+    release_cluster: str | None = None
+
+
 class FoldedDoc(_Schema):
     through: float
     preemptions: int = 0
@@ -203,6 +218,7 @@ class JobHistorySpec(_Schema):
     evictions: tuple[EvictionDoc, ...] = ()
     steps: tuple[StepDoc, ...] = ()
     burst: BurstDoc | None = None
+    holds: tuple[HoldDoc, ...] = ()
     folded: FoldedDoc | None = None
     #: On the runtime record only: watch cursors and the last heartbeat.
     cursors: dict[str, str] = {}
@@ -287,6 +303,7 @@ def encode_spec(record: JobRecord) -> JobHistorySpec:
         evictions=tuple(_to_doc(EvictionDoc, e, key=e.key.token) for e in h.evictions),
         steps=tuple(_step_to_doc(s) for s in h.steps),
         burst=None if h.burst is None else _to_doc(BurstDoc, h.burst),
+        holds=tuple(_to_doc(HoldDoc, hold) for hold in h.holds),
         folded=None if h.folded is None else _to_doc(FoldedDoc, h.folded),
     )
 
@@ -313,6 +330,7 @@ def decode_spec(spec: JobHistorySpec) -> JobRecord:
         evictions=tuple(_from_doc(EvictionRecord, e, key=EpisodeKey.parse(e.key)) for e in spec.evictions),
         steps=tuple(step_from_doc(s, spec.job) for s in spec.steps),
         burst=None if spec.burst is None else _from_doc(BurstRecord, spec.burst),
+        holds=tuple(_from_doc(HoldRecord, hold) for hold in spec.holds),
         folded=None if spec.folded is None else _from_doc(FoldedTotals, spec.folded),
     )
     return JobRecord(history, spec.namespace, spec.aliases, spec.alias_of, spec.merging_into)
@@ -412,8 +430,17 @@ def compact(history: JobHistory) -> JobHistory:
         transitions=n_t + (before.transitions if before else 0),
         steps=n_s + (before.steps if before else 0),
     )
+    released = [h for h in history.holds if h.released]
+    gone_holds = {id(h) for h in released[: len(released) - int(len(released) * RETAINED_FRACTION)]}
+    holds = tuple(h for h in history.holds if id(h) not in gone_holds)  # a held relaunch is never folded
     return replace(
-        history, preemptions=preemptions, evictions=evictions, transitions=transitions, steps=steps, folded=folded
+        history,
+        preemptions=preemptions,
+        evictions=evictions,
+        transitions=transitions,
+        steps=steps,
+        holds=holds,
+        folded=folded,
     )
 
 
@@ -532,6 +559,7 @@ def merge(target: JobRecord | None, source: JobRecord, target_key: str) -> JobRe
         evictions=union(h.evictions, src.evictions, lambda e: e.key),
         steps=union(h.steps, tuple(replace(s, job_key=target_key) for s in src.steps), lambda s: s.key),
         burst=_coalesce(h.burst, src.burst),
+        holds=union(h.holds, src.holds, lambda hold: hold.workload_uid),
         folded=folded,
     )
     aliases = target.aliases if src.key in target.aliases else (*target.aliases, src.key)

@@ -60,6 +60,8 @@ from sky_kueue.controller.history import (
     BurstRecord,
     EvictionRecord,
     HistoryStore,
+    HoldRecord,
+    HoldRelease,
     JobHistory,
     JobSummary,
     PreemptionRecord,
@@ -624,6 +626,25 @@ class KubernetesHistoryStore:
 
         return self._write(identity, record.decided_at, change)
 
+    def record_hold(self, identity: JobIdentity, record: HoldRecord) -> HoldRecord:
+        def change(job: doc.JobRecord) -> tuple[doc.JobRecord, HoldRecord]:
+            stored = job.history.hold(record.workload_uid)
+            if stored is not None:
+                return job, stored
+            return replace(job, history=job.history.with_hold(record)), record
+
+        return self._write(identity, record.held_at, change)
+
+    def release_hold(self, identity: JobIdentity, release: HoldRelease) -> HoldRecord | None:
+        def change(job: doc.JobRecord) -> tuple[doc.JobRecord, HoldRecord | None]:
+            stored = job.history.hold(release.workload_uid)
+            if stored is None or stored.released:
+                return job, stored
+            history = job.history.with_release(release)
+            return replace(job, history=history), history.hold(release.workload_uid)
+
+        return self._write(identity, release.at, change)
+
     # --- reads ----------------------------------------------------------------------------
 
     def _records(self, selector: str = f"{doc.RECORD_LABEL}={doc.RecordKind.JOB}") -> list[doc.JobRecord]:
@@ -711,6 +732,7 @@ class KubernetesHistoryStore:
                     current_boost=h.current_boost,
                     phase=h.phase,
                     burst=h.burst is not None,
+                    held=h.current_hold is not None,
                 )
             )
         return tuple(sorted(summaries, key=lambda s: s.key))

@@ -41,11 +41,13 @@ from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome, band_mech
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, Observer, log_reconcile, notify_user_hooks
 from sky_kueue.controller.gate_detection import KUEUE_NAMESPACE, GateReading, detect_priority_boost_gate
 from sky_kueue.controller.history import HistoryStore, StoreError, StoreWriteStats
+from sky_kueue.controller.hold import HoldKeeper, HoldTeams
 from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, KubernetesWorkloadDeleter
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.metrics import WatchRequests
 from sky_kueue.controller.reconciler import Reconciler, preemptor_class
-from sky_kueue.controller.session import CONTROLLER_KINDS, SESSION_JOIN_SECONDS, Session
+from sky_kueue.controller.safety_probe import MirrorSafetyProbe
+from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session, session_kinds
 from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.errors import MirrorError
@@ -80,7 +82,7 @@ class ControllerSettings:
 def _plus_session(requests: WatchRequests, session: Session) -> WatchRequests:
     counts = session.mirror.request_counts
     return WatchRequests(
-        requests.lists + counts["lists"], requests.watches + counts["watches"], requests.initial + len(CONTROLLER_KINDS)
+        requests.lists + counts["lists"], requests.watches + counts["watches"], requests.initial + len(session.kinds)
     )
 
 
@@ -121,6 +123,7 @@ class Controller:
         lease_client: LeaseClient | None = None,
         actuator: Actuator | None = None,
         observers: Sequence[Observer] = (),
+        holds: HoldTeams | None = None,
     ) -> None:
         band_mechanism(aging)  # refuse a band setting it cannot honour before taking the Lease
         self.api_client = api_client
@@ -136,6 +139,8 @@ class Controller:
         self._actuator = actuator or KubernetesWorkloadActuator(api_client)
         self._deleter = KubernetesWorkloadDeleter(api_client)
         self._observers = list(observers)
+        #: Teams whose relaunches are held until they would not borrow (safe relaunch).
+        self.holds = holds or HoldTeams()
         self._session: Session | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -227,13 +232,18 @@ class Controller:
             gate = self.gate.enabled
         elif gate is not None:
             self.gate = GateReading(gate, "set by the operator")
+        actuator = FencedActuator(self._actuator, self.is_leader)
+        keeper = None
+        if self.holds.enabled:
+            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock))
         engine = AgingEngine(
             self.store,
-            FencedActuator(self._actuator, self.is_leader),
+            actuator,
             self.aging,
             clock=self.clock,
             priority_boost_gate=gate,
             preemptor_priority=lambda preemptor: preemptor_class(cache, preemptor),
+            holds=keeper,
         )
         log.info(
             "aging actuator resolved",
@@ -274,6 +284,7 @@ class Controller:
                 new_engine=self._new_engine,
                 new_reconciler=self._new_reconciler,
                 on_handled=self.notify,
+                kind_list=session_kinds(self.holds.enabled),
             )
         except StoreError as err:
             log.warning("cannot start a controller session (retrying): %s", err)

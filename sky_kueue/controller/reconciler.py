@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from sky_kueue.controller.cursor import WorkloadCursor
-from sky_kueue.controller.detection import Detection, DetectionError, classify
+from sky_kueue.controller.detection import Detection, DetectionError, DetectionKind, classify
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, workload_key, workload_uid
 from sky_kueue.controller.history import HistoryStore
@@ -72,6 +72,10 @@ log = logging.getLogger(__name__)
 MAX_DEFERRED_GROUPS = 1_000
 #: Snapshots kept per waiting group (the newest).
 MAX_DEFERRED_SNAPSHOTS = 16
+
+
+#: Reconciled changes after which nominal quota may be free for a held relaunch.
+_QUOTA_FREED = frozenset({DetectionKind.FINISHED, DetectionKind.PREEMPTED, DetectionKind.EVICTED})
 
 
 class WorkloadDeleter(Protocol):
@@ -162,6 +166,8 @@ class Reconciler:
         self._registered: set[tuple[str, str, str | None]] = set()
         #: Workload key -> snapshots handled before the group's pods arrived (see above).
         self._deferred: dict[str, list[Mapping[str, Any]]] = {}
+        #: Keys of Workloads held by the safe-relaunch rule, re-judged when quota may have freed.
+        self._held: set[str] = set()
 
     def handle(self, item: WorkItem) -> None:
         """Raises: StoreError (the history failed; the session ends and a new one replays)."""
@@ -243,9 +249,13 @@ class Reconciler:
             self._reconcile(change.workload, actuate=True, defer_untracked=True)
             self._deleting.discard(change.uid)
             self._actuated.pop(change.uid, None)
+            self._held.discard(change.key)
+            self._recheck_held()  # its quota is free now
         else:
-            self._reconcile(change.workload, actuate=True, defer_untracked=True)
+            outcome = self._reconcile(change.workload, actuate=True, defer_untracked=True)
             self._check_stale(change.key)
+            if outcome is not None and outcome.kind in _QUOTA_FREED:
+                self._recheck_held()
         self.cursor.advance(change.resource_version)
 
     def _lookup(self, namespace: str, name: str) -> Detection | None:
@@ -264,7 +274,7 @@ class Reconciler:
         self, obj: Mapping[str, Any], *, actuate: bool, only_pending: bool = False, defer_untracked: bool = False
     ) -> ReconcileOutcome | None:
         detection = self._detect(obj)
-        if detection is None or (only_pending and not detection.is_pending):
+        if detection is None or (only_pending and not (detection.is_pending or self.engine.is_held(detection))):
             return None
         identity = detection.identity
         if defer_untracked and identity is not None and not identity.skypilot_owned and not detection.pod_signals:
@@ -273,6 +283,12 @@ class Reconciler:
         if actuate:
             actuate = self._not_superseded(obj)
         outcome = self.engine.reconcile(detection, actuate=actuate)
+        if outcome.hold is not None:
+            key = workload_key(obj)
+            if outcome.hold.is_held:
+                self._held.add(key)
+            else:
+                self._held.discard(key)
         self._report(obj, detection, outcome, replay)
         return outcome
 
@@ -316,6 +332,18 @@ class Reconciler:
         for obj in self._currents():
             # Band policies also set admitted Workloads' levels; a failed patch is retried here.
             self._reconcile(obj, actuate=True, only_pending=not self.engine.actuates_admitted)
+
+    def _recheck_held(self) -> None:
+        """Judges every held relaunch again: a Workload finished, was evicted or deleted, so
+        nominal quota may have freed (the periodic re-age pass judges them too)."""
+        if self.replaying_until is not None or not self._held:
+            return
+        for key in sorted(self._held):
+            current = self.current(key)
+            if current is None:
+                self._held.discard(key)
+                continue
+            self._reconcile(current, actuate=True, only_pending=True)
 
     # --- pods and the relaunch race ----------------------------------------------------
 

@@ -39,6 +39,22 @@ log = logging.getLogger(__name__)
 
 #: What the controller's mirror lists and watches.
 CONTROLLER_KINDS: tuple[kinds.Kind, ...] = (kinds.PRIORITY_CLASSES, kinds.WORKLOADS, kinds.PODS)
+#: With safe relaunch on, the queue kinds too: the predictor judges a held relaunch on the
+#: mirror's copy of the cluster (:mod:`sky_kueue.controller.safety_probe`).
+HOLD_KINDS: tuple[kinds.Kind, ...] = (
+    kinds.NAMESPACES,
+    kinds.RESOURCE_FLAVORS,
+    kinds.COHORTS,
+    kinds.CLUSTER_QUEUES,
+    kinds.LOCAL_QUEUES,
+)
+
+
+def session_kinds(holds: bool) -> tuple[kinds.Kind, ...]:
+    """The kinds a session mirrors (``holds``: some team has safe relaunch on)."""
+    return (*HOLD_KINDS, *CONTROLLER_KINDS) if holds else CONTROLLER_KINDS
+
+
 #: The transitions the work queue takes: every Workload change, and the stream markers.
 WANTED_TRANSITIONS = WORKLOAD_KINDS | {
     TransitionKind.SYNCED,
@@ -73,16 +89,18 @@ class Session:
         new_engine: EngineFactory,
         new_reconciler: ReconcilerFactory,
         on_handled: Callable[[], None],
+        kind_list: tuple[kinds.Kind, ...] = CONTROLLER_KINDS,
     ) -> None:
         self.cursor = cursor
         self.queue = WorkQueue()
+        self.kinds = kind_list
         self.mirror = Mirror(
             Connection(api_client, str(api_client.configuration.host)),
             KueueApi(
                 version=workload_version,
-                served_plurals=frozenset(kind.plural for kind in CONTROLLER_KINDS if kind.is_kueue),
+                served_plurals=frozenset(kind.plural for kind in kind_list if kind.is_kueue),
             ),
-            kind_list=CONTROLLER_KINDS,
+            kind_list=kind_list,
             settings=ReflectorSettings(policy=CONTROLLER_RETRY_POLICY),
             resume={kinds.KindName.WORKLOAD: cursor.version} if cursor.version else None,
             namespace=namespace,

@@ -49,6 +49,8 @@ from sky_kueue.controller.history import (
     BurstRecord,
     EvictionRecord,
     HistoryStore,
+    HoldRecord,
+    HoldRelease,
     JobHistory,
     JobSummary,
     Phase,
@@ -153,6 +155,26 @@ CREATE TABLE IF NOT EXISTS bursts (
     predicted_wait_seconds REAL
 );
 """
+#: Held relaunches (:class:`~sky_kueue.controller.history.HoldRecord`), one row per Workload UID.
+#: Added after schema version 1 shipped, so it is created on any writable open: an older file
+#: gains it without a version bump, and a read-only open of a file without it reads no holds.
+_HOLDS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS holds (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload_uid TEXT NOT NULL UNIQUE,
+    job_key TEXT NOT NULL,
+    workload_namespace TEXT NOT NULL,
+    workload_name TEXT NOT NULL,
+    held_at REAL NOT NULL,
+    reason TEXT NOT NULL,
+    preemptions INTEGER NOT NULL,
+    predicted_wait_seconds REAL,
+    released_at REAL,
+    release_kind TEXT,
+    release_reason TEXT,
+    release_cluster TEXT
+)
+"""
 #: The tables a sky-kueue store must hold (runtime-state tables are checked by their owner).
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
@@ -228,6 +250,10 @@ class SqliteHistoryStore:
                     self._create_schema()
                 else:
                     self._check_integrity()
+                self._conn.execute(_HOLDS_SCHEMA)
+            self._holds = bool(
+                self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'holds'").fetchone()
+            )
         except sqlite3.Error as err:
             detail = " ".join(str(err).split())
             raise StoreError(
@@ -386,6 +412,7 @@ class SqliteHistoryStore:
             conn.execute(f"UPDATE {table} SET job_key = ? WHERE job_key = ?", (new, old))
         conn.execute("UPDATE OR IGNORE bursts SET job_key = ? WHERE job_key = ?", (new, old))
         conn.execute("DELETE FROM bursts WHERE job_key = ?", (old,))
+        conn.execute("UPDATE holds SET job_key = ? WHERE job_key = ?", (new, old))
         new_row = conn.execute("SELECT * FROM jobs WHERE job_key = ?", (new,)).fetchone()
         if new_row is None:
             conn.execute("UPDATE jobs SET job_key = ? WHERE job_key = ?", (new, old))
@@ -591,7 +618,38 @@ class SqliteHistoryStore:
             assert stored is not None
             return stored
 
+    def record_hold(self, identity: JobIdentity, record: HoldRecord) -> HoldRecord:
+        with self._write() as conn:
+            key = self._job_key(conn, identity, record.held_at)
+            values = dataclasses.asdict(record)
+            columns = ", ".join(["job_key", *values])
+            marks = ", ".join("?" * (len(values) + 1))
+            conn.execute(f"INSERT OR IGNORE INTO holds ({columns}) VALUES ({marks})", (key, *values.values()))
+            stored = self._hold(conn, record.workload_uid)
+            assert stored is not None
+            return stored
+
+    def release_hold(self, identity: JobIdentity, release: HoldRelease) -> HoldRecord | None:
+        with self._write() as conn:
+            conn.execute(
+                """UPDATE holds SET released_at = ?, release_kind = ?, release_reason = ?, release_cluster = ?
+                   WHERE workload_uid = ? AND released_at IS NULL""",
+                (release.at, release.kind.value, release.reason, release.cluster, release.workload_uid),
+            )
+            return self._hold(conn, release.workload_uid)
+
     # --- reads ------------------------------------------------------------------------
+
+    @staticmethod
+    def _hold(conn: sqlite3.Connection, workload_uid: str) -> HoldRecord | None:
+        row = conn.execute("SELECT * FROM holds WHERE workload_uid = ?", (workload_uid,)).fetchone()
+        return None if row is None else _hold_from_row(row)
+
+    def _holds_of(self, conn: sqlite3.Connection, job_key: str) -> tuple[HoldRecord, ...]:
+        if not self._holds:
+            return ()
+        rows = conn.execute("SELECT * FROM holds WHERE job_key = ? ORDER BY seq", (job_key,))
+        return tuple(_hold_from_row(r) for r in rows)
 
     def _step(self, conn: sqlite3.Connection, key: EpisodeKey) -> AgingStep:
         row = conn.execute("SELECT * FROM steps WHERE key = ?", (key.token,)).fetchone()
@@ -646,6 +704,7 @@ class SqliteHistoryStore:
                 _step_from_row(r) for r in conn.execute("SELECT * FROM steps WHERE job_key = ? ORDER BY seq", (key,))
             )
             burst = self._burst(conn, key)
+            holds = self._holds_of(conn, key)
         identity = None
         if job["managed_job_id"] or job["pod_group"]:
             identity = JobIdentity(
@@ -667,6 +726,7 @@ class SqliteHistoryStore:
             evictions=evictions,
             steps=steps,
             burst=burst,
+            holds=holds,
         )
 
     def resolve(self, text: str) -> str | None:
@@ -706,8 +766,12 @@ class SqliteHistoryStore:
                             AS boost,
                        (SELECT t.cause FROM transitions t WHERE t.job_key = j.job_key
                             ORDER BY t.at DESC, t.seq DESC LIMIT 1) AS last_cause,
-                       (SELECT 1 FROM bursts b WHERE b.job_key = j.job_key) AS burst
-                   FROM jobs j ORDER BY j.job_key"""
+                       (SELECT 1 FROM bursts b WHERE b.job_key = j.job_key) AS burst{held}
+                   FROM jobs j ORDER BY j.job_key""".format(
+                    held=",\n (SELECT 1 FROM holds h WHERE h.job_key = j.job_key AND h.released_at IS NULL) AS held"
+                    if self._holds
+                    else ", NULL AS held"
+                )
             ).fetchall()
         return tuple(
             JobSummary(
@@ -720,6 +784,7 @@ class SqliteHistoryStore:
                 current_boost=r["boost"] or 0,
                 phase=_phase_of(r["last_cause"]),
                 burst=bool(r["burst"]),
+                held=bool(r["held"]),
             )
             for r in rows
         )
@@ -738,6 +803,10 @@ def _record(cls: type[_Record], row: sqlite3.Row) -> _Record:
     """A history record from a row whose columns are named like the record's fields."""
     values = {f.name: row[f.name] for f in dataclasses.fields(cls) if f.name != "key"}
     return cls(key=EpisodeKey.parse(row["key"]), **values)
+
+
+def _hold_from_row(row: sqlite3.Row) -> HoldRecord:
+    return HoldRecord(**{f.name: row[f.name] for f in dataclasses.fields(HoldRecord)})
 
 
 def _step_from_row(row: sqlite3.Row) -> AgingStep:

@@ -52,6 +52,11 @@ DEFAULT_ADMISSION_TIMEOUT_SECONDS = 24 * 3600
 #: ``kubernetes.kueue.admission_timeout`` value meaning "wait in the queue forever".
 ADMISSION_TIMEOUT_FOREVER = -1
 
+#: The longest safe-relaunch hold (the rule's own default,
+#: ``sky_kueue.controller.aging.safe_relaunch.DEFAULT_SAFE_MAX_HOLD_SECONDS``; not imported, so
+#: reading the config never loads the Kueue model).
+DEFAULT_SAFE_MAX_HOLD_SECONDS = 1_800
+
 #: Kubernetes name limits (DNS-1123 label / subdomain).
 DNS_LABEL_MAX_CHARS = 63
 DNS_SUBDOMAIN_MAX_CHARS = 253
@@ -262,6 +267,12 @@ class TeamConfig(_Section):
         admission_timeout_seconds: ``kubernetes.kueue.admission_timeout`` written for jobs
             that stay on Kubernetes only (``-1`` = wait forever).
         burst: cloud-burst settings; absent means the team never bursts.
+        safe_after_preemptions: after this many preemptions of a job, the resubmission
+            controller holds its relaunch (``spec.active: false``) until Kueue would admit it
+            without borrowing (``sky_kueue.controller.aging.safe_relaunch``); absent: never held.
+        safe_max_hold_seconds: the longest such hold; then the relaunch goes to Kueue as
+            without the rule. A team with ``burst`` bursts instead when the predicted wait for
+            nominal quota exceeds ``burst.max_queue_wait_seconds``.
     """
 
     users: tuple[str, ...] = ()
@@ -274,6 +285,8 @@ class TeamConfig(_Section):
     limits: TeamLimits = TeamLimits()
     admission_timeout_seconds: AdmissionTimeoutSeconds = DEFAULT_ADMISSION_TIMEOUT_SECONDS
     burst: BurstSettings | None = None
+    safe_after_preemptions: BoundedPositive | None = None
+    safe_max_hold_seconds: BoundedPositive = DEFAULT_SAFE_MAX_HOLD_SECONDS
 
 
 class AgingSettings(_Section):

@@ -1,0 +1,123 @@
+"""The predictor's answer for a held relaunch, on the controller's own mirror of the cluster.
+
+Why the mirror: the controller already keeps a watch-based copy of the cluster for its
+reconciler (:mod:`sky_kueue.controller.session`); with safe relaunch on, that mirror also
+lists the queue kinds (ClusterQueues, LocalQueues, ResourceFlavors, Cohorts, Namespaces),
+and this adapter hands the same documents the policy server predicts on
+(:func:`sky_kueue.mirror.export.documents`) to the Kueue model. No API request per question.
+
+Two answers per Workload, both with the Workload made active (a held one is inactive, and
+Kueue's scheduler skips inactive Workloads):
+
+* **now**: :func:`sky_kueue.kueue.whatif.quick_verdict` nominates it as Kueue's next cycle
+  would (flavor assignment, preemption targets) and reports whether the assignment borrows
+  (:func:`~sky_kueue.controller.aging.safe_relaunch.placement_from_verdict`). It evaluates
+  the Workload as its queue's head: Workloads ahead of it that fit are not admitted first.
+* **the wait for a safe place**: :func:`sky_kueue.kueue.eta.estimate` on a copy of the state
+  whose ClusterQueue may not borrow (every ``borrowingLimit`` of it 0), so the admission it
+  predicts is within nominal quota by construction. Run times come from the
+  ``sky-kueue.io/expected-runtime-seconds`` annotation; without them the wait is unknown.
+
+The model is pure and the mirror's store is in memory: nothing here does I/O. A state the
+model cannot read gives no answer (None) and a warning, never an exception in the reconciler.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
+from sky_kueue.controller.detection import WorkloadFacts
+from sky_kueue.kueue import eta
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.errors import ModelError
+from sky_kueue.kueue.scheduler import Engine
+from sky_kueue.kueue.whatif import quick_verdict
+from sky_kueue.mirror import export
+from sky_kueue.mirror.store import MirrorStore
+
+log = logging.getLogger(__name__)
+
+#: How far ahead the safe-wait estimate looks (beyond it: unknown). The longest hold is far
+#: shorter; a day keeps the estimate's simulated completions bounded on a busy cluster.
+SAFE_WAIT_HORIZON_SECONDS = 24 * 3600.0
+
+
+def _active(doc: Mapping[str, Any]) -> dict[str, Any]:
+    spec = dict(doc.get("spec") or {})
+    spec["active"] = True
+    return {**doc, "spec": spec}
+
+
+def without_borrowing(state: o.ClusterState, cluster_queue: str) -> o.ClusterState:
+    """A copy of ``state`` where ``cluster_queue`` may use its nominal quota only."""
+    cq = state.cluster_queues[cluster_queue]
+    groups = tuple(
+        dataclasses.replace(
+            group,
+            flavors=tuple(
+                dataclasses.replace(
+                    flavor,
+                    resources={
+                        name: dataclasses.replace(quota, borrowing_limit=0) for name, quota in flavor.resources.items()
+                    },
+                )
+                for flavor in group.flavors
+            ),
+        )
+        for group in cq.resource_groups
+    )
+    changed = copy.copy(state)
+    changed.cluster_queues = {**state.cluster_queues, cluster_queue: dataclasses.replace(cq, resource_groups=groups)}
+    return changed
+
+
+class MirrorSafetyProbe:
+    """:class:`~sky_kueue.controller.hold.SafetyProbe` over a session's mirror store."""
+
+    def __init__(
+        self,
+        cache: MirrorStore,
+        clock: Callable[[], float],
+        *,
+        runtime: eta.RuntimeFn | None = None,
+        horizon_seconds: float = SAFE_WAIT_HORIZON_SECONDS,
+    ) -> None:
+        self._cache = cache
+        self._clock = clock
+        self._runtime = runtime or eta.runtime_from_annotation()
+        self._horizon = horizon_seconds
+
+    def placement(self, facts: WorkloadFacts, cluster: str) -> Placement | None:
+        key = f"{facts.namespace}/{facts.name}"
+        now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
+        docs = [
+            _active(doc) if doc.get("kind") == "Workload" and export_key(doc) == key else doc
+            for doc in export.documents(self._cache)
+        ]
+        try:
+            state = export.cluster_state(docs, now=now)
+            workload = state.workloads.get(key)
+            if workload is None or workload.uid != facts.uid:
+                return None
+            verdict = quick_verdict(Engine(state, now), workload)
+            placement = placement_from_verdict(cluster, verdict)
+            if placement.safe_now or verdict.never_fits:
+                return placement
+            estimate = eta.estimate(
+                without_borrowing(state, verdict.cluster_queue), [key], self._runtime, now, self._horizon
+            )[key]
+        except ModelError as err:
+            log.warning("the Kueue model cannot judge Workload %s for safe relaunch: %s", key, err)
+            return None
+        return dataclasses.replace(placement, predicted_safe_wait_seconds=estimate.seconds)
+
+
+def export_key(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
