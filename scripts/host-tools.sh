@@ -2,7 +2,8 @@
 # Host tools the tests and real SkyPilot use beside the Python packages:
 #   kubectl  - the second, independent client of the sandbox tests;
 #   socat, nc - SkyPilot's Kubernetes port-forward networking (`sky check kubernetes` needs both);
-#   rsync    - SkyPilot's file sync to pods.
+#   rsync    - SkyPilot's file sync to pods;
+#   debootstrap - the Debian base image of `sandbox up --containers`.
 # Installed from Debian's packages when missing and we are root; otherwise say what is missing.
 set -euo pipefail
 missing=()
@@ -10,6 +11,7 @@ command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 command -v socat >/dev/null 2>&1 || missing+=(socat)
 command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
 command -v rsync >/dev/null 2>&1 || missing+=(rsync)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)  # sandbox --containers: base image
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi

@@ -161,6 +161,18 @@ def _check_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "commands as you; the sandbox binds 127.0.0.1).",
 )
 @click.option(
+    "--containers",
+    is_flag=True,
+    help="Run pods' containers in namespaces of their own, on images built from Debian's packages (implies "
+    "--kubelet; root only; the first base image build takes a few minutes).",
+)
+@click.option(
+    "--pod-subnet",
+    default=None,
+    metavar="CIDR",
+    help="Pod network of --containers [default: the first free 10.N.0.0/16 from 10.213.0.0/16].",
+)
+@click.option(
     "--start-time",
     default=None,
     metavar="RFC3339",
@@ -181,6 +193,8 @@ def up(
     time_scale: float,
     priority_boost: bool,
     kubelet: bool,
+    containers: bool,
+    pod_subnet: str | None,
     start_time: str | None,
     kueue_config: str | None,
     name: str,
@@ -189,6 +203,8 @@ def up(
     import pathlib
 
     from sky_kueue.sandbox import seed
+    from sky_kueue.sandbox.containers.network import NetworkError
+    from sky_kueue.sandbox.containers.node import ContainersUnavailable
     from sky_kueue.sandbox.sandbox import Sandbox, SandboxError
 
     path = pathlib.Path(up_kubeconfig_path(name, kubeconfig_path)).expanduser()
@@ -208,6 +224,8 @@ def up(
             priority_boost=priority_boost,
             start=start,
             kubelet=kubelet,
+            containers=containers,
+            pod_subnet=pod_subnet,
             host=host,
             port=port,
             kubeconfig_path=path,
@@ -216,6 +234,8 @@ def up(
         )
         try:
             box.start()
+        except (ContainersUnavailable, NetworkError) as failure:
+            raise errors.UserError(str(failure)) from failure
         except OSError as failure:
             raise errors.UserError(f"cannot start the sandbox on {host}:{port}: {failure.strerror}") from failure
         try:
