@@ -30,6 +30,7 @@ from sky_kueue.cli import errors, options
 from sky_kueue.cli.aging_cmd import load_settings
 from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller.aging import AgingSettings, SettingsError
+from sky_kueue.controller.aging.safe_relaunch import DEFAULT_SAFE_MAX_HOLD_SECONDS, SafeRelaunchSettings
 from sky_kueue.kueue.errors import ModelError
 
 
@@ -52,6 +53,18 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
         errors.fail(str(err), EXIT_BAD_INPUT)
 
 
+def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeRelaunchSettings | None:
+    """The ``+safe`` policies' settings from the options (None: the simulator's defaults)."""
+    if safe_after is None and safe_max_hold is None:
+        return None
+    from sky_kueue.sim import policies
+
+    return SafeRelaunchSettings(
+        safe_after_preemptions=safe_after if safe_after is not None else policies.SAFE_AFTER_PREEMPTIONS_DEFAULT,
+        safe_max_hold_seconds=safe_max_hold if safe_max_hold is not None else DEFAULT_SAFE_MAX_HOLD_SECONDS,
+    )
+
+
 @click.command("simulate")
 @click.option(
     "--trace",
@@ -66,7 +79,8 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
     "policy_list",
     default="baseline,aging",
     show_default=True,
-    help="Comma-separated: baseline, aging (the configured default), or a registered aging policy.",
+    help="Comma-separated: baseline, aging (the configured default), or a registered aging policy; any of them "
+    "with +safe (e.g. rank+safe) adds the safe-relaunch rule.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the trace generator and relaunch jitter.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Simulate this many jobs of the trace.")
@@ -167,6 +181,19 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
     default=None,
     help="Threshold T of the 'admitted within T' check, seconds (default 600).",
 )
+@click.option(
+    "--safe-after",
+    type=click.IntRange(min=1),
+    default=None,
+    help="+safe policies: hold a relaunch after this many preemptions of the job until Kueue would admit it "
+    "without borrowing (default 1).",
+)
+@click.option(
+    "--safe-max-hold",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="+safe policies: release a held relaunch after this many seconds (default 1800).",
+)
 @click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
 @click.option(
     "--clusters",
@@ -206,6 +233,8 @@ def simulate(
     starve_after: float | None,
     eta_sample: int,
     eta_within: float | None,
+    safe_after: int | None,
+    safe_max_hold: float | None,
     no_relaunch_backoff: bool,
     clusters: int,
     failover_after: float | None,
@@ -225,9 +254,14 @@ def simulate(
     settings = _settings(config_path, aging_overrides)
     if allow_burst:
         settings = policies.with_burst_defaults(settings)
+    safe = _safe_settings(safe_after, safe_max_hold)
+    if safe is not None and not any(n.endswith(policies.SAFE_SUFFIX) for n in names):
+        errors.fail("--safe-after/--safe-max-hold apply to +safe policies; add one to --policies", EXIT_BAD_INPUT)
+    if reserve_after is not None and any(n.endswith(policies.SAFE_SUFFIX) for n in names):
+        errors.fail("--reserve-after is not modelled with +safe policies; drop one of them", EXIT_BAD_INPUT)
     for name in names:
         try:
-            policies.resolve(name, settings)
+            policies.resolve(name, settings, safe)
         except policies.UnknownSimPolicyError as err:
             errors.fail(f"--policies: {err}", EXIT_BAD_INPUT)
     if len(set(names)) != len(names):
@@ -287,7 +321,9 @@ def simulate(
     if clusters > 1:
         from sky_kueue.cli import simulate_clusters
 
-        simulate_clusters.run(trace, policies.resolve(names[0], settings), clusters, config, failover_after, output)
+        simulate_clusters.run(
+            trace, policies.resolve(names[0], settings, safe), clusters, config, failover_after, output
+        )
         return
 
     with progress:
@@ -296,6 +332,7 @@ def simulate(
             names,
             config,
             settings=settings,
+            safe=safe,
             starvation=rule,
             eta_sample=eta_sample,
             eta_within_s=within,

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
 from sky_kueue.sim import eta as eta_mod
 from sky_kueue.sim import policies
 from sky_kueue.sim.metrics import PolicyMetrics, StarvationRule, TargetCheck, check_targets, summarize
@@ -41,6 +42,7 @@ def compare(
     config: SimConfig | None = None,
     *,
     settings: AgingSettings | None = None,
+    safe: SafeRelaunchSettings | None = None,
     starvation: StarvationRule | None = None,
     eta_sample: int = 0,
     eta_within_s: float = eta_mod.DEFAULT_ETA_WITHIN_SECONDS,
@@ -51,12 +53,13 @@ def compare(
     Args:
         policy_names: names (see :func:`sky_kueue.sim.policies.resolve`) or policy objects,
             e.g. a :class:`~sky_kueue.sim.policies.RegistryPolicy` with tuned settings.
+        safe: the safe-relaunch settings of ``+safe`` names (default: the simulator's).
 
     Raises:
         UnknownSimPolicyError: a policy name is unknown.
         ValueError: the list is empty or names a policy twice.
     """
-    resolved = [policies.resolve(p, settings) if isinstance(p, str) else p for p in policy_names]
+    resolved = [policies.resolve(p, settings, safe) if isinstance(p, str) else p for p in policy_names]
     names = [p.name for p in resolved]
     if not names:
         raise ValueError("give at least one policy")

@@ -34,6 +34,8 @@ class EventKind(enum.IntEnum):
     RESERVE = 6
     #: The relaunch of a job marked for the cloud after a preemption: it runs there, not in Kueue.
     CLOUD_RELAUNCH = 7
+    #: A relaunch held by the safe-relaunch rule reached ``safe_max_hold_seconds``.
+    SAFE_TIMEOUT = 8
 
 
 @dataclass(frozen=True, order=True)

@@ -16,6 +16,11 @@ Definitions (the numbers mean exactly this):
   of the first job to submission of the last) over capacity x that period; **goodput**
   counts only runs that were not preempted.
 * **preemptions per job**: over all jobs of the trace.
+* **completion-time inflation** of a preempted job (the user's measure): (completion -
+  first submission) / run time, over the preempted jobs that completed (finished, failed
+  or burst; a burst job completes when its cloud run ends); 1.0 means it ran at once and
+  was never held up. Nearest-rank p50 / p99 and max. **Wasted GPU-hours per preempted
+  job**: the GPU-hours of preempted runs (thrown away) over the jobs preempted at least once.
 
 :func:`check_targets` compares a policy with the baseline of the same run against the
 issue's targets: no starved job, the low class's max wait at least
@@ -32,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from sky_kueue.sim.eta import EtaSummary
-from sky_kueue.sim.results import JobOutcome, JobResult, RunResult
+from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, SafeHoldCounts
 
 DEFAULT_STARVATION_RUNTIME_MULTIPLE = 10.0
 DEFAULT_STARVATION_MIN_WAIT_SECONDS = 3_600.0
@@ -134,6 +139,16 @@ class PolicyMetrics:
     max_wait_after_preemption_s: float = 0.0
     #: GPU-hours run in the cloud by jobs that burst (their remaining run time).
     burst_gpu_hours: float = 0.0
+    #: Completion-time inflation of preempted jobs that completed (module doc): p50, p99, max,
+    #: and how many such jobs there were.
+    p50_inflation: float = 0.0
+    p99_inflation: float = 0.0
+    max_inflation: float = 0.0
+    inflation_jobs: int = 0
+    #: Lost GPU-hours over the jobs preempted at least once (0 with none).
+    wasted_gpu_hours_per_preempted_job: float = 0.0
+    #: What the safe-relaunch rule did (all zero without it).
+    safe: SafeHoldCounts = field(default_factory=SafeHoldCounts)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -155,7 +170,13 @@ class PolicyMetrics:
                 "max_wait_after_preemption_s": round(self.max_wait_after_preemption_s, 3),
                 "max_preemptions": self.preemptions_per_job_max,
                 "relaunch_starved": self.relaunch_starved,
+                "completed": self.inflation_jobs,
+                "p50_completion_inflation": round(self.p50_inflation, 3),
+                "p99_completion_inflation": round(self.p99_inflation, 3),
+                "max_completion_inflation": round(self.max_inflation, 3),
+                "wasted_gpu_hours_per_preempted_job": round(self.wasted_gpu_hours_per_preempted_job, 3),
             },
+            "safe_relaunch": self.safe.to_json(),
             "lost_gpu_hours": round(self.lost_gpu_hours, 3),
             "gpu_utilization": round(self.gpu_utilization, 4),
             "gpu_goodput": round(self.gpu_goodput, 4),
@@ -215,6 +236,9 @@ def summarize(
     starved_jobs = [j for j in run.jobs if rule.starved(j)]
     outcomes = Counter(j.outcome.value for j in run.jobs)
     after = sorted(w for j in run.jobs if (w := j.wait_after_preemption_s) is not None)
+    inflation = sorted(i for j in run.jobs if (i := completion_inflation(j)) is not None)
+    preempted_jobs = sum(1 for p in preemptions if p > 0)
+    lost_gpu_hours = sum(j.lost_gpu_s for j in run.jobs) / 3600.0
     return PolicyMetrics(
         policy=run.policy,
         classes=classes,
@@ -223,7 +247,7 @@ def summarize(
         starved=sum(c.starved for c in classes.values()),
         preemptions_per_job_mean=sum(preemptions) / len(preemptions) if preemptions else 0.0,
         preemptions_per_job_max=max(preemptions, default=0),
-        lost_gpu_hours=sum(j.lost_gpu_s for j in run.jobs) / 3600.0,
+        lost_gpu_hours=lost_gpu_hours,
         gpu_utilization=run.busy_gpu_s / denominator if denominator > 0 else 0.0,
         gpu_goodput=run.useful_gpu_s / denominator if denominator > 0 else 0.0,
         bursts=outcomes.get(JobOutcome.BURST.value, 0),
@@ -239,13 +263,30 @@ def summarize(
         starved_never_preempted=sum(1 for j in starved_jobs if j.preemptions == 0),
         starved_preempted=sum(1 for j in starved_jobs if j.preemptions > 0),
         relaunch_starved=sum(1 for j in starved_jobs if j.preemptions >= RELAUNCH_STARVED_MIN_PREEMPTIONS),
-        preempted_jobs=sum(1 for p in preemptions if p > 0),
+        preempted_jobs=preempted_jobs,
         inverted_preemptions=run.inverted_preemptions,
         p50_wait_after_preemption_s=percentile(after, 50),
         p99_wait_after_preemption_s=percentile(after, 99),
         max_wait_after_preemption_s=after[-1] if after else 0.0,
         burst_gpu_hours=sum(j.gpus * j.remaining_s for j in run.jobs if j.outcome is JobOutcome.BURST) / 3600.0,
+        p50_inflation=percentile(inflation, 50),
+        p99_inflation=percentile(inflation, 99),
+        max_inflation=inflation[-1] if inflation else 0.0,
+        inflation_jobs=len(inflation),
+        wasted_gpu_hours_per_preempted_job=lost_gpu_hours / preempted_jobs if preempted_jobs else 0.0,
+        safe=run.safe,
     )
+
+
+#: Outcomes at which a job has completed (its completion time is known).
+_COMPLETED = frozenset({JobOutcome.FINISHED, JobOutcome.FAILED, JobOutcome.BURST})
+
+
+def completion_inflation(job: JobResult) -> float | None:
+    """(completion - first submission) / run time of a preempted job that completed, else None."""
+    if job.preemptions == 0 or job.outcome not in _COMPLETED or job.end_s is None or job.duration_s <= 0:
+        return None
+    return (job.end_s - job.submit_s) / job.duration_s
 
 
 @dataclass(frozen=True)

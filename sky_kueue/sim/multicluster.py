@@ -30,6 +30,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from sky_kueue.controller.aging.safe_relaunch import Placement
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.predictor import VerdictKind
 from sky_kueue.kueue.scheduler import Engine
@@ -239,10 +240,34 @@ class MultiClusterSimulator(Simulator):
     def wait_limit(self, job: _Job) -> float | None:
         return self.failover_timeout_s
 
+    # --- safe relaunch: the team's other clusters count -------------------------------
+
+    @staticmethod
+    def cluster_name(index: int) -> str:
+        return f"cluster-{index}"
+
+    def _own_cluster(self, job: _Job) -> str:
+        return self.cluster_name(self.placements[job.index].cluster)
+
+    def _safe_placements(self, job: _Job) -> tuple[Placement, tuple[Placement, ...]]:
+        """Own cluster first, then the others in the job's frozen order."""
+        placement = self.placements[job.index]
+        own = placement.cluster
+        engines = self.engine_set.engines
+        others = tuple(self._placement_in(self.cluster_name(i), engines[i], job) for i in placement.order if i != own)
+        return self._placement_in(self.cluster_name(own), engines[own], job), others
+
+    def _enter_kueue(self, job: _Job, cluster: str | None) -> None:
+        if cluster is not None:
+            self.engine_set.next_cluster = int(cluster.rsplit("-", 1)[1])
+        super()._enter_kueue(job, cluster)
+
     def _burst(self, job: _Job) -> None:
         """The admission timeout expired: SkyPilot tries the next context of the list."""
         assert job.workload is not None
-        self.engine.delete_workload(job.workload.key)
+        if job.in_kueue:
+            self.engine.delete_workload(job.workload.key)
+        self._unhold(job)
         self._pending_delta(job, -1)
         self.placements[job.index].position += 1
         self.failovers += 1

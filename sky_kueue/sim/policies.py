@@ -14,7 +14,11 @@ Names accepted by :func:`resolve`:
   aging config says otherwise);
 * any registered aging policy by name (``bounded``, ``ladder``, ``age``, ``none``, ...).
   ``none`` runs the whole controller path but never boosts, so it must match
-  ``baseline`` exactly: a check that the controller path alone changes nothing.
+  ``baseline`` exactly: a check that the controller path alone changes nothing;
+* any of those with ``+safe`` (``rank+safe``, ``baseline+safe``): the same policy plus the
+  safe-relaunch rule (:mod:`sky_kueue.controller.aging.safe_relaunch`): after the job's
+  ``safe_after_preemptions``-th preemption its relaunch is held out of Kueue until Kueue
+  would admit it without borrowing (default :data:`SAFE_AFTER_PREEMPTIONS_DEFAULT`).
 
 When a boost is decided mirrors the controller (:mod:`sky_kueue.controller.engine`): when
 a Workload is created (the controller reconciles it at once; we take its latency as zero),
@@ -42,10 +46,16 @@ from sky_kueue.controller import aging, burst
 from sky_kueue.controller.aging import AgingDecision, AgingSettings
 from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.aging.policies import FoldPolicy
+from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
 from sky_kueue.controller.history import JobHistory
 
 BASELINE = "baseline"
 AGING = "aging"
+#: A policy name ending in this adds the safe-relaunch rule (``rank+safe``).
+SAFE_SUFFIX = "+safe"
+#: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
+#: (``simulate --safe-after``).
+SAFE_AFTER_PREEMPTIONS_DEFAULT = 1
 #: How often the controller re-ages a Workload that is still waiting (``controller run
 #: --reage-interval``, ``sky_kueue.controller.manager.REAGE_INTERVAL_SECONDS``).
 AGING_RESYNC_SECONDS = 300.0
@@ -123,6 +133,11 @@ class ResubmissionPolicy(Protocol):
         """With bursting allowed: a relaunch waiting longer than this in Kueue bursts."""
         ...
 
+    @property
+    def safe_relaunch(self) -> SafeRelaunchSettings | None:
+        """The safe-relaunch rule's settings (None: relaunches enter Kueue at once)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BaselinePolicy:
@@ -134,6 +149,7 @@ class BaselinePolicy:
     resync_seconds: float | None = None
 
     relaunch_wait_limit_s: float | None = None
+    safe_relaunch: SafeRelaunchSettings | None = None
 
     def decide(self, history: JobHistory | None, now: float) -> Decision:
         return Decision(0, None)
@@ -151,10 +167,12 @@ class RegistryPolicy:
     settings: AgingSettings
     resync_seconds: float | None = AGING_RESYNC_SECONDS
     keeps_history: bool = True
+    safe_relaunch: SafeRelaunchSettings | None = None
 
     @property
     def summary(self) -> str:
-        return f"controller policy {self.policy.name!r}: {self.policy.summary}"
+        safe = "" if self.safe_relaunch is None else " + safe relaunch"
+        return f"controller policy {self.policy.name!r}: {self.policy.summary}{safe}"
 
     @property
     def relaunch_wait_limit_s(self) -> float | None:
@@ -162,8 +180,8 @@ class RegistryPolicy:
 
     def bursts_after_preemption(self, history: JobHistory | None, now: float) -> bool:
         """The controller's burst verdict on the preemption count (:mod:`sky_kueue.controller.burst`)."""
-        if history is None:
-            return False
+        if history is None or self.safe_relaunch is not None:
+            return False  # with the safe-relaunch rule, the rule decides when to burst
         verdict = burst.decide_burst(history, self.settings, now)
         return verdict is not None and verdict.reason is burst.BurstReason.PREEMPTIONS
 
@@ -199,22 +217,48 @@ class RegistryPolicy:
 
 
 def names() -> tuple[str, ...]:
-    """Every name :func:`resolve` accepts."""
+    """Every name :func:`resolve` accepts without the ``+safe`` suffix."""
     return (BASELINE, AGING, *aging.policy_names())
 
 
-def resolve(name: str, settings: AgingSettings | None = None) -> ResubmissionPolicy:
+def safe_settings(settings: AgingSettings, safe: SafeRelaunchSettings | None = None) -> SafeRelaunchSettings:
+    """The rule's settings for a ``+safe`` policy: ``safe`` (default: hold after
+    :data:`SAFE_AFTER_PREEMPTIONS_DEFAULT` preemptions), bursting from a hold when the
+    predicted safe wait exceeds the aging settings' ``burst_max_predicted_wait_seconds``
+    (set by ``--allow-burst``) unless ``safe`` sets its own limit."""
+    safe = safe if safe is not None else SafeRelaunchSettings(safe_after_preemptions=SAFE_AFTER_PREEMPTIONS_DEFAULT)
+    if safe.burst_max_predicted_wait_seconds is None and settings.burst_max_predicted_wait_seconds is not None:
+        safe = replace(safe, burst_max_predicted_wait_seconds=settings.burst_max_predicted_wait_seconds)
+    return safe
+
+
+def resolve(
+    name: str, settings: AgingSettings | None = None, safe: SafeRelaunchSettings | None = None
+) -> ResubmissionPolicy:
     """The policy called ``name`` (see the module docstring).
+
+    Args:
+        safe: the safe-relaunch settings of ``+safe`` policies (see :func:`safe_settings`).
 
     Raises:
         UnknownSimPolicyError: neither built in nor registered (the message lists names).
     """
     settings = settings if settings is not None else AgingSettings()
+    if name.endswith(SAFE_SUFFIX):
+        inner = resolve(name[: -len(SAFE_SUFFIX)], settings)
+        if inner.safe_relaunch is not None or not isinstance(inner, (BaselinePolicy, RegistryPolicy)):
+            raise UnknownSimPolicyError(
+                f"unknown policy {name!r}; add {SAFE_SUFFIX} once, to one of {', '.join(names())}"
+            )
+        return replace(inner, name=name, safe_relaunch=safe_settings(settings, safe))
     if name == BASELINE:
         return BaselinePolicy()
     registry_name = settings.policy if name == AGING else name
     try:
         policy = aging.get_policy(registry_name)
     except aging.UnknownPolicyError:
-        raise UnknownSimPolicyError(f"unknown policy {name!r}; choose from {', '.join(names())}") from None
+        choices = ", ".join(names())
+        raise UnknownSimPolicyError(
+            f"unknown policy {name!r}; choose from {choices} (each may end in {SAFE_SUFFIX})"
+        ) from None
     return RegistryPolicy(name=name, policy=policy, settings=settings)

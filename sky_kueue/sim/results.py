@@ -105,3 +105,37 @@ class RunResult:
     wall_s: float = 0.0
     #: ETA checks: (job id, actual wait, model estimate or None, naive estimate or None).
     eta: tuple[tuple[str, float | None, float | None, float | None], ...] = ()
+    #: Safe relaunch (:mod:`sky_kueue.sim.safe_hold`): what the holds did.
+    safe: SafeHoldCounts = field(default_factory=lambda: SafeHoldCounts())
+
+
+@dataclass
+class SafeHoldCounts:
+    """What the safe-relaunch rule did in one run (all zero without it).
+
+    ``holds``: relaunches held out of Kueue; ``released_safe``: held ones released because
+    Kueue would admit them without borrowing; ``moved``: relaunches (held or not) sent to
+    another cluster of the team where they fit nominal quota;
+    ``released_timeout``: released after ``safe_max_hold_seconds``; ``bursts``: sent to a
+    cloud from a hold; ``run_now_safe``: relaunches that fitted nominal quota at once;
+    ``hold_s``: seconds held in all.
+    """
+
+    holds: int = 0
+    released_safe: int = 0
+    moved: int = 0
+    released_timeout: int = 0
+    bursts: int = 0
+    run_now_safe: int = 0
+    hold_s: float = 0.0
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "holds": self.holds,
+            "released_safe": self.released_safe,
+            "moved": self.moved,
+            "released_timeout": self.released_timeout,
+            "bursts": self.bursts,
+            "run_now_safe": self.run_now_safe,
+            "hold_hours": round(self.hold_s / 3600.0, 3),
+        }

@@ -16,6 +16,11 @@ happens around Kueue:
   it sorts behind every Workload of its priority created meanwhile;
 * the **resubmission policy** (:mod:`sky_kueue.sim.policies`) sets the priority of each
   new Workload and re-ages waiting ones, as the controller would;
+* **safe relaunch** (a ``+safe`` policy): after its ``k``-th preemption a job's relaunch is
+  held out of Kueue (the controller's ``spec.active: false``) until the model says Kueue
+  would admit it without borrowing, then released; the rule is the controller's
+  (:mod:`sky_kueue.controller.aging.safe_relaunch`), its input is built by
+  :mod:`sky_kueue.sim.safe_hold`, and held jobs are reviewed whenever quota is freed;
 * **burst**: a launch attempt that waited in Kueue longer than its team's limit gives up
   and runs in a public cloud (SkyPilot's ``admission_timeout`` with ``ordered:``
   resources, SkyPilot 0.14.1 ``sky/backends/cloud_vm_ray_backend.py`` failover and ``kueue.admission_timeout``), at a
@@ -40,16 +45,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from sky_kueue.controller.aging.safe_relaunch import (
+    Placement,
+    SafeRelaunchDecision,
+    SafeRelaunchInput,
+    SafeRelaunchKind,
+    decide_safe_relaunch,
+)
 from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import CycleResult, Engine
+from sky_kueue.sim import safe_hold
 from sky_kueue.sim.cluster import QueueRef, at, fresh_state, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
 from sky_kueue.sim.policies import Decision, ResubmissionPolicy
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.reservation import QueueOrder, Reservations
-from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, TimelinePoint
+from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, SafeHoldCounts, TimelinePoint
 from sky_kueue.sim.traces import JobSpec, Trace
 
 #: Kueue runs cycles back to back; the simulator batches what happens within this window.
@@ -62,6 +75,11 @@ DEFAULT_BURST_COST_PER_GPU_HOUR = 4.0
 MAX_CYCLES_PER_INSTANT = 100_000
 #: Call the progress callback after this many event-loop steps.
 PROGRESS_EVERY_STEPS = 500
+
+#: The one cloud a simulated team bursts to (its name only labels the decision).
+SIM_BURST_CLOUD = "cloud"
+#: The name of the simulator's single cluster in safe-relaunch decisions.
+SIM_CLUSTER_NAME = "cluster"
 
 #: Tolerance when placing resync ticks (float rounding of created_at + k * interval).
 _TICK_EPSILON_S = 1e-6
@@ -140,6 +158,13 @@ class _Job:
     burst_cost: float = 0.0
     #: Deactivated by another job's reservation: the Workload is not in Kueue's queues.
     held_back: bool = False
+    #: Held by the safe-relaunch rule since this time (None: not held; the Workload is in Kueue).
+    safe_held_since: float | None = None
+
+    @property
+    def in_kueue(self) -> bool:
+        """Whether the current pending Workload is in Kueue's queues (not deactivated)."""
+        return not self.held_back and self.safe_held_since is None
 
 
 def _rng(seed: int, job_id: str, preemption: int) -> random.Random:
@@ -197,6 +222,13 @@ class Simulator:
         self.timeline: list[TimelinePoint] = []
         self.eta: list[tuple[str, float | None, float | None, float | None]] = []
         self.reservations = Reservations()
+        self.safe = policy.safe_relaunch
+        if self.safe is not None and self.config.reserve_after_s is not None:
+            raise ValueError("the safe-relaunch rule and reservations are not modelled together")
+        self.safe_counts = SafeHoldCounts()
+        #: Jobs whose relaunch the safe-relaunch rule holds, in the order they were held.
+        self.safe_held: dict[int, None] = {}
+        self._quota_freed = False
         self._ran = False
 
     # --- setup ------------------------------------------------------------------------
@@ -246,8 +278,11 @@ class Simulator:
                 self.now = event.at
                 self._handle(event.kind, self.jobs[event.job], event.token)
             self.now = instant
-            if self.engine.has_active_heads():
+            self._review_holds()
+            while self.engine.has_active_heads():
                 self._settle(instant)
+                if not self._review_holds():
+                    break
             steps += 1
             if self.progress is not None and steps % PROGRESS_EVERY_STEPS == 0:
                 self.progress(self.ended, total, self.now)
@@ -272,6 +307,7 @@ class Simulator:
             timeline=tuple(self.timeline),
             wall_s=time.perf_counter() - started,
             eta=tuple(self.eta),
+            safe=self.safe_counts,
         )
 
     def _handle(self, kind: EventKind, job: _Job, token: int) -> None:
@@ -297,6 +333,13 @@ class Simulator:
             self._release(job)
         elif kind is EventKind.RESERVE and job.state is _State.QUEUED and job.launches == token:
             self._reserve(job)
+        elif (
+            kind is EventKind.SAFE_TIMEOUT
+            and job.state is _State.QUEUED
+            and job.launches == token
+            and job.safe_held_since is not None
+        ):
+            self._apply_safe(job, self._safe_decision(job))
 
     def _settle(self, instant: float) -> None:
         """Runs Kueue cycles at one instant until no head can change anything."""
@@ -362,12 +405,24 @@ class Simulator:
         job.state = _State.QUEUED
         job.created_at = now
         self.by_workload[job.workload.key] = job
+        safe = self._safe_decision(job) if self._safe_applies(job) else None
         if self.config.reserve_after_s is not None and self.reservations.holds_back(
             self._cohort(job), self._queue_order(job)
         ):
             self._hold_back(job)
+        elif safe is not None and safe.kind is SafeRelaunchKind.HOLD:
+            self._safe_hold(job)
+        elif safe is not None and safe.kind is SafeRelaunchKind.BURST:
+            self.safe_counts.bursts += 1
+            job.state = _State.RELAUNCHING
+            self._to_cloud(job)  # the controller marks the job; SkyPilot sends it to the cloud
+            return
         else:
-            self.engine.add_workload(job.workload)
+            if safe is not None and safe.cluster is not None and safe.cluster != self._own_cluster(job):
+                self.safe_counts.moved += 1  # fits nominal quota in another cluster of the team
+            elif safe is not None and safe.predicted_wait_seconds == 0.0:
+                self.safe_counts.run_now_safe += 1
+            self._enter_kueue(job, safe.cluster if safe is not None else None)
         self._pending_delta(job, +1)
         limit = self.wait_limit(job)
         if limit is not None:
@@ -395,9 +450,95 @@ class Simulator:
             job.priority = job.base_priority + decision.boost
             job.max_boost = max(job.max_boost, decision.boost)
             job.workload = _with_priority(job.workload, job.priority)
-            if not job.held_back:
+            if job.in_kueue:
                 self.engine.update_pending_workload(job.workload)
         self._schedule_resync(job, decision.next_change_s)
+
+    # --- safe relaunch (policy.safe_relaunch) ------------------------------------------
+
+    def _safe_applies(self, job: _Job) -> bool:
+        """A relaunch the rule may hold: the policy has it and the job reached its count."""
+        if self.safe is None or job.preemptions == 0:
+            return False
+        after = self.safe.after_preemptions(job.spec.team)
+        return after is not None and job.preemptions >= after
+
+    def _safe_decision(self, job: _Job) -> SafeRelaunchDecision:
+        assert self.safe is not None
+        own, others = self._safe_placements(job)
+        held = None if job.safe_held_since is None else self.now - job.safe_held_since
+        clouds = (SIM_BURST_CLOUD,) if self.config.allow_burst else ()
+        return decide_safe_relaunch(
+            SafeRelaunchInput(job.preemptions, held, own, others, clouds, team=job.spec.team), self.safe
+        )
+
+    def _safe_placements(self, job: _Job) -> tuple[Placement, tuple[Placement, ...]]:
+        """The predictor's answer for the job's own cluster and the team's others (none here)."""
+        assert job.workload is not None
+        return self._placement_in(SIM_CLUSTER_NAME, self.engine, job), ()
+
+    def _placement_in(self, cluster: str, engine: Engine, job: _Job) -> Placement:
+        assert job.workload is not None
+        return safe_hold.placement(
+            cluster, engine, job.workload, gpus=job.alloc_gpus, holder=self._holder, now=self.now
+        )
+
+    def _holder(self, key: str) -> safe_hold.Running | None:
+        other = self.by_workload.get(key)
+        if other is None:
+            return None
+        return safe_hold.Running(other.alloc_gpus, other.run_start + other.remaining_s)
+
+    def _enter_kueue(self, job: _Job, cluster: str | None) -> None:
+        """The Workload enters Kueue's queues (in ``cluster`` where there are several)."""
+        assert job.workload is not None
+        self.engine.add_workload(job.workload)
+
+    def _safe_hold(self, job: _Job) -> None:
+        assert self.safe is not None
+        job.safe_held_since = self.now
+        self.safe_held[job.index] = None
+        self.safe_counts.holds += 1
+        self.events.push(self.now + self.safe.safe_max_hold_seconds, EventKind.SAFE_TIMEOUT, job.index, job.launches)
+
+    def _unhold(self, job: _Job) -> None:
+        if job.safe_held_since is not None:
+            self.safe_counts.hold_s += self.now - job.safe_held_since
+            job.safe_held_since = None
+            self.safe_held.pop(job.index, None)
+
+    def _apply_safe(self, job: _Job, decision: SafeRelaunchDecision) -> bool:
+        """Applies a decision on a held job; whether it left the hold."""
+        if decision.kind is SafeRelaunchKind.HOLD:
+            return False
+        self._unhold(job)
+        if decision.kind is SafeRelaunchKind.BURST:
+            self.safe_counts.bursts += 1
+            self._pending_delta(job, -1)
+            self._to_cloud(job)
+            return True
+        if decision.kind is SafeRelaunchKind.RELEASE_TIMEOUT:
+            self.safe_counts.released_timeout += 1
+        else:
+            self.safe_counts.released_safe += 1
+            if decision.cluster is not None and decision.cluster != self._own_cluster(job):
+                self.safe_counts.moved += 1
+        self._enter_kueue(job, decision.cluster)
+        return True
+
+    def _own_cluster(self, job: _Job) -> str:
+        return SIM_CLUSTER_NAME
+
+    def _review_holds(self) -> bool:
+        """Re-decides held relaunches after quota was freed; whether any entered Kueue."""
+        if not self.safe_held or not self._quota_freed:
+            return False
+        self._quota_freed = False
+        moved = False
+        for index in list(self.safe_held):
+            job = self.jobs[index]
+            moved |= self._apply_safe(job, self._safe_decision(job))
+        return moved
 
     # --- reservations (SimConfig.reserve_after_s) --------------------------------------
 
@@ -434,7 +575,7 @@ class Simulator:
             if (
                 other.state is _State.QUEUED
                 and other is not job
-                and not other.held_back
+                and other.in_kueue
                 and self._cohort(other) == cohort
                 and self._queue_order(other).behind(state.holder_order)
             ):
@@ -557,8 +698,9 @@ class Simulator:
     def _burst(self, job: _Job) -> None:
         """The launch attempt hit the team's wait limit: SkyPilot fails over to a cloud."""
         assert job.workload is not None
-        if not job.held_back:
+        if job.in_kueue:
             self.engine.delete_workload(job.workload.key)
+        self._unhold(job)
         self._pending_delta(job, -1)
         self._to_cloud(job)
         self._end_reservation(job)  # ended, no longer queued: a reservation it held passes on
@@ -605,6 +747,8 @@ class Simulator:
     def _usage_delta(self, job: _Job, gpus: int, when: float) -> None:
         cq = job.queue.cluster_queue
         self.used_gpus[cq] += gpus
+        if gpus < 0:
+            self._quota_freed = True
         if cq == self.timeline_cq:
             self._timeline_point(when)
 

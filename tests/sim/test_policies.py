@@ -72,6 +72,10 @@ class EveryTick:
     def resync_seconds(self) -> float | None:
         return self.inner.resync_seconds
 
+    @property
+    def safe_relaunch(self) -> None:
+        return None
+
     def decide(self, history, now):
         return policies.Decision(self.inner.decide(history, now).boost, now)
 

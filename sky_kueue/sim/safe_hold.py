@@ -1,0 +1,110 @@
+"""The simulator's predictor for the safe-relaunch rule: would Kueue admit it without borrowing?
+
+The rule itself (hold, release, time out, burst) is the controller's
+(:mod:`sky_kueue.controller.aging.safe_relaunch`); the simulator only builds its input, the
+way the controller does from its mirror: one :class:`Placement` per cluster the job may run
+in.
+
+How a placement is read, per cluster, for the job's relaunch Workload:
+
+1. **GPUs first** (cheap, and exact for the simulator's clusters, where GPUs bind): the
+   ClusterQueue's admitted GPUs, plus the GPUs of the Workloads Kueue would consider before
+   this one in that ClusterQueue, plus the job's own, must fit in the ClusterQueue's nominal
+   GPUs. Otherwise any admission now would borrow, and Kueue's reclaim
+   (``reclaimWithinCohort``) could take it back whenever the lender's owners return.
+2. **Then the model** (:func:`sky_kueue.kueue.whatif.quick_verdict`): Kueue's own flavor
+   assignment for the Workload as the head of its queue, which reports whether it is
+   admitted (possibly after reclaiming lent quota) and whether the assignment borrows for
+   any flavor/resource (the flavor assigner's borrowing height; Kueue
+   ``pkg/scheduler/flavorassigner/flavorassigner.go``).
+
+The predicted wait for a safe place assumes the ClusterQueue's running jobs end after their
+remaining run time (the simulator knows it, as the controller knows an expected-runtime
+annotation) and that nothing new is admitted meanwhile: the first instant at which enough of
+them have ended for the job (and the work ahead of it) to fit in nominal quota. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
+from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.scheduler import Engine
+from sky_kueue.kueue.whatif import quick_verdict
+from sky_kueue.kueue.workload import new_info
+from sky_kueue.sim.cluster import GPU_RESOURCE, at
+
+
+@dataclass(frozen=True)
+class Running:
+    """A quota holder of the ClusterQueue: its GPUs and when it is expected to end."""
+
+    gpus: int
+    ends_at_s: float
+
+
+def nominal_gpus(cq: o.ClusterQueue) -> int:
+    """The ClusterQueue's nominal GPUs over all its flavors."""
+    return sum(
+        flavor.resources[GPU_RESOURCE].nominal
+        for group in cq.resource_groups
+        for flavor in group.flavors
+        if GPU_RESOURCE in flavor.resources
+    )
+
+
+def predicted_safe_wait(excess_gpus: int, running: Iterable[Running], now: float) -> float | None:
+    """Seconds until ``excess_gpus`` of the running jobs have ended (None: they never free that many)."""
+    if excess_gpus <= 0:
+        return 0.0
+    freed = 0
+    for holder in sorted(running, key=lambda r: r.ends_at_s):
+        freed += holder.gpus
+        if freed >= excess_gpus:
+            return max(holder.ends_at_s - now, 0.0)
+    return None
+
+
+def placement(
+    cluster: str,
+    engine: Engine,
+    workload: o.Workload,
+    *,
+    gpus: int,
+    holder: Callable[[str], Running | None],
+    now: float,
+) -> Placement:
+    """Where Kueue would admit ``workload`` now in ``cluster``, borrowed or nominal (module doc).
+
+    Args:
+        gpus: the job's GPUs.
+        holder: a Workload key of ``engine`` to its GPUs and expected end (None: not a
+            simulated job; counted as 0 GPUs). Pending Workloads use the same function: their
+            ``ends_at_s`` is ignored.
+    """
+    cq_name = engine.cq_for(workload)
+    queue = engine.queues.get(cq_name) if cq_name is not None else None
+    if cq_name is None or queue is None:
+        return Placement(cluster, admits_now=False, borrows=False)
+    running = [r for key, info in engine.holders.items() if info.cluster_queue == cq_name and (r := holder(key))]
+    mine = queue.order_key(new_info(workload, cq_name))
+    ahead = 0
+    for pending in (queue.active, queue.inadmissible):
+        for key, info in pending.items():
+            if key != workload.key and queue.order_key(info) < mine and (r := holder(key)) is not None:
+                ahead += r.gpus
+    nominal = nominal_gpus(engine.state.cluster_queues[cq_name])
+    excess = sum(r.gpus for r in running) + ahead + gpus - nominal
+    if excess > 0:
+        # Any admission now would use quota beyond nominal: reclaimable, so not safe.
+        return Placement(
+            cluster,
+            admits_now=False,
+            borrows=True,
+            predicted_safe_wait_seconds=predicted_safe_wait(excess, running, now),
+        )
+    engine.now = at(now)
+    verdict = quick_verdict(engine, workload)
+    return placement_from_verdict(cluster, verdict, predicted_safe_wait_seconds=None)
