@@ -8,6 +8,7 @@ client; the request log says which user each request was served as.
 from __future__ import annotations
 
 import pathlib
+import socket
 import ssl
 import urllib.request
 from collections.abc import Iterator
@@ -155,3 +156,26 @@ def test_a_watch_over_https_ends_when_the_client_goes(
         for event in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=1, _request_timeout=5)
     ]
     assert events == ["ADDED"]
+
+
+def test_addresses_named_later_are_in_the_certificate(
+    access: in_cluster.InClusterAccess, tmp_path: pathlib.Path
+) -> None:
+    """The gateway is known only once the pod network exists: the certificate is reissued."""
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(access.certificate.ca_pem)
+    trusting = ssl.create_default_context(cafile=str(ca))
+
+    def handshake(name: str) -> None:
+        with (
+            socket.create_connection((access.host, access.port), timeout=5) as raw,
+            trusting.wrap_socket(raw, server_hostname=name),
+        ):
+            pass
+
+    handshake(in_cluster.LOOPBACK)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake("10.213.0.1")
+    access.add_addresses(["10.213.0.1"])
+    handshake("10.213.0.1")
+    assert access.environment()["KUBERNETES_SERVICE_PORT"] == str(access.port)

@@ -49,10 +49,8 @@ class ServingCertificate:
     cert_pem: bytes
     key_pem: bytes
 
-    def server_context(self) -> ssl.SSLContext:
-        """A server-side TLS context presenting this certificate (TLS 1.2 or later)."""
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
+    def load_into(self, context: ssl.SSLContext) -> ssl.SSLContext:
+        """Make ``context`` present this certificate (connections made later get it)."""
         # ssl loads chains from files only; the key never outlives this call on disk.
         with tempfile.TemporaryDirectory(prefix="sky-kueue-tls-") as directory:
             cert_path, key_path = pathlib.Path(directory) / "tls.crt", pathlib.Path(directory) / "tls.key"
@@ -62,69 +60,84 @@ class ServingCertificate:
             context.load_cert_chain(cert_path, key_path)
         return context
 
+    def server_context(self) -> ssl.SSLContext:
+        """A server-side TLS context presenting this certificate (TLS 1.2 or later)."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        return self.load_into(context)
+
 
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def issue(ip_addresses: Iterable[str], *, now: datetime.datetime | None = None) -> ServingCertificate:
-    """A new CA and a serving certificate it signs for ``ip_addresses`` and the API server's names."""
+def _validity(now: datetime.datetime | None) -> tuple[datetime.datetime, datetime.datetime]:
     moment = (now or datetime.datetime.now(datetime.timezone.utc)) - datetime.timedelta(
         seconds=CLOCK_SKEW_ALLOWANCE_SECONDS
     )
-    until = moment + datetime.timedelta(days=VALIDITY_DAYS)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("sky-kueue-sandbox-ca")
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(moment)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
+    return moment, moment + datetime.timedelta(days=VALIDITY_DAYS)
+
+
+class CertificateAuthority:
+    """A sandbox's CA: created once, it signs serving certificates for the addresses pods dial
+    (more can be named later, e.g. the pod network's gateway once it exists)."""
+
+    def __init__(self, *, now: datetime.datetime | None = None) -> None:
+        start, until = _validity(now)
+        self._key = ec.generate_private_key(ec.SECP256R1())
+        self._name = _name("sky-kueue-sandbox-ca")
+        certificate = (
+            x509.CertificateBuilder()
+            .subject_name(self._name)
+            .issuer_name(self._name)
+            .public_key(self._key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(until)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._key.public_key()), critical=False)
+            .sign(self._key, hashes.SHA256())
+        )
+        self.ca_pem = certificate.public_bytes(serialization.Encoding.PEM)
+
+    def issue(self, ip_addresses: Iterable[str], *, now: datetime.datetime | None = None) -> ServingCertificate:
+        """A serving certificate for ``ip_addresses`` and the API server's DNS names."""
+        start, until = _validity(now)
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        alternative_names: list[x509.GeneralName] = [x509.DNSName(name) for name in API_SERVER_DNS_NAMES]
+        alternative_names += [x509.IPAddress(ipaddress.ip_address(a)) for a in dict.fromkeys(ip_addresses)]
+        server_cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name("kube-apiserver"))
+            .issuer_name(self._name)
+            .public_key(server_key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(until)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
+            .sign(self._key, hashes.SHA256())
+        )
+        return ServingCertificate(
+            ca_pem=self.ca_pem,
+            cert_pem=server_cert.public_bytes(serialization.Encoding.PEM),
+            key_pem=server_key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             ),
-            critical=True,
         )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    alternative_names: list[x509.GeneralName] = [x509.DNSName(name) for name in API_SERVER_DNS_NAMES]
-    alternative_names += [x509.IPAddress(ipaddress.ip_address(address)) for address in dict.fromkeys(ip_addresses)]
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("kube-apiserver"))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(moment)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    return ServingCertificate(
-        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
-        cert_pem=server_cert.public_bytes(serialization.Encoding.PEM),
-        key_pem=server_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
-    )

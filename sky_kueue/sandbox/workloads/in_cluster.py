@@ -5,12 +5,16 @@ Why together: ``load_incluster_config`` needs all three to agree - the address i
 environment must be one the serving certificate names, verified with the ``ca.crt`` in the
 pod's files, and the ``token`` beside it must be one the server authenticates. The sandbox
 keeps its plain-HTTP listener on 127.0.0.1 for its kubeconfig (kubectl, tests, SkyPilot on
-the host); pods get this second, HTTPS listener (on their network's gateway when pods run in
-containers, on 127.0.0.1 in process mode).
+the host); pods get a second, HTTPS listener, also on 127.0.0.1: with containers, the pod
+network's relay (``sandbox.containers.relay``) forwards the gateway's port to it unchanged, and
+:meth:`InClusterAccess.add_addresses` names the gateway in the certificate once the network
+exists.
 """
 
 from __future__ import annotations
 
+import ssl
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +34,24 @@ class InClusterAccess:
     server: ApiServer
     host: str
     port: int
+    authority: certificates.CertificateAuthority
     certificate: certificates.ServingCertificate
+    context: ssl.SSLContext
     tokens: ServiceAccountTokens
+    addresses: list[str] = field(default_factory=list)
     _closed: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_addresses(self, addresses: Iterable[str]) -> None:
+        """Name more addresses in the serving certificate (e.g. the pod network's gateway,
+        which a relay forwards to this listener); new connections get the new certificate."""
+        with self._lock:
+            wanted = list(dict.fromkeys([*self.addresses, *addresses]))
+            if wanted == self.addresses:
+                return
+            self.certificate = self.authority.issue(wanted)
+            self.certificate.load_into(self.context)
+            self.addresses = wanted
 
     def environment(self) -> dict[str, str]:
         """The variables a kubelet sets in every container for the ``kubernetes`` Service."""
@@ -68,8 +87,11 @@ def serve(
         OSError: the address cannot be bound.
         RuntimeError: the server is not started.
     """
-    certificate = certificates.issue([host, LOOPBACK, *extra_addresses])
-    bound_port = server.add_listener(host, port, ssl_context=certificate.server_context())
-    tokens = ServiceAccountTokens(server.store, certificate.ca_pem)
+    addresses = list(dict.fromkeys([host, LOOPBACK, *extra_addresses]))
+    authority = certificates.CertificateAuthority()
+    certificate = authority.issue(addresses)
+    context = certificate.server_context()
+    bound_port = server.add_listener(host, port, ssl_context=context)
+    tokens = ServiceAccountTokens(server.store, authority.ca_pem)
     server.authenticator = tokens.authenticate
-    return InClusterAccess(server, host, bound_port, certificate, tokens)
+    return InClusterAccess(server, host, bound_port, authority, certificate, context, tokens, addresses)

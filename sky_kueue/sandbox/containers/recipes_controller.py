@@ -1,0 +1,116 @@
+"""The controller's image, ``ghcr.io/sky-kueue/sky-kueue:0.1.0``, for the sandbox's image store.
+
+Why: ``configs/controller/deployment.yaml`` names that image, and a user builds it from
+``configs/controller/Containerfile``. The sandbox cannot pull it (no registry is reachable)
+nor build the Containerfile (no container engine), so it applies the **same install steps**
+(``configs/controller/install.sh``, which the Containerfile runs too) to its Debian bookworm
+base: the checkout's package sources and ``install.sh`` are copied into the rootfs, and pip
+builds and installs the package with its dependencies into ``/opt/sky-kueue``, from PyPI as
+the Containerfile's wheel stage does.
+
+Differences from the Containerfile, and why:
+
+* the base is Debian bookworm's python3 (3.11), not ``python:3.11-slim-bookworm``'s; Debian
+  splits the ``venv`` module into ``python3-venv``, installed first;
+* the image reference maps to the recipe by name, whatever the registry (the user's image is
+  whatever ``kustomize edit set image`` names; in the sandbox the manifests run unchanged).
+
+The recipe exists only when this module runs from a checkout (``pyproject.toml`` beside the
+package): an installed wheel has no sources to build the image from. The cache key covers a
+hash of the copied sources, so an edited checkout builds a new image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+from sky_kueue.sandbox.containers.recipe import BASE_NAME, ImageRecipe, register
+
+#: The reference ``configs/controller/deployment.yaml`` names.
+CONTROLLER_IMAGE_REFERENCE = "ghcr.io/sky-kueue/sky-kueue:0.1.0"
+#: The recipe's name (also a reference that maps to it).
+CONTROLLER_IMAGE = "sky-kueue-controller"
+#: Where the checkout is (this file is ``<root>/sky_kueue/sandbox/containers/...``).
+CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
+INSTALL_SCRIPT = pathlib.Path("configs/controller/install.sh")
+#: What of the checkout the package build needs (the Containerfile's wheel stage copies the same).
+SOURCES = (pathlib.Path("pyproject.toml"), pathlib.Path("README.md"), pathlib.Path("sky_kueue"))
+#: The virtualenv ``install.sh`` creates (the Containerfile's PREFIX).
+PREFIX = "/opt/sky-kueue"
+#: Source files that do not go into the package (nor into the hash).
+_IGNORED_PARTS = frozenset({"__pycache__"})
+_IGNORED_SUFFIXES = frozenset({".pyc", ".pyo"})
+
+
+def _source_files(root: pathlib.Path) -> list[pathlib.Path]:
+    files: list[pathlib.Path] = []
+    for source in SOURCES:
+        path = root / source
+        candidates = sorted(path.rglob("*")) if path.is_dir() else [path]
+        files.extend(
+            p
+            for p in candidates
+            if p.is_file() and not _IGNORED_PARTS & set(p.parts) and p.suffix not in _IGNORED_SUFFIXES
+        )
+    return files
+
+
+def source_hash(root: pathlib.Path = CHECKOUT) -> str:
+    """A hash over the install script and the package sources (paths and contents)."""
+    digest = hashlib.sha256()
+    for path in [root / INSTALL_SCRIPT, *_source_files(root)]:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def controller_recipe(root: pathlib.Path = CHECKOUT) -> ImageRecipe:
+    """The recipe: the sources and ``install.sh`` copied in, then the install steps.
+
+    Raises:
+        FileNotFoundError: ``root`` is not a checkout (no ``pyproject.toml`` or install script).
+    """
+    for needed in (root / "pyproject.toml", root / INSTALL_SCRIPT):
+        if not needed.is_file():
+            raise FileNotFoundError(f"{needed}: the controller image is built from a checkout")
+    # The build directory is named by the sources' hash: the recipe's digest covers the paths
+    # of the files it copies, so a changed checkout gives a new image (recipe.ImageRecipe.files).
+    build = f"/tmp/sky-kueue-build-{source_hash(root)}"
+    files = [(str(root / INSTALL_SCRIPT), f"{build}/install.sh")]
+    files += [(str(root / source), f"{build}/src/{source}") for source in SOURCES]
+    return ImageRecipe(
+        name=CONTROLLER_IMAGE,
+        references=(CONTROLLER_IMAGE_REFERENCE, "ghcr.io/sky-kueue/sky-kueue"),
+        base=BASE_NAME,
+        steps=(
+            # python:3.11-slim has the venv module; Debian's python3 needs its package.
+            "apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null"
+            " && apt-get clean && rm -rf /var/lib/apt/lists/*",
+            # the Containerfile's install, from the checkout (pip builds the wheel, as its first stage)
+            f"find {build}/src -name __pycache__ -prune -exec rm -rf {{}} + ; "
+            f"sh {build}/install.sh {build}/src {PREFIX} && rm -rf {build}",
+        ),
+        # The Containerfile's ENV, WORKDIR and ENTRYPOINT + CMD.
+        env=(
+            ("HOME", "/tmp"),
+            ("PATH", f"{PREFIX}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+            ("PYTHONDONTWRITEBYTECODE", "1"),
+            ("PYTHONUNBUFFERED", "1"),
+        ),
+        command=("sky-kueue", "controller", "run", "--help"),
+        workdir="/tmp",
+        files=tuple(files),
+    )
+
+
+def register_controller_image(root: pathlib.Path = CHECKOUT) -> ImageRecipe | None:
+    """Register the recipe when ``root`` is a checkout; None otherwise (an installed package)."""
+    try:
+        recipe = controller_recipe(root)
+    except FileNotFoundError:
+        return None
+    return register(recipe)
+
+
+CONTROLLER = register_controller_image()
