@@ -71,8 +71,8 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
     "trace_source",
     default="synthetic",
     show_default=True,
-    help="synthetic, kueue-perf, reclaim-storm, reclaim-storm-hot, or a CSV file (submit_time, duration, gpus, "
-    "cpus, memory, priority_class, team).",
+    help="synthetic, kueue-perf, reclaim-storm, reclaim-storm-hot, dev-starvation, or a CSV file (submit_time, "
+    "duration, gpus, cpus, memory, priority_class, team).",
 )
 @click.option(
     "--policies",

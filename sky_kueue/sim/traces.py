@@ -112,7 +112,8 @@ SYNTHETIC = "synthetic"
 KUEUE_PERF = "kueue-perf"
 RECLAIM_STORM = "reclaim-storm"
 RECLAIM_STORM_HOT = "reclaim-storm-hot"
-BUILTIN_TRACES = (SYNTHETIC, KUEUE_PERF, RECLAIM_STORM, RECLAIM_STORM_HOT)
+DEV_STARVATION = "dev-starvation"
+BUILTIN_TRACES = (SYNTHETIC, KUEUE_PERF, RECLAIM_STORM, RECLAIM_STORM_HOT, DEV_STARVATION)
 
 
 def load_trace(
@@ -164,6 +165,17 @@ def load_trace(
         if hours is not None:
             storm = replace(storm, hours=hours)
         trace = reclaim_storm.generate(storm, random.Random(seed))
+        if jobs is not None:
+            trace = trace.head(jobs)
+    elif source == DEV_STARVATION:
+        from sky_kueue.sim import dev_starvation
+
+        if load is not None:
+            raise TraceError(f"--load: {source} fixes its own load (dev team {dev_starvation.DEV_LOAD:g}x its quota)")
+        params = dev_starvation.DevStarvationParams()
+        if hours is not None:
+            params = replace(params, hours=hours)
+        trace = dev_starvation.generate(params, random.Random(seed))
         if jobs is not None:
             trace = trace.head(jobs)
     elif source == KUEUE_PERF:
