@@ -172,10 +172,10 @@ def load_trace(
 
         if load is not None:
             raise TraceError(f"--load: {source} fixes its own load (dev team {dev_starvation.DEV_LOAD:g}x its quota)")
-        params = dev_starvation.DevStarvationParams()
+        dev = dev_starvation.DevStarvationParams()
         if hours is not None:
-            params = replace(params, hours=hours)
-        trace = dev_starvation.generate(params, random.Random(seed))
+            dev = replace(dev, hours=hours)
+        trace = dev_starvation.generate(dev, random.Random(seed))
         if jobs is not None:
             trace = trace.head(jobs)
     elif source == KUEUE_PERF:
