@@ -12,7 +12,10 @@ plus ``kubernetes.kueue.admission_timeout``; SkyPilot 0.14.1 ``sky/backends/clou
   (``burst_max_predicted_wait_seconds``, or a per-team value passed by the caller).
 
 The verdict is pure; the controller records it once (``HistoryStore.record_burst``) and
-surfaces it. Rewriting the task for the cloud is the SkyPilot front door's job.
+surfaces it. Rewriting the task for the cloud is the SkyPilot front door's job: at the
+relaunch, the ``KUEUE_AGING`` recovery strategy asks :func:`relaunch_burst` and keeps only
+the candidates :func:`is_burst_target` accepts (a public cloud, or a Kubernetes context the
+team names as a burst target).
 """
 
 from __future__ import annotations
@@ -98,3 +101,55 @@ def decide_burst(
             predicted_wait_seconds,
         )
     return None
+
+
+def relaunch_burst(
+    history: JobHistory,
+    settings: AgingSettings,
+    now: float,
+    *,
+    enabled: bool = True,
+    source: str = "controller history",
+) -> tuple[bool, str]:
+    """Whether a relaunch about to happen should go to the team's burst targets, and why.
+
+    This is the question SkyPilot's recovery asks through the ``KUEUE_AGING`` strategy
+    (:mod:`sky_kueue.controller.skypilot_plugin`) just before it relaunches a preempted job:
+    yes once the controller marked the job (``history.burst``), or once the job was preempted
+    ``burst_after_preemptions`` times since its last successful run. The predicted-wait
+    trigger needs the admission predictor and is the controller's to apply, not the relaunch's.
+
+    Args:
+        history: the job's history (the controller's, or the strategy's own count).
+        settings: the aging settings of ``sky-kueue.yaml``.
+        now: the relaunch time.
+        enabled: ``aging.enabled``; when false nothing bursts.
+        source: where ``history`` came from, for the reason.
+    """
+    if not enabled or settings.burst_after_preemptions is None:
+        return False, "aging is disabled or burst_after_preemptions is not set"
+    if history.burst is not None:
+        return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
+    verdict = decide_burst(history, settings, now)  # no predicted wait: preemptions only
+    if verdict is None:
+        return False, f"below burst_after_preemptions {settings.burst_after_preemptions} ({source})"
+    return True, f"{verdict.detail} ({source})"
+
+
+#: SkyPilot's cloud names for Kubernetes (``k8s`` is the infra alias of ``kubernetes``).
+KUBERNETES_CLOUD_NAMES = frozenset({"kubernetes", "k8s"})
+
+
+def is_burst_target(cloud: str | None, region: str | None, burst_contexts: frozenset[str]) -> bool:
+    """Whether a resource candidate on ``cloud``/``region`` is somewhere a burst may go.
+
+    A named cloud other than Kubernetes is; a Kubernetes candidate is only when its context
+    (SkyPilot's region for Kubernetes) is one a team lists as a burst target
+    (``teams.<t>.burst.clouds: [k8s/<context>]``), never the team's own Kueue cluster. A
+    candidate without a cloud is not: SkyPilot's optimizer may place it on Kubernetes.
+    """
+    if cloud is None:
+        return False
+    if cloud.lower() in KUBERNETES_CLOUD_NAMES:
+        return region is not None and region in burst_contexts
+    return True

@@ -33,6 +33,9 @@ class ControllerConfig:
     enabled: bool
     strategy: str | None
     priority_classes: dict[str, int]
+    #: Kubernetes contexts some team names as a burst target (``burst.clouds: [k8s/<context>]``):
+    #: the recovery strategy may send a relaunch there, as it does to a public cloud.
+    burst_contexts: frozenset[str] = frozenset()
 
 
 def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -44,7 +47,7 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
     config_path = Path(os.path.expanduser(os.fspath(path)))
     if not config_path.is_file():
         raise ConfigFileError(f"config file {config_path} does not exist")
-    from sky_kueue.skypilot.config import ConfigError, load_config  # pydantic: only when a file is read
+    from sky_kueue.skypilot.config import ConfigError, burst_context, load_config  # pydantic: only when read
 
     try:
         config = load_config(config_path)
@@ -68,4 +71,10 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
         enabled=config.aging.enabled,
         strategy=config.aging.strategy,
         priority_classes=dict(config.priority_classes),
+        burst_contexts=frozenset(
+            context
+            for team in config.teams.values()
+            for infra in (team.burst.clouds if team.burst else ())
+            if (context := burst_context(infra)) is not None
+        ),
     )

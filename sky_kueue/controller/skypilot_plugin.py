@@ -33,9 +33,10 @@ The mechanism, as SkyPilot 0.14.1 provides it (``sky/server/plugins.py``):
 **Bursting a relaunch** (``burst_after_preemptions`` in ``aging.parameters``): when the job
 was preempted that often since its last successful run, or the controller already marked it
 for a cloud burst, the strategy drops the task's Kubernetes candidates before the relaunch,
-so SkyPilot launches it on the team's burst clouds (the candidates the admin policy added
-from ``teams.<t>.burst``). A task with no cloud candidate (its team may not burst, or it
-opted out) relaunches unchanged. Measured in the simulator (README, "Does aging end
+so SkyPilot launches it on the team's burst targets (the candidates the admin policy added
+from ``teams.<t>.burst``: public clouds, or a ``k8s/<context>`` outside the team's Kueue
+clusters, which only a burst may use). A task with no such candidate (its team may not burst,
+or it opted out) relaunches unchanged. Measured in the simulator (README, "Does aging end
 starvation?"): bursting at the first preemption is what ends repeated preemption.
 
 What the aged class is: the aging policy (``aging.parameters`` of sky-kueue.yaml) applied to
@@ -71,7 +72,7 @@ from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import choose_priority_class, skypilot_config_overrides
 from sky_kueue.controller.aging import AgingSettings, PriorityClassRung
 from sky_kueue.controller.aging.band import BandPolicy
-from sky_kueue.controller.burst import decide_burst
+from sky_kueue.controller.burst import is_burst_target, relaunch_burst
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
 from sky_kueue.controller.history import HistoryStore, JobHistory, PreemptionRecord, StoreError, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
@@ -285,16 +286,9 @@ class AgingSource:
             ConfigFileError: the config is missing or invalid.
         """
         config = self.config()
-        settings: AgingSettings = config.aging
-        if not config.enabled or settings.burst_after_preemptions is None:
+        if not config.enabled or config.aging.burst_after_preemptions is None:
             return False, "aging is disabled or burst_after_preemptions is not set"
-        history, source = recovery.history, recovery.history_source
-        if history.burst is not None:
-            return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
-        verdict = decide_burst(history, settings, recovery.at)  # no predicted wait: preemptions only
-        if verdict is None:
-            return False, f"below burst_after_preemptions {settings.burst_after_preemptions} ({source})"
-        return True, f"{verdict.detail} ({source})"
+        return relaunch_burst(recovery.history, config.aging, recovery.at, source=recovery.history_source)
 
     def _active_preemptions(self, cluster_name: str) -> list[tuple[str, PreemptionRecord]]:
         """Preemptions of the cluster's job not followed by a readmission, not yet cleared."""
@@ -367,14 +361,30 @@ def _name_on_cloud(cluster_name: str) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def cloud_candidates(candidates: Sequence[Any]) -> list[Any]:
-    """The resource candidates on a named cloud other than Kubernetes (SSH node pools included).
+def cloud_candidates(candidates: Sequence[Any], burst_contexts: frozenset[str] = frozenset()) -> list[Any]:
+    """The resource candidates a burst may use: a named cloud other than Kubernetes (SSH node
+    pools are Kubernetes to SkyPilot and stay out), or Kubernetes on one of ``burst_contexts``
+    (SkyPilot's region of a Kubernetes candidate is its context).
 
     A candidate without a cloud is not one: SkyPilot's optimizer may place it on Kubernetes.
     """
     from sky import clouds
 
-    return [r for r in candidates if r.cloud is not None and not isinstance(r.cloud, clouds.Kubernetes)]
+    def where(r: Any) -> tuple[str | None, str | None]:
+        if r.cloud is None:
+            return None, None
+        if isinstance(r.cloud, clouds.Kubernetes):
+            # SSH subclasses Kubernetes; only Kubernetes proper names a burst context.
+            return ("kubernetes" if type(r.cloud) is clouds.Kubernetes else "ssh"), r.region
+        return str(r.cloud).lower(), r.region
+
+    return [r for r in candidates if _burst_target(*where(r), burst_contexts)]
+
+
+def _burst_target(cloud: str | None, region: str | None, burst_contexts: frozenset[str]) -> bool:
+    if cloud == "ssh":
+        return False
+    return is_burst_target(cloud, region, burst_contexts)
 
 
 class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor):
@@ -427,7 +437,7 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         if not burst:
             return False
         candidates = list(task.resources)
-        clouds = cloud_candidates(candidates)
+        clouds = cloud_candidates(candidates, recovery.source.config().burst_contexts)
         if not clouds:
             log.info(
                 "sky-kueue: job %s should burst (%s) but has no cloud candidate; relaunching on Kubernetes",

@@ -7,7 +7,13 @@ from dataclasses import replace
 import pytest
 
 from sky_kueue.controller.aging import AgingSettings
-from sky_kueue.controller.burst import BurstReason, decide_burst, preemptions_since_success
+from sky_kueue.controller.burst import (
+    BurstReason,
+    decide_burst,
+    is_burst_target,
+    preemptions_since_success,
+    relaunch_burst,
+)
 from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
 
@@ -64,3 +70,29 @@ def test_a_predicted_wait_over_the_limit_triggers_a_burst(
     assert (verdict is not None) == burst
     if verdict is not None:
         assert verdict.reason is BurstReason.PREDICTED_WAIT
+
+
+def test_the_relaunch_bursts_after_burst_after_preemptions_only_when_aging_is_on() -> None:
+    h = history([60, 60, 60])
+    now = 3 * 70 + 1
+    assert relaunch_burst(h, SETTINGS, now)[0]
+    assert not relaunch_burst(history([60, 60]), SETTINGS, now)[0]
+    off, why = relaunch_burst(h, SETTINGS, now, enabled=False)
+    assert not off and "disabled" in why
+    assert not relaunch_burst(h, replace(SETTINGS, burst_after_preemptions=None), now)[0]
+
+
+@pytest.mark.parametrize(
+    ("cloud", "region", "target"),
+    [
+        ("aws", None, True),
+        ("kubernetes", "burst-ctx", True),  # a context a team names as its burst target
+        ("kubernetes", "onprem", False),  # the team's own Kueue cluster
+        ("k8s", None, False),  # any context: could be the team's own
+        (None, None, False),  # the optimizer may pick Kubernetes
+    ],
+)
+def test_a_burst_goes_to_clouds_and_named_kubernetes_contexts_only(
+    cloud: str | None, region: str | None, target: bool
+) -> None:
+    assert is_burst_target(cloud, region, frozenset({"burst-ctx"})) is target

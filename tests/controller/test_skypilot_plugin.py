@@ -246,7 +246,9 @@ def test_the_failure_source_reports_kueue_preempted_with_the_preemptor(sky_with_
     assert failures.get(cluster_name="train-7") == []
 
 
-def test_another_plugins_failure_source_is_chained_not_replaced(sky_with_plugin: dict[str, Any]) -> None:
+def test_another_plugins_failure_source_is_chained_not_replaced(
+    sky_with_plugin: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sky_kueue.controller.skypilot_plugin import KueueAgingPlugin, register_failure_source
 
     failures = sky_with_plugin["failures"]
@@ -261,6 +263,8 @@ def test_another_plugins_failure_source_is_chained_not_replaced(sky_with_plugin:
         return their_get(cluster_hash, cluster_name)
 
     (plugin,) = [p for p in sky_with_plugin["plugins"]._PLUGINS.values() if isinstance(p, KueueAgingPlugin)]
+    # The module's source is shared: another test may have cleared job 7's failure in it already.
+    monkeypatch.setattr(plugin.source, "_cleared", set())
     failures.register(their_get, their_clear)
     register_failure_source(plugin.source)
     register_failure_source(plugin.source)  # a second install adds nothing
@@ -353,6 +357,45 @@ def test_without_controller_history_the_strategy_counts_its_own_recoveries(
     for _ in range(3):
         asyncio.run(executor.recover())
     assert burst_after_two == [["Kubernetes", "AWS"], ["AWS"], ["AWS"]]
+
+
+def test_a_burst_to_a_kubernetes_context_keeps_only_that_context(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """team-b's burst target is another cluster (``k8s/burst-ctx``): the relaunch goes there alone."""
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    config = _config(tmp_path, {"policy": "rank", "burst_after_preemptions": 1}, name="burst-k8s.yaml")
+    data = yaml.safe_load(config.read_text())
+    data["teams"]["team-b"]["burst"] = {"max_queue_wait_seconds": 900, "clouds": ["k8s/burst-ctx"]}
+    config.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(_state(tmp_path))))
+    seen: list[list[tuple[str, str | None]]] = []
+
+    async def relaunch(self: Any) -> float:
+        seen.append([(str(r.cloud), r.region) for r in self.dag.tasks[0].resources])
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    import sky
+
+    task = sky.Task.from_yaml_config(
+        {
+            "name": "train",
+            "resources": {
+                "ordered": [
+                    {"infra": "k8s/sky-kueue-sandbox", "cpus": 2},
+                    {"infra": "k8s/burst-ctx", "cpus": 2},
+                ],
+                "job_recovery": {"strategy": "KUEUE_AGING"},
+            },
+            "run": "python train.py",
+        }
+    )
+    asyncio.run(_executor(task).recover())
+    assert seen == [[("Kubernetes", "burst-ctx")]]
 
 
 def test_a_task_without_a_cloud_candidate_relaunches_on_kubernetes(burst_after_two: list[list[str]]) -> None:
