@@ -31,6 +31,7 @@ from sky_kueue.sandbox.containers.node import ContainerNode
 from sky_kueue.sandbox.kubelet import LocalKubelet
 from sky_kueue.sandbox.kueue_emulation.clock import ScaledClock
 from sky_kueue.sandbox.kueue_emulation.emulator import DEFAULT_STEP_INTERVAL_SECONDS, KueueEmulator
+from sky_kueue.sandbox.workloads import services as workload_services
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -132,6 +133,7 @@ class Sandbox:
         self._pod_subnet = pod_subnet
         self._image_cache = image_cache
         self.containers: ContainerNode | None = None
+        self.workload_services: workload_services.WorkloadServices | None = None
         self._kubelet_root = pathlib.Path(kubelet_root) if kubelet_root else None
         self._kubelet_tempdir: tempfile.TemporaryDirectory[str] | None = None
         self.kubelet: LocalKubelet | None = None
@@ -171,12 +173,15 @@ class Sandbox:
             ContainersUnavailable: not root, tools missing, or this sandbox already running.
             NetworkError: the pod network could not be created.
         """
+        # Pods reach the API server over HTTPS as their ServiceAccount (load_incluster_config),
+        # through the node's relay on the gateway; Deployments get pods (sandbox.workloads).
+        services = self.workload_services = workload_services.start(self.server)
         node = container_node.ContainerNode(
             self.server.store,
             self.clock,
             root,
             lambda pod, container: kubelet.environment(pod, container, pathlib.Path("/root")),
-            api_port=self.server.port,
+            api_port=services.api_port,
             subnet=self._pod_subnet,
             image_cache=self._image_cache,
         )
@@ -186,6 +191,8 @@ class Sandbox:
             self.stop()
             raise
         self.containers = node
+        assert node.network is not None
+        services.connect(runtime, node.network.gateway)
         kubelet.runtime = runtime
         self.emulator.pod_starter = runtime
 
@@ -195,6 +202,9 @@ class Sandbox:
             self.emulator.pod_starter = None
             self.containers.stop()
             self.containers = None
+        if self.workload_services is not None:
+            self.workload_services.stop()
+            self.workload_services = None
         if self.kubelet is not None:
             self.kubelet.shutdown()
         self.server.stop()

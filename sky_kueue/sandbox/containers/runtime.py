@@ -49,6 +49,7 @@ from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers import images as images_module
 from sky_kueue.sandbox.containers.images import Image, ImageError, ImageNotFound, ImageStore
 from sky_kueue.sandbox.containers.network import NetworkError, PodAddress, PodNetwork
+from sky_kueue.sandbox.workloads.expansion import expand_all
 
 LOG = logging.getLogger(__name__)
 
@@ -416,7 +417,8 @@ class PodRuntime:
         env = self._container_env(record, spec, state.image)
         record.env_cache[state.name] = env
         self._write_files(target, self._files(record, spec))
-        command = container_command(spec, state.image)
+        # $(VAR) references in command and args, from the container's environment (the kubelet's).
+        command = expand_all(container_command(spec, state.image), env)
         workdir = str(spec.get("workingDir") or state.image.recipe.workdir)
         argv = [
             "ip",
