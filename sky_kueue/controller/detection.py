@@ -37,6 +37,7 @@ from typing import Any
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import (
+    HOLD_ANNOTATION,
     IS_GROUP_WORKLOAD_ANNOTATION,
     JobIdentity,
     identify_job,
@@ -80,9 +81,6 @@ class EvictionKind(str, Enum):
 
 
 #: Old (before Kueue #3593) and current names of a deactivation eviction.
-#: Annotation on a relaunch the controller holds out of Kueue, with the reason users read
-#: (:mod:`sky_kueue.controller.hold` writes it; ``sky-kueue queue`` shows it).
-HOLD_ANNOTATION = "sky-kueue.io/hold"
 _DEACTIVATED_REASONS = ("InactiveWorkload", "Deactivated")
 _DEACTIVATED_PREFIX = "DeactivatedDueTo"
 

@@ -2,7 +2,9 @@
 
 ``kubectl describe workload`` then shows, beside Kueue's own Events, what sky-kueue did:
 ``PreemptionRecorded`` (a Kueue preemption counted toward aging), ``Aged`` (a boost step or a
-band level patched) and ``BurstDecided`` (the job goes to a cloud on its next relaunch).
+band level patched), ``BurstDecided`` (the job goes to a cloud on its next relaunch), ``Held``
+("held: waiting for nominal quota (predicted 4m)": a relaunch kept out of Kueue until it would
+not borrow) and ``Released`` (why it was let in).
 
 Why core ``v1`` Events rather than ``events.k8s.io/v1``: ``kubectl describe`` lists the
 involved object's Events through the core API (a field selector on ``involvedObject``), the
@@ -40,6 +42,7 @@ from sky_kueue.controller.actuators import WorkloadRef
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.engine import FactKind
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
+from sky_kueue.controller.hold import HoldAction
 from sky_kueue.kueue import api as kueue_api
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,8 @@ class EventReason(str, enum.Enum):
     PREEMPTION_RECORDED = "PreemptionRecorded"
     AGED = "Aged"
     BURST_DECIDED = "BurstDecided"
+    HELD = "Held"
+    RELEASED = "Released"
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,12 @@ def events_for(event: ControllerEvent) -> list[EventRequest]:
         requests.append(
             EventRequest(own, EventReason.BURST_DECIDED, f"sky-kueue: the next relaunch bursts: {outcome.burst.detail}")
         )
+    hold = outcome.hold
+    if hold is not None and hold.record is not None:
+        if hold.action is HoldAction.HELD:
+            requests.append(EventRequest(own, EventReason.HELD, hold.record.reason))
+        elif hold.action is HoldAction.RELEASED:
+            requests.append(EventRequest(own, EventReason.RELEASED, hold.record.release_reason or "released"))
     return requests
 
 

@@ -12,8 +12,8 @@ Two sources, so that the reconcile path pays for nothing it does not already com
   recorded, the patch applied, the burst decided, the aging decision with its wait and run
   totals) and increments counters.
 * A collector reads the controller's own counters when Prometheus scrapes (work-queue depth
-  and the age of its oldest item, Lease, watch requests, store writes and conflicts) and
-  the starving jobs.
+  and the age of its oldest item, Lease, watch requests, store writes and conflicts), the
+  starving jobs and the relaunches held now (safe relaunch, :mod:`sky_kueue.controller.hold`).
 
 **Jobs currently starving** uses the project's definition (docs/anti-starvation.md, the
 simulator's :data:`~sky_kueue.sim.metrics.DEFAULT_STARVATION_RUNTIME_MULTIPLE` and
@@ -40,9 +40,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from sky_kueue.controller.clock import Clock, system_clock
-from sky_kueue.controller.engine import FactKind
+from sky_kueue.controller.engine import FactKind, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.controller.history import StoreWriteStats
+from sky_kueue.controller.hold import HoldAction
 from sky_kueue.sim.metrics import StarvationRule
 
 PREFIX = "sky_kueue_controller"
@@ -169,6 +170,21 @@ class ControllerMetrics:
             buckets=EVICTION_TO_ACTION_BUCKETS_SECONDS,
             registry=self.registry,
         )
+        self.holds = Counter(
+            f"{PREFIX}_holds_total",
+            "Relaunches held out of Kueue until they would not borrow (safe relaunch), per team and why: "
+            "Kueue would admit them into borrowed quota, or not at all yet",
+            ["team", "reason"],
+            registry=self.registry,
+        )
+        self.releases = Counter(
+            f"{PREFIX}_releases_total",
+            "Held relaunches let into Kueue, per team and why: safe (fits nominal quota), timeout "
+            "(safe_max_hold_seconds), burst, disabled, reactivated (by someone else)",
+            ["team", "reason"],
+            registry=self.registry,
+        )
+        self.held = HeldJobs()
         self.reconciles = Counter(
             f"{PREFIX}_reconciles_total",
             "Workload snapshots reconciled, live or replayed after a restart",
@@ -218,6 +234,7 @@ class ControllerMetrics:
             self.aging_steps.labels(namespace=namespace, mechanism=outcome.patch.mechanism.value).inc()
         if outcome.burst is not None:
             self.bursts.labels(namespace=namespace, reason=outcome.burst.reason).inc()
+        self._count_hold(outcome)
         job = outcome.job_key
         if job is None:
             return
@@ -225,6 +242,47 @@ class ControllerMetrics:
             self.starvation.waiting(job, decision.wait_seconds, decision.run_seconds, decision.now)
         elif detection.workload.holds_quota or outcome.recorded_any(FactKind.FINISHED):
             self.starvation.done_waiting(job)
+
+    def _count_hold(self, outcome: ReconcileOutcome) -> None:
+        hold = outcome.hold
+        if hold is None or hold.record is None:
+            return
+        uid = hold.record.workload_uid
+        if hold.action is HoldAction.HELD and hold.hold_reason is not None:
+            self.holds.labels(team=hold.team, reason=hold.hold_reason.value).inc()
+        elif hold.action is HoldAction.RELEASED and hold.release_kind is not None:
+            self.releases.labels(team=hold.team, reason=hold.release_kind.value).inc()
+        if hold.is_held:
+            self.held.held(uid, hold.team)
+        else:
+            self.held.released(uid)
+
+
+class HeldJobs:
+    """Relaunches held now, per team (thread-safe): every reconcile of a held Workload says
+    so, so a restarted controller counts the holds it inherited once it has seen them."""
+
+    def __init__(self) -> None:
+        self._teams: dict[str, str] = {}
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def held(self, workload_uid: str, team: str) -> None:
+        with self._lock:
+            self._teams[workload_uid] = team
+            self._known.add(team)
+
+    def released(self, workload_uid: str) -> None:
+        with self._lock:
+            self._teams.pop(workload_uid, None)
+
+    def per_team(self) -> dict[str, int]:
+        """Held relaunches per team; a team that held one before shows 0 once none is held."""
+        with self._lock:
+            counts = dict.fromkeys(self._known, 0)
+            for team in self._teams.values():
+                counts[team] += 1
+        return counts
 
 
 class _ProbeCollector(Collector):
@@ -242,6 +300,14 @@ class _ProbeCollector(Collector):
         )
         starving.add_metric([], metrics.starvation.starving(metrics.now()))
         yield starving
+        held = GaugeMetricFamily(
+            f"{PREFIX}_held_jobs",
+            "Relaunches held out of Kueue now until they would not borrow (safe relaunch), per team",
+            labels=["team"],
+        )
+        for team, count in sorted(metrics.held.per_team().items()):
+            held.add_metric([team], count)
+        yield held
         probe = metrics.probe
         if probe is None:
             return

@@ -58,7 +58,7 @@ from sky_kueue.controller.kube_actuator import DeletionOutcome
 from sky_kueue.controller.relaunch import stale_workload
 from sky_kueue.controller.work_queue import WorkCause, WorkItem
 from sky_kueue.kueue import api as kueue_api
-from sky_kueue.mirror.identity import identify_job
+from sky_kueue.mirror.identity import HOLD_ANNOTATION, identify_job
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.preemption_message import PreemptionMessage
 from sky_kueue.mirror.reflector import as_revision
@@ -96,6 +96,12 @@ def _version(obj: Mapping[str, Any]) -> str:
 
 def _oldest_first(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objs, key=lambda o: (_created(o), workload_key(o)))
+
+
+def _held_by_us(obj: Mapping[str, Any]) -> bool:
+    """Inactive with the hold annotation: a relaunch the safe-relaunch rule holds."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return (obj.get("spec") or {}).get("active", True) is False and HOLD_ANNOTATION in annotations
 
 
 def _has_termination_target(pod: Mapping[str, Any]) -> bool:
@@ -210,6 +216,8 @@ class Reconciler:
             version = as_revision(_version(obj))
             if listed is None or version is None or version <= listed:
                 self._seen[workload_key(obj)] = workload_uid(obj)  # in the list; newer ones are queued
+            if _held_by_us(obj):
+                self._held.add(workload_key(obj))  # held before this session: re-judged as ever
         if synced.resuming:
             self.replaying_until = listed
             self._check_all_stale()

@@ -58,6 +58,11 @@ POD_GROUP_KEY_PREFIX = "pod-group/"
 #: Annotation prefixes worth keeping on mirrored pods (everything else is dropped to save memory).
 KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", f"{kueue_api.KUEUE_GROUP}/")
 
+#: Annotation the resubmission controller puts on a relaunch it holds out of Kueue
+#: (``spec.active: false``) until it would not borrow, with the reason users read
+#: (``sky_kueue.controller.hold``); ``sky-kueue queue`` shows such a Workload as ``held``.
+HOLD_ANNOTATION = "sky-kueue.io/hold"
+
 
 @dataclass(frozen=True)
 class SkyPilotIdentity:

@@ -30,7 +30,7 @@ from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.kueue.workload import priority_of, queue_order_timestamp
 from sky_kueue.mirror import transitions as tr
-from sky_kueue.mirror.identity import SkyPilotIdentity, identity_from_workload
+from sky_kueue.mirror.identity import HOLD_ANNOTATION, SkyPilotIdentity, identity_from_workload
 
 FR = tuple[str, str]
 
@@ -294,6 +294,9 @@ def _state_and_reason(wl: o.Workload) -> tuple[str, str, str]:
         admitted = wl.condition(tr.ADMITTED)
         return "reserved", admitted.reason if admitted else "", admitted.message if admitted else ""
     if not wl.active:
+        held = wl.annotations.get(HOLD_ANNOTATION)
+        if held is not None:
+            return "held", "", held
         return "inactive", evicted.reason if evicted else "", evicted.message if evicted else ""
     if evicted is not None and evicted.status == "True":
         return "pending", evicted.reason, evicted.message

@@ -19,6 +19,7 @@ from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.clock import ManualClock as LeaseClock
 from sky_kueue.controller.events import Observer, Recorder
 from sky_kueue.controller.history import HistoryStore, JobHistory
+from sky_kueue.controller.hold import HoldTeams
 from sky_kueue.controller.kube_store import KubernetesHistoryStore, KubernetesRuntimeState
 from sky_kueue.controller.leader import LeaseSettings
 from sky_kueue.controller.manager import Controller, ControllerSettings
@@ -146,6 +147,7 @@ class Live:
         start: bool = True,
         namespace: str | None = None,
         observers: Sequence[Observer] = (),
+        holds: HoldTeams | None = None,
     ) -> Controller:
         api_client = self.sandbox.api_client()
         api_client.user_agent = CONTROLLER_USER_AGENT
@@ -162,6 +164,7 @@ class Live:
             clock=self.now,
             lease_clock=self.lease_clock,
             observers=[self.recorder, *observers],
+            holds=holds,
         )
         self.controllers.append(controller)
         if start:
