@@ -66,10 +66,12 @@ def demo(output: str, predict_only: bool, priority_boost: bool) -> None:
 
     try:
         document = demo_live.run_demo(priority_boost=priority_boost)
-    except RuntimeError as exc:
+    except RuntimeError as exc:  # DemoConfigError included
         errors.fail(f"the demo failed: {exc}", code=1)
     if output == "json":
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
-    demo_live.print_text(document)
+    from sky_kueue.cli import demo_text
+
+    demo_text.print_text(document)

@@ -1,33 +1,50 @@
-"""The live demo: the sandbox cluster, SkyPilot-like jobs, and the resubmission controller.
+"""The live demo: two sandbox clusters, SkyPilot-like jobs, and the resubmission controller.
 
-What runs, all on this machine with no cluster: the sandbox API server on 127.0.0.1 with its
-Kueue emulation (the exact scheduling model), the seed setup (team-a and team-b sharing the
-``team-ab`` cohort), and the real controller (:class:`sky_kueue.controller.manager.Controller`)
-talking to the sandbox over HTTP through the official client: leader election, watches,
-history in a temporary SQLite file, ``spec.priority`` (or ``priority-boost``) patches.
+What runs, all on this machine with no cluster and no root: two sandbox API servers on
+127.0.0.1 with their Kueue emulation (the exact scheduling model), merged in one kubeconfig
+as kubectl merges them, each its own context:
+
+* ``sky-kueue-sandbox``, the on-prem Kueue cluster: the seed setup (team-a and team-b sharing
+  the ``team-ab`` cohort) and the real controller
+  (:class:`sky_kueue.controller.manager.Controller`) talking to it over HTTP through the
+  official client: leader election, watches, history in a temporary SQLite file,
+  ``spec.priority`` (or ``priority-boost``) patches;
+* ``sky-kueue-burst``, team-b's burst target, standing in for a cloud Kubernetes cluster or
+  another on-prem Kueue cluster (the same seed setup, nothing else running on it).
+
+The settings are ``configs/sky-kueue-demo.yaml`` with the changes each run names
+(:mod:`sky_kueue.cli.demo_config`), loaded by the product's loaders.
 
 What plays SkyPilot: each job is a pod group shaped as SkyPilot 0.14.1 shapes it (labels
 ``kueue.x-k8s.io/queue-name``, ``pod-group-name``, ``priority-class``, ``skypilot-cluster-name``;
-annotations ``retriable-in-group: "false"``, ``skypilot-managed-job-id``), and a preempted
-job is relaunched the way SkyPilot's jobs controller does it: after a recovery delay, and
-only once the old Workload is gone, a new pod group with the same name (SkyPilot 0.14.1
-``sky/jobs/recovery_strategy.py``).
+annotations ``retriable-in-group: "false"``, ``skypilot-managed-job-id``), created through the
+context of the cluster it runs on. A preempted job is relaunched the way SkyPilot's jobs
+controller does it: after a recovery delay, and only once the old Workload is gone, a new pod
+group with the same name (SkyPilot 0.14.1 ``sky/jobs/recovery_strategy.py``). Where it goes is
+what the ``KUEUE_AGING`` recovery strategy decides just before the relaunch
+(:mod:`sky_kueue.controller.skypilot_plugin`): :func:`sky_kueue.controller.burst.relaunch_burst`
+on the job's history in the controller's state file, and, when it says burst, only the task's
+candidates that :func:`sky_kueue.controller.burst.is_burst_target` accepts (the task's
+candidates are what the admin policy writes for a team that may burst: its Kueue context,
+then its burst targets). How long a job runs is its ``sandbox.sky-kueue.io/run-seconds``
+annotation: the emulation marks its pods Succeeded and its Workload Finished that long after
+admission, on the cluster clock.
 
-Time: the cluster clock is stepped (``TICK_SECONDS`` of cluster time per step) as fast as
-the controller keeps up; after every step the demo waits until the controller has handled
-every change (its caches equal the sandbox's objects and its queue is empty). That makes the
-timeline deterministic and the whole demo take a few seconds.
+Time: the cluster clock (shared by both clusters) is stepped (``TICK_SECONDS`` of cluster
+time per step) as fast as the controller keeps up; after every step the demo waits until the
+controller has handled every change (its caches equal the on-prem cluster's objects and its
+queue is empty). That makes the timeline deterministic and the whole demo take seconds.
 
 Two scenarios:
 
 * **seed**: team-b's dev job borrows cohort CPU; team-a's prod job (7 CPU, 2 GPUs) reclaims
-  it; team-b is relaunched, aged, and admitted when the capacity frees.
-* **starvation**: prod jobs keep arriving. Without aging every one of them preempts team-b
-  again (a borrowing victim at priority <= 100 is fair game for ``borrowWithinCohort``), so
-  the dev job never completes; with aging its relaunch is raised above the
-  ``maxPriorityThreshold`` after the first preemption, so it runs to completion.
+  it; team-b is relaunched and finishes.
+* **starvation**: prod jobs keep arriving; three runs (:data:`sky_kueue.cli.demo_config.RUNS`).
+  Without aging every prod job preempts team-b again (a borrowing victim at priority <= 100
+  is fair game for ``borrowWithinCohort``), so the dev job never completes; the boost lifts
+  its relaunch above that threshold; the default relaunches it on the burst target.
 
-The sandbox is imported inside :func:`run_demo` only: this is a sandbox demo, and production
+The sandbox is imported inside :meth:`_Run.run` only: this is a sandbox demo, and production
 code never imports the sandbox.
 """
 
@@ -44,15 +61,22 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.cli import demo_config
+from sky_kueue.cli.demo_config import BURST_CONTEXT, ONPREM_CONTEXT, RunSpec
+from sky_kueue.controller.burst import is_burst_target, relaunch_burst
+from sky_kueue.controller.config_file import ControllerConfig
 from sky_kueue.controller.detection import DetectionKind
 from sky_kueue.controller.engine import FactKind
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
+from sky_kueue.controller.history import JobHistory
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import managed_job_key
 from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
+from sky_kueue.skypilot.task_yaml import parse_infra
 
 if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
     from sky_kueue.controller.manager import Controller
     from sky_kueue.sandbox.sandbox import Sandbox
 
@@ -66,14 +90,14 @@ MAX_STEPS_PER_TICK = 4
 SETTLE_TIMEOUT_SECONDS = 30.0
 #: SkyPilot's 8-hex user hash in ``cluster_name_on_cloud``.
 USER_HASH = "fcd1e5cf"
-#: Console width when the output is not a terminal (rich would assume 80 columns).
-WIDE_OUTPUT_COLUMNS = 120
 #: Where the demo's cluster clock starts.
 EPOCH = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
-#: How long a variant of the starvation scenario runs (cluster seconds).
+#: How long a run of the starvation scenario lasts (cluster seconds).
 STARVATION_HORIZON_SECONDS = 1_300
 #: The seed scenario ends when every job finished, or at this time.
 SEED_HORIZON_SECONDS = 900
+#: The dev job's managed-job id in both scenarios.
+DEV_JOB_ID = "1"
 
 WORKLOADS = f"workloads.{kueue_api.KUEUE_GROUP}"
 
@@ -91,16 +115,6 @@ class TimelineKind(str, Enum):
 
 
 EVENT_TYPES = tuple(kind.value for kind in TimelineKind)
-
-
-def demo_settings(policy: str = "bounded") -> AgingSettings:
-    """The aging settings of the demo: one step (+100) per preemption, burst after 3."""
-    return AgingSettings(
-        policy=policy,
-        preemptions_per_step=1,
-        boost_per_step=100,
-        burst_after_preemptions=3,
-    )
 
 
 @dataclass(frozen=True)
@@ -181,14 +195,14 @@ class DemoJob:
 def seed_jobs() -> list[DemoJob]:
     """team-b's dev job borrows 5 cohort CPUs; team-a's prod job (7 CPUs, 2 GPUs) arrives a minute later."""
     return [
-        DemoJob("1", "dev", "team-b", "dev-priority", "5", run_seconds=300, submit_at=0),
+        DemoJob(DEV_JOB_ID, "dev", "team-b", "dev-priority", "5", run_seconds=300, submit_at=0),
         DemoJob("2", "train", "team-a", "prod-priority", "7", run_seconds=120, submit_at=60, gpus="2"),
     ]
 
 
 def starvation_jobs() -> list[DemoJob]:
     """team-b's dev job needs 600 s; a prod job (120 s) arrives every 240 s."""
-    jobs = [DemoJob("1", "dev", "team-b", "dev-priority", "5", run_seconds=600, submit_at=0)]
+    jobs = [DemoJob(DEV_JOB_ID, "dev", "team-b", "dev-priority", "5", run_seconds=600, submit_at=0)]
     for index, at in enumerate(range(60, STARVATION_HORIZON_SECONDS - 200, 240)):
         jobs.append(DemoJob(str(index + 2), "train", "team-a", "prod-priority", "7", 120, at, gpus="2"))
     return jobs
@@ -202,21 +216,56 @@ class TimelineEvent:
     job: str
     priority: int
     detail: str
+    cluster: str
 
     def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "type": self.type.value}
 
 
 @dataclass
+class Attempt:
+    """One launch of a job's pod group on one cluster, and how it ended."""
+
+    cluster: str
+    submitted_at: int
+    admitted_at: int | None = None
+    ended_at: int | None = None
+    outcome: str = "pending"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class RelaunchChoice:
+    """Where the recovery strategy sent one relaunch, and why."""
+
+    t: int
+    cluster: str
+    burst: bool
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
 class JobState:
     job: DemoJob
+    #: The task's resource candidates as (cloud, region) pairs; a region of Kubernetes is a context.
+    candidates: list[tuple[str | None, str | None]]
     submitted: bool = False
     relaunch_at: int | None = None
     preemptions: int = 0
-    admitted_at: list[int] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    relaunches: list[RelaunchChoice] = field(default_factory=list)
     finished_at: int | None = None
     priority: int = 0
     burst: str | None = None
+
+    @property
+    def cluster(self) -> str:
+        return self.attempts[-1].cluster if self.attempts else ONPREM_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -226,23 +275,32 @@ class RunResult:
     mechanism: str
     policy: str
     end: int
+    spec: RunSpec
+    config: ControllerConfig
+
+
+def task_candidates(burst_targets: Sequence[str]) -> list[tuple[str | None, str | None]]:
+    """The dev task's candidates as the admin policy writes them for team-b: its Kueue context,
+    then its burst targets (``teams.team-b.burst.clouds``)."""
+    infras = [f"k8s/{ONPREM_CONTEXT}", *burst_targets]
+    return [(i.cloud, i.region) for i in (parse_infra({"infra": s}) for s in infras)]
 
 
 class _Run:
-    """One scenario on a fresh sandbox with a fresh controller."""
+    """One scenario on two fresh sandboxes with a fresh controller."""
 
     def __init__(
         self,
         jobs: Sequence[DemoJob],
-        settings: AgingSettings,
+        spec: RunSpec,
         horizon: int,
         *,
         priority_boost: bool,
         stop_when_done: bool,
     ) -> None:
-        self.jobs = {j.key: JobState(j) for j in jobs}
+        self.job_list = list(jobs)
         self.by_workload = {j.workload: j for j in jobs}
-        self.settings = settings
+        self.spec = spec
         self.horizon = horizon
         self.priority_boost = priority_boost
         self.stop_when_done = stop_when_done
@@ -251,12 +309,16 @@ class _Run:
         self._lock = threading.Lock()
         self._uids: dict[str, str] = {}
         self._class_values: dict[str, int] = {}
+        self.jobs: dict[str, JobState] = {}
+        self.config: ControllerConfig | None = None
+        self._state_path: Path | None = None
+        self._clock: Any = None
 
     # --- recording ------------------------------------------------------------------
 
-    def _add(self, type_: TimelineKind, job: DemoJob, priority: int, detail: str) -> None:
+    def _add(self, type_: TimelineKind, job: DemoJob, priority: int, detail: str, cluster: str) -> None:
         with self._lock:
-            self.events.append(TimelineEvent(self.t, type_, job.workload, job.key, priority, detail))
+            self.events.append(TimelineEvent(self.t, type_, job.workload, job.key, priority, detail, cluster))
 
     def observe(self, event: ControllerEvent) -> None:
         """Controller observer: preemptions it detected, aging patches it applied, bursts."""
@@ -275,7 +337,9 @@ class _Run:
             reason = eviction.preemption_reason.value if eviction and eviction.preemption_reason else "Unknown"
             state.preemptions += 1
             state.relaunch_at = self.t + RELAUNCH_DELAY_SECONDS
-            self._add(TimelineKind.PREEMPTED, job, effective, f"by {by} ({reason})")
+            if state.attempts:
+                state.attempts[-1].ended_at, state.attempts[-1].outcome = self.t, "preempted"
+            self._add(TimelineKind.PREEMPTED, job, effective, f"by {by} ({reason})", ONPREM_CONTEXT)
         if outcome_applied(outcome) and outcome.patch is not None and outcome.decision is not None:
             decision = outcome.decision
             state.priority = outcome.patch.effective_priority
@@ -287,6 +351,7 @@ class _Run:
                 f"{patch.mechanism.value} +{patch.boost} -> {patch.effective_priority} "
                 f"({decision.counted_preemptions} preemption(s) "
                 f"+{decision.preemption_points}, age +{decision.age_points}, cap {decision.boost_limit})",
+                ONPREM_CONTEXT,
             )
         if outcome.burst is not None:
             state.burst = outcome.burst.detail
@@ -296,9 +361,9 @@ class _Run:
                 if burst.predicted_wait_seconds is not None
                 else f"{burst.preemptions} preemption(s)"
             )
-            self._add(TimelineKind.BURST, job, effective, f"cloud fallback: {why}")
+            self._add(TimelineKind.BURST, job, effective, f"controller marks it for a burst: {why}", ONPREM_CONTEXT)
 
-    # --- the cluster ----------------------------------------------------------------
+    # --- the clusters ---------------------------------------------------------------
 
     def _effective(self, obj: dict[str, Any]) -> int:
         spec = obj.get("spec") or {}
@@ -309,20 +374,49 @@ class _Run:
             priority += int(boost) if boost.lstrip("-").isdigit() else 0
         return priority
 
-    def _workload(self, sb: Sandbox, key: str) -> dict[str, Any] | None:
+    @staticmethod
+    def _workload(sb: Sandbox, key: str) -> dict[str, Any] | None:
         ns, name = key.split("/", 1)
         found: dict[str, Any] | None = sb.store.try_get(WORKLOADS, name, ns)
         return found
 
-    def _submit(self, sb: Sandbox, state: JobState, kind: TimelineKind) -> None:
+    def _history(self, job: DemoJob) -> JobHistory:
+        """The job's history as the recovery strategy reads it: the controller's state, read-only."""
+        from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+
+        assert self._state_path is not None
+        with SqliteHistoryStore(self._state_path, read_only=True) as store:
+            return store.load(job.key) or JobHistory(job.key)
+
+    def _relaunch_target(self, state: JobState) -> RelaunchChoice:
+        """What ``KUEUE_AGING`` decides before SkyPilot relaunches (``prepare_relaunch``)."""
+        assert self.config is not None
+        now = float(self._clock.now().timestamp())
+        burst, why = relaunch_burst(self._history(state.job), self.config.aging, now, enabled=self.config.enabled)
+        if burst:
+            targets = [c for c in state.candidates if is_burst_target(*c, self.config.burst_contexts)]
+            if targets and len(targets) < len(state.candidates):
+                state.candidates = targets  # the strategy keeps only these for later recoveries too
+            if targets:
+                return RelaunchChoice(self.t, str(targets[0][1] or targets[0][0]), True, why)
+            why = f"should burst ({why}) but the task has no burst target"
+        cloud, region = state.candidates[0]
+        return RelaunchChoice(self.t, str(region or cloud), False, why)
+
+    def _submit(self, clients: dict[str, ApiClient], state: JobState, kind: TimelineKind, cluster: str) -> None:
+        from kubernetes import client as k8s
+
         job = state.job
-        sb.apply(job.pod())
+        k8s.CoreV1Api(clients[cluster]).create_namespaced_pod(job.namespace, job.pod())
+        state.attempts.append(Attempt(cluster, self.t))
         value = self._class_values.get(job.priority_class, 0)
         gpus = f" + {job.gpus} GPU" if job.gpus else ""
         detail = f"{job.cpu} CPU{gpus}, {job.run_seconds} s, {job.priority_class}"
         if kind is TimelineKind.RESUBMITTED:
-            detail = f"SkyPilot relaunch: same group name, {job.priority_class}"
-        self._add(kind, job, value, detail)
+            choice = state.relaunches[-1]
+            where = f"burst to {cluster}" if choice.burst else f"on {cluster}"
+            detail = f"SkyPilot relaunch {where} (KUEUE_AGING: {choice.why})"
+        self._add(kind, job, value, detail, cluster)
 
     def _synced(self, sb: Sandbox, controller: Controller) -> bool:
         if not controller.idle():
@@ -342,59 +436,76 @@ class _Run:
         if not controller.wait_until(lambda: self._synced(sb, controller), SETTLE_TIMEOUT_SECONDS):
             raise RuntimeError(f"the controller did not catch up within {SETTLE_TIMEOUT_SECONDS:.0f} s")
 
-    def _step(self, sb: Sandbox, controller: Controller) -> bool:
-        report = sb.step()
-        for key in report.created:
-            obj = self._workload(sb, key)
-            if obj is not None:
-                self._uids[str(obj["metadata"]["uid"])] = key
-        for key in report.admitted:
-            job = self.by_workload.get(key)
-            obj = self._workload(sb, key)
-            if job is None or obj is None:
-                continue
-            state = self.jobs[job.key]
-            state.admitted_at.append(self.t)
-            state.priority = self._effective(obj)
-            self._add(TimelineKind.ADMITTED, job, state.priority, f"runs {job.run_seconds} s")
-        for key in report.finished:
-            job = self.by_workload.get(key)
-            if job is None:
-                continue
-            state = self.jobs[job.key]
-            state.finished_at = self.t
-            self._add(TimelineKind.FINISHED, job, state.priority, "completed its run")
-        self._settle(sb, controller)
-        return bool(report.created or report.admitted or report.preempted or report.finished)
+    def _step(self, clusters: dict[str, Sandbox], controller: Controller) -> bool:
+        changed = False
+        for name, sb in clusters.items():
+            report = sb.step()
+            for key in report.created:
+                obj = self._workload(sb, key)
+                if obj is not None:
+                    self._uids[str(obj["metadata"]["uid"])] = key
+            for key in report.admitted:
+                job = self.by_workload.get(key)
+                obj = self._workload(sb, key)
+                if job is None or obj is None:
+                    continue
+                state = self.jobs[job.key]
+                if state.attempts:
+                    state.attempts[-1].admitted_at, state.attempts[-1].outcome = self.t, "running"
+                state.priority = self._effective(obj)
+                self._add(TimelineKind.ADMITTED, job, state.priority, f"runs {job.run_seconds} s", name)
+            for key in report.finished:
+                job = self.by_workload.get(key)
+                if job is None:
+                    continue
+                state = self.jobs[job.key]
+                if state.attempts and state.attempts[-1].outcome == "running":
+                    state.finished_at = self.t
+                    state.attempts[-1].ended_at, state.attempts[-1].outcome = self.t, "finished"
+                    self._add(TimelineKind.FINISHED, job, state.priority, "completed its run", name)
+            changed = changed or bool(report.created or report.admitted or report.preempted or report.finished)
+        self._settle(clusters[ONPREM_CONTEXT], controller)
+        return changed
 
     def run(self) -> RunResult:
         from sky_kueue.controller.leader import LeaseSettings
         from sky_kueue.controller.manager import Controller, ControllerSettings
         from sky_kueue.controller.runtime_state import RuntimeState
         from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+        from sky_kueue.mirror.connection import connect
         from sky_kueue.sandbox.apiserver.clock import ManualClock
         from sky_kueue.sandbox.sandbox import Sandbox
         from sky_kueue.sandbox.seed import seed_setup
 
-        clock = ManualClock(EPOCH)
+        self._clock = clock = ManualClock(EPOCH)
         with (
             tempfile.TemporaryDirectory(prefix="sky-kueue-demo-") as tmp,
-            Sandbox(clock=clock, run_emulator=False, priority_boost=self.priority_boost) as sb,
+            Sandbox(clock=clock, run_emulator=False, priority_boost=self.priority_boost, name=ONPREM_CONTEXT) as onprem,
+            Sandbox(clock=clock, run_emulator=False, priority_boost=self.priority_boost, name=BURST_CONTEXT) as burst,
         ):
+            config_path, self.config = demo_config.write_run_config(self.spec, Path(tmp))
+            candidates = task_candidates(demo_config.team_burst_targets(config_path, "team-b"))
+            self.jobs = {
+                j.key: JobState(j, list(candidates if j.team == "team-b" else candidates[:1])) for j in self.job_list
+            }
+            clusters = {ONPREM_CONTEXT: onprem, BURST_CONTEXT: burst}
+            kubeconfig = merged_kubeconfig(Path(tmp) / "kubeconfig", clusters.values())
+            clients = {name: connect(kubeconfig, name, retries=False).api_client for name in clusters}
             setup = seed_setup()
-            sb.apply(setup)
+            for sb in clusters.values():
+                sb.apply(setup)
             self._class_values = {
                 str(d["metadata"]["name"]): int(d.get("value", 0))
                 for d in setup
                 if d.get("kind") == "WorkloadPriorityClass"
             }
-            state_path = Path(tmp) / "controller.db"
+            self._state_path = state_path = Path(tmp) / "controller.db"
             store = SqliteHistoryStore(state_path)
             runtime = RuntimeState(state_path)
             controller = Controller(
-                sb.api_client(),
+                clients[ONPREM_CONTEXT],
                 store,
-                self.settings,
+                self.config.aging,
                 ControllerSettings(
                     lease=LeaseSettings(namespace="default", identity="sky-kueue-demo"),
                     priority_boost_gate=self.priority_boost,
@@ -407,30 +518,38 @@ class _Run:
             try:
                 if not controller.wait_until(controller.idle, SETTLE_TIMEOUT_SECONDS):
                     raise RuntimeError("the controller did not start leading the sandbox")
-                self._loop(sb, clock, controller)
+                self._loop(clusters, clients, clock, controller)
             finally:
                 controller.stop()
                 store.close()
                 runtime.close()
+                for api_client in clients.values():
+                    api_client.close()
         mechanism = "boost-annotation" if self.priority_boost else "spec-priority"
-        return RunResult(self.events, self._jobs_summary(), mechanism, self.settings.policy, self.t)
+        return RunResult(
+            self.events, self._jobs_summary(), mechanism, self.config.aging.policy, self.t, self.spec, self.config
+        )
 
-    def _loop(self, sb: Sandbox, clock: Any, controller: Controller) -> None:
+    def _loop(
+        self, clusters: dict[str, Sandbox], clients: dict[str, ApiClient], clock: Any, controller: Controller
+    ) -> None:
         while self.t <= self.horizon:
             for state in sorted(self.jobs.values(), key=lambda s: s.job.submit_at):
                 if not state.submitted and state.job.submit_at <= self.t:
                     state.submitted = True
-                    self._submit(sb, state, TimelineKind.SUBMITTED)
+                    self._submit(clients, state, TimelineKind.SUBMITTED, state.cluster)
                 elif (
                     state.relaunch_at is not None
                     and state.relaunch_at <= self.t
-                    and self._workload(sb, state.job.workload) is None  # SkyPilot waits for the teardown
+                    # SkyPilot waits for the teardown of the preempted cluster
+                    and self._workload(clusters[state.cluster], state.job.workload) is None
                 ):
                     state.relaunch_at = None
-                    self._submit(sb, state, TimelineKind.RESUBMITTED)
-            self._settle(sb, controller)
+                    state.relaunches.append(self._relaunch_target(state))
+                    self._submit(clients, state, TimelineKind.RESUBMITTED, state.relaunches[-1].cluster)
+            self._settle(clusters[ONPREM_CONTEXT], controller)
             for _ in range(MAX_STEPS_PER_TICK):
-                if not self._step(sb, controller):
+                if not self._step(clusters, controller):
                     break
             if self.stop_when_done and all(s.finished_at is not None for s in self.jobs.values()):
                 return
@@ -442,6 +561,9 @@ class _Run:
         summary: dict[str, dict[str, Any]] = {}
         for key, state in self.jobs.items():
             job = state.job
+            for attempt in state.attempts:
+                if attempt.outcome in ("pending", "running"):
+                    attempt.outcome = f"{attempt.outcome} at the end (t={self.t} s)"
             summary[key] = {
                 "workload": job.workload,
                 "team": job.team,
@@ -450,45 +572,80 @@ class _Run:
                 "final_priority": state.priority,
                 "submitted_at": job.submit_at,
                 "preemptions": state.preemptions,
-                "admitted_at": state.admitted_at,
+                "admitted_at": [a.admitted_at for a in state.attempts if a.admitted_at is not None],
                 "finished_at": state.finished_at,
+                "finished_on": state.attempts[-1].cluster if state.finished_at is not None else None,
                 "state": "finished" if state.finished_at is not None else "unfinished",
                 "burst": state.burst,
+                "attempts": [a.to_json() for a in state.attempts],
+                "relaunches": [r.to_json() for r in state.relaunches],
             }
         return summary
 
 
-def run_seed(settings: AgingSettings | None = None, *, priority_boost: bool = False) -> RunResult:
+def merged_kubeconfig(path: Path, clusters: Sequence[Sandbox] | Any) -> Path:
+    """One kubeconfig with every sandbox's cluster, user and context, as kubectl merges
+    ``KUBECONFIG=a:b`` (the first file's current context stays current)."""
+    import yaml
+
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+    for sb in clusters:
+        doc = yaml.safe_load(sb.kubeconfig_path.read_text(encoding="utf-8"))
+        for section in ("clusters", "users", "contexts"):
+            merged[section].extend(doc.get(section) or [])
+        merged.setdefault("current-context", doc.get("current-context"))
+    path.write_text(yaml.safe_dump(merged, sort_keys=False), encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def run_seed(*, priority_boost: bool = False) -> RunResult:
     return _Run(
-        seed_jobs(),
-        settings or demo_settings(),
-        SEED_HORIZON_SECONDS,
-        priority_boost=priority_boost,
-        stop_when_done=True,
+        seed_jobs(), demo_config.SEED_RUN, SEED_HORIZON_SECONDS, priority_boost=priority_boost, stop_when_done=True
     ).run()
 
 
-def run_starvation(aging: bool | str, *, priority_boost: bool = False) -> RunResult:
-    """The starvation scenario under ``bounded`` (True), no aging (False) or the named policy."""
-    policy = aging if isinstance(aging, str) else ("bounded" if aging else "none")
-    settings = demo_settings(policy)
+def run_starvation(spec: RunSpec, *, priority_boost: bool = False) -> RunResult:
+    """One run of the starvation scenario with ``spec``'s changes."""
     return _Run(
-        starvation_jobs(), settings, STARVATION_HORIZON_SECONDS, priority_boost=priority_boost, stop_when_done=False
+        starvation_jobs(), spec, STARVATION_HORIZON_SECONDS, priority_boost=priority_boost, stop_when_done=False
     ).run()
+
+
+def _why_unfinished(dev: dict[str, Any], result: RunResult) -> str | None:
+    if dev["finished_at"] is not None:
+        return None
+    preempted = (
+        f"preempted {dev['preemptions']} time(s) by team-a's prod jobs (borrowWithinCohort takes dev's "
+        "borrowed quota below priority 100)"
+    )
+    if not dev["relaunches"]:
+        return f"{preempted}; it was never relaunched"
+    last = dev["relaunches"][-1]
+    if last["burst"]:
+        return f"{preempted}; its relaunch on {last['cluster']} had not run to the end by t={result.end} s"
+    return f"{preempted}; every relaunch stayed on {ONPREM_CONTEXT}: {last['why']}"
 
 
 def _variant(result: RunResult) -> dict[str, Any]:
-    dev = result.jobs[managed_job_key("1")]
-    prod = [v for k, v in result.jobs.items() if k != managed_job_key("1")]
+    dev = result.jobs[managed_job_key(DEV_JOB_ID)]
+    prod = [v for k, v in result.jobs.items() if k != managed_job_key(DEV_JOB_ID)]
     return {
+        "run": result.spec.name,
+        "label": result.spec.label,
+        "changes": [c.to_json() for c in result.spec.changes],
         "policy": result.policy,
         "events": [e.to_json() for e in result.events],
         "jobs": result.jobs,
         "team_b": {
             "workload": dev["workload"],
             "preemptions": dev["preemptions"],
+            "attempts": dev["attempts"],
+            "relaunches": dev["relaunches"],
             "finished_at": dev["finished_at"],
+            "finished_on": dev["finished_on"],
             "starved": dev["finished_at"] is None,
+            "why_unfinished": _why_unfinished(dev, result),
             "final_priority": dev["final_priority"],
             "burst": dev["burst"],
         },
@@ -498,38 +655,53 @@ def _variant(result: RunResult) -> dict[str, Any]:
     }
 
 
-def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
-    """Runs the seed scenario and both starvation variants; returns the JSON document."""
-    started = time.monotonic()
-    seed = run_seed(priority_boost=priority_boost)
-    without = _variant(run_starvation(False, priority_boost=priority_boost))
-    with_aging = _variant(run_starvation(True, priority_boost=priority_boost))
-    with_rank = _variant(run_starvation("rank", priority_boost=priority_boost))
-    preempted = sorted({e.workload for e in seed.events if e.type is TimelineKind.PREEMPTED})
-    admitted: list[str] = []
-    for event in seed.events:
-        if event.type is TimelineKind.ADMITTED and event.workload not in admitted:
-            admitted.append(event.workload)
-    a, b, r = without["team_b"], with_aging["team_b"], with_rank["team_b"]
-    verdict = (
+def _verdict(without: dict[str, Any], boost: dict[str, Any], default: dict[str, Any]) -> str:
+    a, b, d = without["team_b"], boost["team_b"], default["team_b"]
+    text = (
         f"without aging team-b was preempted {a['preemptions']} times and "
         + ("never finished" if a["starved"] else f"finished only at t={a['finished_at']} s")
         + f" within {without['horizon_seconds']} s; with the boost policy (bounded) it was preempted "
         + f"{b['preemptions']} time(s) and "
         + ("still did not finish" if b["starved"] else f"finished at t={b['finished_at']} s")
-        + f", because priority {b['final_priority']} is above the borrowWithinCohort threshold (100) the admin "
-        + "set to let prod take dev's borrowed quota; under rank, the default, which never lifts a job "
-        + f"out of its class, it was preempted {r['preemptions']} times"
-        + (f" and marked for a cloud burst ({r['burst']})" if r["burst"] else "")
+        + f" (priority {b['final_priority']}, above the borrowWithinCohort threshold 100 the admin set to let "
+        + "prod take dev's borrowed quota); under the default, rank with team-b's burst target configured, "
+        + f"it was preempted {d['preemptions']} time(s), "
     )
-    settings = demo_settings()
+    if d["starved"]:
+        return text + f"and did not finish: {d['why_unfinished']}"
+    bursts = [r for r in d["relaunches"] if r["burst"]]
+    where = f"relaunched on {bursts[0]['cluster']} by KUEUE_AGING and " if bursts else ""
+    return text + f"{where}finished on {d['finished_on']} at t={d['finished_at']} s"
+
+
+def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
+    """Runs the seed scenario and the three starvation runs; returns the JSON document."""
+    started = time.monotonic()
+    seed = run_seed(priority_boost=priority_boost)
+    without, boost, default = (
+        _variant(run_starvation(spec, priority_boost=priority_boost)) for spec in demo_config.RUNS
+    )
+    preempted = sorted({e.workload for e in seed.events if e.type is TimelineKind.PREEMPTED})
+    admitted: list[str] = []
+    for event in seed.events:
+        if event.type is TimelineKind.ADMITTED and event.workload not in admitted:
+            admitted.append(event.workload)
+    settings = seed.config.aging.to_mapping()
     return {
         "events": [e.to_json() for e in seed.events],
         "final": {
             "scenario": "seed: team-b's dev job borrows cohort CPU; team-a's prod job (7 CPU, 2 GPU) reclaims it",
             "actuator": "boost-annotation" if priority_boost else "spec-priority",
+            "clusters": {
+                "onprem": ONPREM_CONTEXT,
+                "burst": BURST_CONTEXT,
+                "note": "two sandbox clusters in one kubeconfig, each its own context; the controller watches "
+                "the on-prem one",
+            },
+            "config": f"configs/sky-kueue-demo.yaml (sky_kueue/data/{demo_config.DEMO_CONFIG_RESOURCE})",
+            "seed_changes": [c.to_json() for c in seed.spec.changes],
             "aging": {
-                k: settings.to_mapping()[k]
+                k: settings[k]
                 for k in ("policy", "preemptions_per_step", "boost_per_step", "max_boost", "burst_after_preemptions")
             },
             "jobs": seed.jobs,
@@ -540,65 +712,10 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
                     "team-b's dev job needs 600 s of cohort CPU; team-a submits a prod job (120 s) every 240 s"
                 ),
                 "without_aging": without,
-                "with_aging": with_aging,
-                "with_rank": with_rank,
-                "verdict": verdict,
+                "with_aging": boost,
+                "with_rank": default,
+                "verdict": _verdict(without, boost, default),
             },
             "elapsed_seconds": round(time.monotonic() - started, 2),
         },
     }
-
-
-def print_text(document: dict[str, Any]) -> None:
-    """The timeline and the starvation comparison as rich tables."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=WIDE_OUTPUT_COLUMNS)
-    final = document["final"]
-    console.print(
-        "[bold]sky-kueue demo[/bold]: the sandbox cluster (Kueue emulation, seed setup), SkyPilot-like jobs, "
-        f"and the resubmission controller ({final['actuator']}; one aging step of "
-        f"+{final['aging']['boost_per_step']} per preemption)."
-    )
-
-    def timeline(title: str, events: list[dict[str, Any]]) -> Table:
-        table = Table(title=title)
-        table.add_column("t (s)", justify="right")
-        table.add_column("event")
-        table.add_column("workload", no_wrap=True)
-        table.add_column("priority", justify="right")
-        table.add_column("detail", overflow="fold")
-        styles = {"preempted": "red", "aged": "green", "burst": "yellow", "finished": "cyan"}
-        for e in events:
-            style = styles.get(e["type"], "")
-            table.add_row(str(e["t"]), e["type"], e["workload"], str(e["priority"]), e["detail"], style=style)
-        return table
-
-    console.print(timeline(final["scenario"], document["events"]))
-    starvation = final["starvation"]
-    summary = Table(title=f"Starvation: {starvation['scenario']}")
-    for column in ("variant", "team-b preemptions", "team-b finished at", "team-b priority", "burst", "prod done"):
-        summary.add_column(column)
-    variants = (
-        ("without aging", starvation["without_aging"]),
-        ("boost (bounded)", starvation["with_aging"]),
-        ("rank (default)", starvation["with_rank"]),
-    )
-    for label, variant in variants:
-        b = variant["team_b"]
-        summary.add_row(
-            label,
-            str(b["preemptions"]),
-            "never (starved)" if b["starved"] else f"t={b['finished_at']} s",
-            str(b["final_priority"]),
-            "yes" if b["burst"] else "-",
-            f"{variant['team_a_finished']}/{variant['team_a_jobs']}",
-        )
-    console.print(summary)
-    for label, key in (("without aging", "without_aging"), ("with the boost policy", "with_aging")):
-        dev_events = [e for e in starvation[key]["events"] if e["job"] == managed_job_key("1")]
-        console.print(timeline(f"team-b's dev job, {label}", dev_events))
-    console.print(f"[bold]{starvation['verdict']}[/bold] (demo took {final['elapsed_seconds']} s)")
