@@ -34,7 +34,7 @@ from sky_kueue.cli import options
 from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
 from sky_kueue.cli.state_option import cluster_options, state_option
-from sky_kueue.controller.history import StoreError
+from sky_kueue.controller.history import HoldRecord, StoreError
 from sky_kueue.controller.state_spec import OpenedState, StateKind, pod_namespace
 
 #: Console width when the output is not a terminal (rich would assume 80 columns).
@@ -111,6 +111,7 @@ def run(
     from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
     from sky_kueue.controller.events import Observer
+    from sky_kueue.controller.hold_config import HoldConfigError, load_hold_teams
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.metrics import ControllerMetrics
@@ -120,7 +121,8 @@ def run(
 
     try:
         loaded = load_controller_config(resolve_config_path(config_path))
-    except ConfigFileError as err:
+        holds = load_hold_teams(loaded.path)  # teams.<t>.safe_after_preemptions / safe_max_hold_seconds
+    except (ConfigFileError, HoldConfigError) as err:
         raise UserError(str(err)) from None
     try:
         lease_settings = leader.LeaseSettings(
@@ -160,7 +162,7 @@ def run(
         opened.close()
 
     try:
-        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=observers)
+        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=observers, holds=holds)
     except SettingsError as err:
         close_all()
         raise UserError(str(err)) from None
@@ -189,6 +191,9 @@ def run(
                 "aging_enabled": loaded.enabled,
                 "policy": loaded.aging.policy,
                 "actuator": loaded.aging.actuator.value,
+                "safe_relaunch_namespaces": sorted(
+                    ns for ns in holds.by_namespace if holds.for_namespace(ns) is not None
+                ),
                 "pid": os.getpid(),
                 "metrics": None if metrics_server is None else metrics_server.url,
             }
@@ -202,6 +207,24 @@ def run(
         recorder.close()
         opened.close()
     log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
+
+
+def _hold_document(hold: HoldRecord | None) -> dict[str, Any] | None:
+    """A safe-relaunch hold as ``controller status -o json`` shows it."""
+    if hold is None:
+        return None
+    return {
+        "workload": f"{hold.workload_namespace}/{hold.workload_name}",
+        "workload_uid": hold.workload_uid,
+        "held_at": hold.held_at,
+        "reason": hold.reason,
+        "preemptions": hold.preemptions,
+        "predicted_wait_seconds": hold.predicted_wait_seconds,
+        "released_at": hold.released_at,
+        "release_kind": hold.release_kind,
+        "release_reason": hold.release_reason,
+        "release_cluster": hold.release_cluster,
+    }
 
 
 def _status_document(opened: OpenedState) -> dict[str, Any]:
@@ -242,6 +265,8 @@ def _status_document(opened: OpenedState) -> dict[str, Any]:
                         "detail": history.burst.detail,
                         "decided_at": history.burst.decided_at,
                     },
+                    "hold": _hold_document(history.current_hold),
+                    "holds": [_hold_document(h) for h in history.holds],
                 }
             )
     except StoreError as err:
@@ -256,6 +281,16 @@ def _status_document(opened: OpenedState) -> dict[str, Any]:
             **beat.details,
         }
     return {"state": opened.location, "controller": controller_info, "cursors": cursors, "jobs": jobs}
+
+
+def _hold_cell(holds: list[dict[str, Any]]) -> str:
+    """The job's current hold ("held: waiting for nominal quota (predicted 4m)"), else its last release."""
+    if not holds:
+        return "-"
+    last = holds[-1]
+    if last["released_at"] is None:
+        return str(last["reason"])
+    return f"{last['release_reason']} ({last['release_kind']})"
 
 
 def _print_status(document: dict[str, Any]) -> None:
@@ -275,7 +310,7 @@ def _print_status(document: dict[str, Any]) -> None:
             f"{info['heartbeat_age_seconds']:.0f}s ago; lease {info.get('lease', '?')}"
         )
     table = Table(title=f"Jobs in {document['state']}")
-    for column in ("job", "workload group", "phase", "preemptions", "other evictions", "boost", "burst"):
+    for column in ("job", "workload group", "phase", "preemptions", "other evictions", "boost", "burst", "hold"):
         table.add_column(column, overflow="fold")
     for job in document["jobs"]:
         burst = "-" if job["burst"] is None else f"{job['burst']['reason']}: {job['burst']['detail']}"
@@ -288,6 +323,7 @@ def _print_status(document: dict[str, Any]) -> None:
             str(job["other_evictions"]),
             f"+{job['boost']}",
             burst,
+            _hold_cell(job["holds"]),
         )
     console.print(table)
 
@@ -311,7 +347,7 @@ def status(
     output: str,
     max_heartbeat_age: float | None,
 ) -> None:
-    """Jobs, preemptions, boosts and burst decisions recorded by the controller."""
+    """Jobs, preemptions, boosts, burst decisions and held relaunches recorded by the controller."""
     spec = state_option_module.parse(state_text)
     opened = state_option_module.open_from_cli(
         spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=True

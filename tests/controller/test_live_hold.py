@@ -12,9 +12,14 @@ again), but when team-b's own job finishes (it fits in team-b's nominal quota).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from click.testing import CliRunner
+
+from sky_kueue.cli.main import cli
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
 from sky_kueue.controller.hold import HOLD_ANNOTATION, HoldTeams, TeamHold
 from sky_kueue.controller.kube_events import WorkloadEventRecorder
@@ -110,6 +115,13 @@ def preempt_dev(live: Live, *, own_runs: int | None = OWN_RUN_SECONDS, train_run
     live.step()
 
 
+def _run(*args: str) -> str:
+    """A ``sky-kueue`` command's output (it must succeed)."""
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
 def dev_workload(live: Live) -> dict[str, Any]:
     found = live.workload("team-b", DEV)
     assert found is not None
@@ -135,6 +147,9 @@ def test_a_held_relaunch_waits_out_borrowed_quota_and_is_released_into_nominal_q
             (hold,) = live.history("1").holds
             assert hold.workload_uid == held["metadata"]["uid"] and hold.preemptions == 1 and not hold.released
             while_held = scrape(server.url)
+            queue_text = _run("queue", "--kubeconfig", str(live.sandbox.kubeconfig_path), "--no-predict")
+            status_text = _run("controller", "status", "--state", str(live.state_path))
+            status_json = json.loads(_run("controller", "status", "--state", str(live.state_path), "-o", "json"))
 
             live.step(TRAIN_RUN_SECONDS)  # train finishes: team-a's quota is idle again, dev would borrow it
             live.step()
@@ -156,6 +171,12 @@ def test_a_held_relaunch_waits_out_borrowed_quota_and_is_released_into_nominal_q
             server.stop()
             recorder.close()
 
+    dev_row = next(line for line in queue_text.splitlines() if DEV in line)
+    assert " held " in dev_row and "held: waiting for nominal quota (" in dev_row, queue_text
+    hold_column = " ".join(line.split("│")[-2] for line in status_text.splitlines() if line.count("│") > 8)
+    assert "held: waiting for nominal quota (predicted wait unknown)" in " ".join(hold_column.split())
+    (job,) = [j for j in status_json["jobs"] if j["job"] == "managed-job/1"]
+    assert job["hold"]["workload_uid"] == hold.workload_uid and job["hold"]["released_at"] is None
     assert hold.release_kind == "safe" and hold.released_at is not None
     # held at 70 s (the preemption step), released at 70 + 300 + 900 s (the step own finished in)
     assert hold.released_at - hold.held_at == TRAIN_RUN_SECONDS + OWN_RUN_SECONDS
@@ -192,8 +213,9 @@ def test_a_held_relaunch_is_released_after_safe_max_hold_seconds(tmp_path: Path)
     assert (hold.release_reason or "").startswith("released: held 15m >= safe_max_hold_seconds 10m")
 
 
-def test_a_restarted_controller_neither_holds_again_nor_forgets_the_hold(tmp_path: Path) -> None:
-    with live_sandbox(tmp_path, setup=hold_setup()) as live:
+@pytest.mark.parametrize("state_kind", ["sqlite", "kubernetes"])
+def test_a_restarted_controller_neither_holds_again_nor_forgets_the_hold(tmp_path: Path, state_kind: str) -> None:
+    with live_sandbox(tmp_path, setup=hold_setup(), state_kind=state_kind) as live:
         first = live.new_controller(demo_aging(), gate=False, holds=team_b_holds())
         preempt_dev(live)
         uid = dev_workload(live)["metadata"]["uid"]
