@@ -1,32 +1,39 @@
 """The whole loop with the real SkyPilot, on the sandbox, stage by stage, with evidence.
 
-Run it with ``scripts/e2e-skypilot.sh`` (or ``SKY_KUEUE_E2E=1 pytest tests/e2e``). What runs:
-the sandbox (Kueue emulation, Nodes, the local kubelet), SkyPilot 0.14.1's own API server with
+Run it with ``scripts/e2e-skypilot.sh [--containers]`` (or ``SKY_KUEUE_E2E=1 pytest tests/e2e``).
+What runs: the sandbox (Kueue emulation, Nodes, a kubelet), SkyPilot 0.14.1's own API server with
 the sky-kueue admin policy and its jobs controller in consolidation mode (isolated ``HOME`` with
 an offline catalog), and the sky-kueue resubmission controller. Then ``sky jobs launch`` of
 team-b's dev job, team-a's prod job, Kueue's preemption of team-b, SkyPilot's relaunch and the
 controller's aging of it.
 
-Where it stops, and why (printed as the last stage): SkyPilot's runtime setup
-(``setup_commands`` of ``sky/templates/kubernetes-ray.yml.j2``) waits for the pod's own
-container command to install packages with apt, start sshd and install Ray and SkyPilot
-(markers ``/tmp/apt_ssh_setup_complete``, ``/tmp/ray_skypilot_installation_complete``), then
-rewrites ``/etc/security/limits.conf``, ``/etc/systemd/system.conf`` and ``/etc/fuse.conf``
-with sudo. The sandbox's kubelet runs exec'd commands as local processes, not in containers
-(no container runtime exists on these machines), so running that init would reconfigure the
-host itself; the kubelet never starts a pod's main command. A job therefore never reaches
-RUNNING here: the loop is verified up to SkyPilot's runtime setup, through a preemption, a
-relaunch and its aging.
+Without ``--containers`` the kubelet runs exec'd commands as local processes and never starts a
+pod's container command, so SkyPilot's runtime setup (``setup_commands`` of
+``sky/templates/kubernetes-ray.yml.j2`` wait for the container command to install packages,
+start sshd and install Ray and SkyPilot) never completes: that loop stops after the aging.
+
+With ``--containers`` (root; :mod:`sky_kueue.sandbox.containers`) every pod's container runs
+its command in namespaces of its own on SkyPilot's default image, built locally from
+:mod:`sky_kueue.sandbox.containers.recipes_skypilot` (first stage; cached for later runs). The
+loop goes on: team-a's job runs and succeeds, which frees the quota; the relaunched dev job is
+admitted, SkyPilot's runtime setup completes in its pod, its ``run:`` ends and the job is
+SUCCEEDED in SkyPilot's jobs table and ``sky jobs queue``; the sky-kueue controller records the
+job's Workload as finished in its JobHistory. The tasks are ``tests/e2e/tasks/*.yaml`` (the
+templates' resources; the dev run lasts a minute so that team-a preempts its first attempt,
+team-a's has no multi-gigabyte ``pip install torch``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -41,14 +48,21 @@ import yaml
 from sky_kueue.sandbox import seed
 from sky_kueue.sandbox.apiserver.events import StoreEvent
 from sky_kueue.sandbox.sandbox import Sandbox
-from sky_kueue.sandbox.skypilot_home import isolated_environment
+from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES, isolated_environment
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+E2E_TASKS = pathlib.Path(__file__).resolve().parent / "tasks"
 BIN = pathlib.Path(sys.executable).parent
 CONTEXT = "sky-kueue-sandbox"
 WORKLOADS = "workloads.kueue.x-k8s.io"
 #: How long each stage may take (SkyPilot backs off ~100 s before a relaunch).
 STAGE_TIMEOUT_SECONDS = 240
+#: A stage that includes a whole SkyPilot launch in containers (provision, runtime setup, run).
+CONTAINER_STAGE_TIMEOUT_SECONDS = 420
+#: SkyPilot's managed-jobs table, under the API server's ``HOME`` (``sky/jobs/state.py``).
+JOBS_DB = pathlib.Path(".sky") / "spot_jobs.db"
+#: The image SkyPilot's pods name here (the offline catalog's CPU tag, ``docker:`` dropped).
+SKYPILOT_IMAGE = KUBERNETES_IMAGES[0][1].removeprefix("docker:")
 POLL_SECONDS = 1.0
 DEV_BASE_PRIORITY = 100
 
@@ -61,11 +75,33 @@ class StageFailed(AssertionError):
 
 @dataclass
 class Evidence:
+    """The stages reached, each with its evidence and how long it took (printed as it comes)."""
+
     stages: list[tuple[str, str]] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    _last: float | None = None
 
     def record(self, stage: str, evidence: str) -> None:
+        now = time.monotonic()
+        took = now - (self.started if self._last is None else self._last)
+        self._last = now
         self.stages.append((stage, evidence))
-        print(f"[stage {len(self.stages)}] {stage}\n    {evidence}", flush=True)
+        self.seconds.append(took)
+        print(
+            f"[stage {len(self.stages)}] {stage}  (+{took:.0f} s, at {now - self.started:.0f} s)\n    {evidence}",
+            flush=True,
+        )
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """``containers``: run pods' containers (root), and go on to the relaunch's success."""
+
+    containers: bool = False
+
+    def task(self, template: str, e2e_task: str) -> pathlib.Path:
+        return E2E_TASKS / e2e_task if self.containers else REPO / "task_templates" / template
 
 
 def _wait(what: str, probe: Callable[[], T | None], timeout: float = STAGE_TIMEOUT_SECONDS) -> T:
@@ -90,9 +126,11 @@ def plugin_config(root: pathlib.Path) -> pathlib.Path:
 
 
 @contextmanager
-def skypilot_world(root: pathlib.Path) -> Iterator[tuple[Sandbox, dict[str, str], pathlib.Path]]:
-    """The sandbox (with kubelet) and an environment for ``sky`` commands against it."""
-    with Sandbox(kubelet=True, kubelet_root=root / "pods") as box:
+def skypilot_world(
+    root: pathlib.Path, containers: bool = False
+) -> Iterator[tuple[Sandbox, dict[str, str], pathlib.Path]]:
+    """The sandbox (with kubelet, or containers) and an environment for ``sky`` commands."""
+    with Sandbox(kubelet=True, kubelet_root=root / "pods", containers=containers) as box:
         box.apply(seed.seed_cluster())
         env = isolated_environment(
             root,
@@ -147,11 +185,37 @@ def _latest_provision_log(home: pathlib.Path) -> str:
     return logs[-1].read_text(errors="replace") if logs else ""
 
 
-def run(root: pathlib.Path, evidence: Evidence) -> None:
+def build_image(evidence: Evidence) -> None:
+    """Make sure SkyPilot's default image is in the sandbox's image store (built, or cached)."""
+    # Registers the recipe for SkyPilot's image references.
+    from sky_kueue.sandbox.containers import recipes_skypilot
+    from sky_kueue.sandbox.containers.images import ImageError, ImageStore
+
+    store = ImageStore()
+    cached = store.cached(SKYPILOT_IMAGE)
+    started = time.monotonic()
+    try:
+        image = store.ensure(SKYPILOT_IMAGE)
+    except ImageError as exc:
+        raise StageFailed(f"building the image {SKYPILOT_IMAGE}: {exc}") from exc
+    size = subprocess.run(["du", "-sh", str(image.rootfs)], capture_output=True, text=True, check=False)
+    evidence.record(
+        f"SkyPilot's default image ({SKYPILOT_IMAGE} -> recipe {recipes_skypilot.SKYPILOT_RUNTIME_IMAGE}) "
+        "in the sandbox's image store",
+        f"{'cached' if cached else f'built in {time.monotonic() - started:.0f} s'}; {image.rootfs}; "
+        f"size {(size.stdout.split() or ['?'])[0]}",
+    )
+
+
+def run(root: pathlib.Path, evidence: Evidence, options: LoopOptions | None = None) -> None:
     """Drive the loop; raises :class:`StageFailed` at the first stage that does not happen."""
-    with skypilot_world(root) as (box, env, home):
+    options = options or LoopOptions()
+    if options.containers:
+        build_image(evidence)
+    with skypilot_world(root, options.containers) as (box, env, home):
         nodes = [n["metadata"]["name"] for n in box.store.list("nodes").items]
-        evidence.record("sandbox cluster with Kueue emulation and a local kubelet", f"{box.url}; nodes {nodes}")
+        kubelet = "containers in namespaces of their own" if options.containers else "a local kubelet"
+        evidence.record(f"sandbox cluster with Kueue emulation and {kubelet}", f"{box.url}; nodes {nodes}")
 
         state = root / "controller.db"
         controller = subprocess.Popen(
@@ -176,7 +240,7 @@ def run(root: pathlib.Path, evidence: Evidence) -> None:
             stderr=(root / "controller.log").open("w"),
         )
         try:
-            _drive(box, env, home, state, evidence)
+            _drive(box, env, home, state, evidence, options)
         finally:
             controller.terminate()
             controller.wait(30)
@@ -202,7 +266,14 @@ class WorkloadHistory:
         )
 
 
-def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib.Path, evidence: Evidence) -> None:
+def _drive(
+    box: Sandbox,
+    env: dict[str, str],
+    home: pathlib.Path,
+    state: pathlib.Path,
+    evidence: Evidence,
+    options: LoopOptions,
+) -> None:
     history = WorkloadHistory()
     box.store.add_commit_hook(history, WORKLOADS)
     check = sky(env, "check", "kubernetes")
@@ -211,9 +282,10 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
     if not enabled:
         raise StageFailed(check.stdout[-1500:])
 
-    launch = sky(env, "jobs", "launch", "-y", "-d", str(REPO / "task_templates" / "team-b-cpu-dev.yaml"))
+    launch = sky(env, "jobs", "launch", "-y", "-d", str(options.task("team-b-cpu-dev.yaml", "team-b-dev.yaml")))
+    dev_job_id = _managed_job_id(launch.stdout)
     evidence.record(
-        "sky jobs launch team-b-cpu-dev (policy applied by SkyPilot's server)",
+        "sky jobs launch team-b's dev job (policy applied by SkyPilot's server)",
         next((line.strip() for line in launch.stdout.splitlines() if "Managed Job ID" in line), launch.stdout[-300:]),
     )
 
@@ -240,7 +312,8 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
     synced = sorted(str(p.relative_to(box.kubelet.root)) for p in box.kubelet.root.rglob("*.whl"))
     evidence.record("SkyPilot ran commands in the pod (kubectl exec) and rsynced its wheel", f"files: {synced}")
 
-    sky(env, "jobs", "launch", "-y", "-d", str(REPO / "task_templates" / "team-a-gpu-train.yaml"))
+    prod = sky(env, "jobs", "launch", "-y", "-d", str(options.task("team-a-gpu-train.yaml", "team-a-train.yaml")))
+    prod_job_id = _managed_job_id(prod.stdout)
 
     victim = _wait(
         "Kueue to preempt team-b's Workload for team-a's prod job",
@@ -291,14 +364,188 @@ def _drive(box: Sandbox, env: dict[str, str], home: pathlib.Path, state: pathlib
         f"effective priority {DEV_BASE_PRIORITY} -> {_effective_priority(raised)} "
         f"(spec.priority {raised['spec'].get('priority')}, annotations {raised['metadata'].get('annotations')})",
     )
+    if options.containers:
+        _drive_to_success(box, env, home, state, evidence, dev_job_id, prod_job_id, dev_workload["metadata"]["uid"])
+        return
     queue = sky(env, "jobs", "queue")
     evidence.record("SkyPilot's view of the jobs", " | ".join(queue.stdout.strip().splitlines()[-3:]))
     evidence.record(
         "STOP: the jobs cannot reach RUNNING here",
         "SkyPilot's runtime setup waits for the pod's container command (apt packages, sshd, Ray and SkyPilot "
-        "install) and then rewrites /etc files with sudo; the sandbox's kubelet runs exec'd commands as local "
-        "processes, not in containers (no container runtime on this machine), so it never starts that command",
+        "install) and then rewrites /etc files with sudo; the kubelet without --containers runs exec'd commands "
+        "as local processes, not in containers, so it never starts that command (scripts/e2e-skypilot.sh "
+        "--containers goes on)",
     )
+
+
+def _managed_job_id(launch_output: str) -> int:
+    found = re.search(r"Managed Job ID:\s*(\d+)", launch_output)
+    if found is None:
+        raise StageFailed(f"no managed job ID in sky jobs launch's output: {launch_output[-500:]}")
+    return int(found.group(1))
+
+
+def managed_job(home: pathlib.Path, job_id: int) -> dict[str, Any] | None:
+    """SkyPilot's own record of a managed job (``spot`` table of ``~/.sky/spot_jobs.db``), read-only.
+
+    Why not ``sky jobs queue`` in the polls: each call starts a client process (seconds on two
+    busy cores); the table is what the queue shows. The last stage still prints the queue."""
+    path = home / JOBS_DB
+    if not path.exists():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+            db.row_factory = sqlite3.Row
+            row = db.execute(
+                "SELECT spot_job_id, task_name, status, recovery_count, job_duration, t_runtime_setup, "
+                "failure_reason FROM spot WHERE spot_job_id = ? ORDER BY task_id DESC LIMIT 1",
+                (job_id,),
+            ).fetchone()
+    except sqlite3.OperationalError:  # locked or being migrated: the next poll reads it
+        return None
+    return dict(row) if row is not None else None
+
+
+#: SkyPilot's terminal managed-job states other than SUCCEEDED (``sky/jobs/state.py``).
+_FAILED_JOB_STATES = frozenset(
+    {"CANCELLING", "CANCELLED", "FAILED", "FAILED_SETUP", "FAILED_PRECHECKS", "FAILED_NO_RESOURCE", "FAILED_CONTROLLER"}
+)
+
+
+def _job_reached(
+    home: pathlib.Path, job_id: int, wanted: frozenset[str], min_recoveries: int = 0
+) -> Callable[[], dict[str, Any] | None]:
+    def probe() -> dict[str, Any] | None:
+        job = managed_job(home, job_id)
+        if job is None:
+            return None
+        if job["status"] in _FAILED_JOB_STATES:
+            raise StageFailed(f"managed job {job_id} ended {job['status']}: {job.get('failure_reason')}")
+        if job["status"] in wanted and int(job["recovery_count"] or 0) >= min_recoveries:
+            return job
+        return None
+
+    return probe
+
+
+def _exec(box: Sandbox, namespace: str, pod: str, script: str) -> str:
+    """``kubectl exec`` into a pod's container (as SkyPilot does); its output, or why it failed."""
+    result = subprocess.run(
+        ["kubectl", "--kubeconfig", str(box.kubeconfig_path), "-n", namespace, "exec", pod, "--", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = " ".join((result.stdout + result.stderr).split())
+    return output if result.returncode == 0 else f"kubectl exec exited {result.returncode}: {output[-400:]}"
+
+
+def _drive_to_success(
+    box: Sandbox,
+    env: dict[str, str],
+    home: pathlib.Path,
+    state: pathlib.Path,
+    evidence: Evidence,
+    dev_job_id: int,
+    prod_job_id: int,
+    first_dev_uid: str,
+) -> None:
+    """From the aged relaunch to the dev job's SUCCEEDED and the controller's record of it."""
+    prod = _wait(
+        "team-a's prod job to run in its container and succeed",
+        _job_reached(home, prod_job_id, frozenset({"SUCCEEDED"})),
+        CONTAINER_STAGE_TIMEOUT_SECONDS,
+    )
+    evidence.record(
+        "team-a's prod job ran in its container (runtime setup, run) and SUCCEEDED; SkyPilot tears its cluster down",
+        f"managed job {prod_job_id}: {prod['status']}, runtime setup {prod['t_runtime_setup']} s, "
+        f"job duration {prod['job_duration']:.0f} s",
+    )
+
+    def admitted_relaunch() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        for pod in _pods(box, "team-b"):
+            workload = _workload_of(box, "team-b", pod)
+            if workload is None or workload["metadata"]["uid"] == first_dev_uid:
+                continue
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            if _conditions(workload).get("Admitted", ("False",))[0] == "True" and any(
+                "running" in (s.get("state") or {}) for s in statuses
+            ):
+                return pod, workload
+        return None
+
+    pod, workload = _wait(
+        "team-b's relaunch to be admitted and its container to run", admitted_relaunch, CONTAINER_STAGE_TIMEOUT_SECONDS
+    )
+    status = pod.get("status") or {}
+    container = (status.get("containerStatuses") or [{}])[0]
+    evidence.record(
+        "team-a's quota freed: Kueue admits team-b's relaunch; its container runs",
+        f"pod {pod['metadata']['name']} podIP {status.get('podIP')} image {container.get('image')} "
+        f"({container.get('imageID')}) started {container.get('state', {}).get('running', {}).get('startedAt')}; "
+        f"Workload {workload['metadata']['name']} effective priority {_effective_priority(workload)}",
+    )
+
+    running = _wait(
+        "SkyPilot's runtime setup in the relaunched pod and the job RUNNING again",
+        _job_reached(home, dev_job_id, frozenset({"RUNNING", "SUCCEEDED"}), min_recoveries=1),
+        CONTAINER_STAGE_TIMEOUT_SECONDS,
+    )
+    inside = _exec(
+        box,
+        "team-b",
+        pod["metadata"]["name"],
+        "ls /tmp/apt_ssh_setup_complete /tmp/ray_skypilot_installation_complete /tmp/env_setup_complete; "
+        "echo wheel $(cat ~/.sky/wheels/current_sky_wheel_hash); ~/skypilot-runtime/bin/ray --version",
+    )
+    evidence.record(
+        "SkyPilot's runtime setup completed in the relaunched pod (Ray and skylet up, the job RUNNING)",
+        f"managed job {dev_job_id}: {running['status']} after {running['recovery_count']} recovery, "
+        f"runtime setup {running['t_runtime_setup']} s; in the container: {inside}",
+    )
+
+    done = _wait(
+        "the relaunched dev job's run to end and SkyPilot to mark it SUCCEEDED",
+        _job_reached(home, dev_job_id, frozenset({"SUCCEEDED"}), min_recoveries=1),
+        CONTAINER_STAGE_TIMEOUT_SECONDS,
+    )
+    queue = sky(env, "jobs", "queue")
+    row = next((line.strip() for line in queue.stdout.splitlines() if re.match(rf"\s*{dev_job_id}\s", line)), "")
+    if "SUCCEEDED" not in row:
+        raise StageFailed(f"sky jobs queue does not show job {dev_job_id} SUCCEEDED: {queue.stdout[-800:]}")
+    logs = sky(env, "jobs", "logs", "--no-follow", str(dev_job_id))
+    ran = [line.strip() for line in logs.stdout.splitlines() if "cpus:" in line or "dev job done" in line]
+    if not ran:
+        raise StageFailed(f"the dev job's run output is not in sky jobs logs: {logs.stdout[-800:]}")
+    evidence.record(
+        "the relaunched dev job ran its run: command and is SUCCEEDED in sky jobs queue",
+        f"queue: {' '.join(row.split())}; job duration {done['job_duration']:.0f} s; run output: {ran}",
+    )
+
+    def completion_recorded() -> dict[str, Any] | None:
+        job = _controller_job(state, dev_job_id)
+        return job if job is not None and job.get("phase") == "finished" and job.get("preemptions") else None
+
+    recorded = _wait("the controller to record the dev job's completion", completion_recorded)
+    evidence.record(
+        "the sky-kueue controller recorded the completion in the job's history (phase finished)",
+        json.dumps(recorded, sort_keys=True)[:500],
+    )
+
+
+def _controller_job(state: pathlib.Path, managed_job_id: int) -> dict[str, Any] | None:
+    result = subprocess.run(
+        [str(BIN / "sky-kueue"), "controller", "status", "--state", str(state), "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0 or not result.stdout.strip():
+        return None
+    jobs = json.loads(result.stdout).get("jobs") or []
+    return next((j for j in jobs if str(j.get("managed_job_id")) == str(managed_job_id)), None)
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -307,16 +554,25 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
     raise StageFailed(f"stopped by signal {signum}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    unknown = [a for a in args if a != "--containers"]
+    if unknown:
+        print(f"e2e: unknown argument(s) {' '.join(unknown)} (usage: skypilot_loop [--containers])", file=sys.stderr)
+        return 2
+    options = LoopOptions(containers="--containers" in args)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     if shutil.which("socat") is None or shutil.which("nc") is None:
         print("e2e: socat and nc are needed (bash scripts/host-tools.sh installs them)", file=sys.stderr)
+        return 2
+    if options.containers and os.geteuid() != 0:
+        print("e2e: --containers runs pods in namespaces of their own and needs root", file=sys.stderr)
         return 2
     evidence = Evidence()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sky-kueue-e2e-") as tmp:
         try:
-            run(pathlib.Path(tmp), evidence)
+            run(pathlib.Path(tmp), evidence, options)
         except StageFailed as failure:
             done = evidence.stages[-1][0] if evidence.stages else "nothing yet"
             print(

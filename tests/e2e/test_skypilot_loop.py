@@ -1,8 +1,10 @@
-"""The real-SkyPilot loop (``tests/e2e/skypilot_loop.py``) as a test.
+"""The real-SkyPilot loop (``tests/e2e/skypilot_loop.py``) as tests.
 
-Opt-in (``SKY_KUEUE_E2E=1``): it takes several minutes, most of them SkyPilot's own backoff
-before it relaunches a preempted job, which is more than the suite's budget on two cores.
-``scripts/e2e-skypilot.sh`` runs the same stages and prints their evidence.
+The loops are opt-in (``SKY_KUEUE_E2E=1``): they take minutes, most of them SkyPilot's own
+backoff before it relaunches a preempted job, which is more than the suite's budget on two cores;
+the containers loop also needs root. ``scripts/e2e-skypilot.sh [--containers]`` runs the same
+stages and prints their evidence. The helpers the loop reads SkyPilot's state with are tested
+here without SkyPilot running.
 """
 
 from __future__ import annotations
@@ -10,20 +12,84 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
+import sqlite3
 
 import pytest
 
-from tests.e2e.skypilot_loop import Evidence, run
+from tests.e2e import skypilot_loop
+from tests.e2e.skypilot_loop import Evidence, LoopOptions, StageFailed, run
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("SKY_KUEUE_E2E") != "1", reason="set SKY_KUEUE_E2E=1 (takes minutes)"),
-    pytest.mark.skipif(shutil.which("socat") is None, reason="needs socat and nc (scripts/host-tools.sh)"),
-]
+needs_e2e = pytest.mark.skipif(
+    os.environ.get("SKY_KUEUE_E2E") != "1" or shutil.which("socat") is None,
+    reason="set SKY_KUEUE_E2E=1 (takes minutes) and install socat/nc (scripts/host-tools.sh)",
+)
 
 
+@pytest.mark.slow
+@needs_e2e
 def test_launch_preempt_relaunch_and_age_with_the_real_skypilot(tmp_path: pathlib.Path) -> None:
     evidence = Evidence()
     run(tmp_path, evidence)
     stages = [stage for stage, _ in evidence.stages]
     assert stages[-1].startswith("STOP:")
     assert "the sky-kueue controller aged the relaunch" in stages
+
+
+@pytest.mark.slow
+@needs_e2e
+@pytest.mark.skipif(os.geteuid() != 0, reason="containers need root")
+def test_the_relaunched_job_succeeds_in_containers(tmp_path: pathlib.Path) -> None:
+    evidence = Evidence()
+    run(tmp_path, evidence, LoopOptions(containers=True))
+    stages = [stage for stage, _ in evidence.stages]
+    assert any("SUCCEEDED in sky jobs queue" in stage for stage in stages)
+    assert stages[-1].startswith("the sky-kueue controller recorded the completion")
+
+
+def _jobs_db(home: pathlib.Path, rows: list[tuple[int, int, str, int]]) -> None:
+    path = home / skypilot_loop.JOBS_DB
+    path.parent.mkdir(parents=True)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE spot (spot_job_id INTEGER, task_id INTEGER, task_name TEXT, status TEXT, "
+            "recovery_count INTEGER, job_duration FLOAT, t_runtime_setup FLOAT, failure_reason TEXT)"
+        )
+        db.executemany(
+            "INSERT INTO spot VALUES (?, ?, 'dev', ?, ?, 1.0, 2.0, NULL)",
+            [(job, task, status, recoveries) for job, task, status, recoveries in rows],
+        )
+
+
+def test_managed_job_reads_skypilots_table(tmp_path: pathlib.Path) -> None:
+    assert skypilot_loop.managed_job(tmp_path, 1) is None  # no table yet: the next poll
+    _jobs_db(tmp_path, [(1, 0, "RECOVERING", 1), (2, 0, "RUNNING", 0)])
+    job = skypilot_loop.managed_job(tmp_path, 1)
+    assert job is not None and job["status"] == "RECOVERING" and job["recovery_count"] == 1
+    assert skypilot_loop.managed_job(tmp_path, 3) is None
+
+
+def test_job_probe_waits_for_state_and_recoveries_and_stops_on_failure(tmp_path: pathlib.Path) -> None:
+    _jobs_db(tmp_path, [(1, 0, "SUCCEEDED", 0), (2, 0, "SUCCEEDED", 1), (3, 0, "FAILED_SETUP", 1)])
+    wanted = frozenset({"SUCCEEDED"})
+    assert skypilot_loop._job_reached(tmp_path, 1, wanted, min_recoveries=1)() is None
+    found = skypilot_loop._job_reached(tmp_path, 2, wanted, min_recoveries=1)()
+    assert found is not None and found["spot_job_id"] == 2
+    with pytest.raises(StageFailed, match="managed job 3 ended FAILED_SETUP"):
+        skypilot_loop._job_reached(tmp_path, 3, wanted)()
+
+
+def test_managed_job_id_from_launch_output() -> None:
+    assert skypilot_loop._managed_job_id("...\n⚙︎ Managed Job ID: 12\n...") == 12
+    with pytest.raises(StageFailed, match="no managed job ID"):
+        skypilot_loop._managed_job_id("Launching failed")
+
+
+def test_options_pick_the_e2e_tasks_for_containers() -> None:
+    assert LoopOptions().task("team-b-cpu-dev.yaml", "team-b-dev.yaml").parent.name == "task_templates"
+    chosen = LoopOptions(containers=True).task("team-b-cpu-dev.yaml", "team-b-dev.yaml")
+    assert chosen == skypilot_loop.E2E_TASKS / "team-b-dev.yaml" and chosen.is_file()
+
+
+def test_unknown_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert skypilot_loop.main(["--bogus"]) == 2
+    assert "unknown argument(s) --bogus" in capsys.readouterr().err
