@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
+from sky_kueue.controller.hold import HoldTeams, TeamHold
 from sky_kueue.controller.kube_events import EventReason, WorkloadEventRecorder
 
 from .live_support import CONTROLLER_USER_AGENT, demo_aging, group_pod, live_sandbox
@@ -143,13 +145,16 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
         api_client.user_agent = CONTROLLER_USER_AGENT
         recorder = WorkloadEventRecorder(api_client, "replica-a", clock=live.now)  # as `controller run` wires it
         # gate "auto": reads the Kueue Deployment and config
-        controller = live.new_controller(demo_aging(), observers=[recorder])
+        # team-b's relaunches are held after one preemption (safe relaunch): the queue kinds are watched
+        holds = HoldTeams({"team-b": TeamHold("team-b", SafeRelaunchSettings(safe_after_preemptions=1))})
+        controller = live.new_controller(demo_aging(), observers=[recorder], holds=holds)
         live.sandbox.store.delete("pods", prod["metadata"]["name"], "team-a")
         live.step(10)
         live.step(10)
         assert controller.step()  # renews the Lease
         history = live.history("1")
         assert history.current_boost == 100 and history.preemptions[0].preemptor_priority == 1000
+        assert [h.workload_name for h in history.holds] == ["dev-1-fcd1e5cf"]  # held: spec.active false
         recorder.flush()
         (aged,) = [r for r in recorder.sent if r.reason is EventReason.AGED]
         recorder.record([aged])  # the same reason on the same Workload again: count + 1 (a patch)
@@ -157,8 +162,8 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
         recorder.close()
         live.stop()  # closes the watches: the request log records a watch when it ends
         log = live.sandbox.requests
-        # one watch per mirrored kind: Workloads, pods, WorkloadPriorityClasses
-        assert log.wait_for(lambda records: sum(r.info.verb == "watch" for r in records) >= 3, 10)
+        # one watch per mirrored kind: Workloads, pods, WorkloadPriorityClasses and the queue kinds
+        assert log.wait_for(lambda records: sum(r.info.verb == "watch" for r in records) >= 8, 10)
         records = [r for r in log.records() if r.user_agent.startswith(CONTROLLER_USER_AGENT)]
 
     rules = _rules()
