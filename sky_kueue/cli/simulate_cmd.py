@@ -186,7 +186,7 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
     type=click.IntRange(min=1),
     default=None,
     help="+safe policies: hold a relaunch after this many preemptions of the job until Kueue would admit it "
-    "without borrowing (default 1).",
+    "without borrowing (default 2).",
 )
 @click.option(
     "--safe-max-hold",

@@ -55,7 +55,7 @@ AGING = "aging"
 SAFE_SUFFIX = "+safe"
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
 #: (``simulate --safe-after``).
-SAFE_AFTER_PREEMPTIONS_DEFAULT = 1
+SAFE_AFTER_PREEMPTIONS_DEFAULT = 2
 #: How often the controller re-ages a Workload that is still waiting (``controller run
 #: --reage-interval``, ``sky_kueue.controller.manager.REAGE_INTERVAL_SECONDS``).
 AGING_RESYNC_SECONDS = 300.0

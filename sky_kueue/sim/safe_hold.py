@@ -8,15 +8,21 @@ in.
 How a placement is read, per cluster, for the job's relaunch Workload:
 
 1. **GPUs first** (cheap, and exact for the simulator's clusters, where GPUs bind): the
-   ClusterQueue's admitted GPUs, plus the GPUs of the Workloads Kueue would consider before
-   this one in that ClusterQueue, plus the job's own, must fit in the ClusterQueue's nominal
-   GPUs. Otherwise any admission now would borrow, and Kueue's reclaim
-   (``reclaimWithinCohort``) could take it back whenever the lender's owners return.
+   ClusterQueue's admitted GPUs that Kueue's reclaim would take *after* this Workload (at
+   its admitted priority or above: reclaim takes lower priorities first, then the newest
+   admission, which the relaunch would be), plus the GPUs of the Workloads Kueue would
+   consider before this one, plus the job's own, must fit in the ClusterQueue's nominal
+   GPUs. Otherwise the admission would be borrowed from the relaunch's point of view, and
+   Kueue's reclaim (``reclaimWithinCohort``) would take it back when the lenders return.
+   With every Workload of the team at one priority this is "usage + request <= nominal".
 2. **Then the model** (:func:`sky_kueue.kueue.whatif.quick_verdict`): Kueue's own flavor
    assignment for the Workload as the head of its queue, which reports whether it is
-   admitted (possibly after reclaiming lent quota) and whether the assignment borrows for
-   any flavor/resource (the flavor assigner's borrowing height; Kueue
-   ``pkg/scheduler/flavorassigner/flavorassigner.go``).
+   admitted now (possibly after reclaiming lent quota). Its ``borrowing`` flag (the flavor
+   assigner's borrowing height, Kueue ``pkg/scheduler/flavorassigner/flavorassigner.go``)
+   counts every Workload of the ClusterQueue alike; step 1 already judged what the reclaim
+   would take, so with a band policy that admits relaunches above their peers a Kueue-borrowed
+   admission can still be safe. (The controller, without a band, may use the flag as is:
+   :func:`~sky_kueue.controller.aging.safe_relaunch.placement_from_verdict`.)
 
 The predicted wait for a safe place assumes the ClusterQueue's running jobs end after their
 remaining run time (the simulator knows it, as the controller knows an expected-runtime
@@ -73,6 +79,7 @@ def placement(
     workload: o.Workload,
     *,
     gpus: int,
+    admitted_priority: int,
     holder: Callable[[str], Running | None],
     now: float,
 ) -> Placement:
@@ -80,6 +87,8 @@ def placement(
 
     Args:
         gpus: the job's GPUs.
+        admitted_priority: the priority the Workload will hold once admitted (a band policy
+            may set it apart from its pending priority).
         holder: a Workload key of ``engine`` to its GPUs and expected end (None: not a
             simulated job; counted as 0 GPUs). Pending Workloads use the same function: their
             ``ends_at_s`` is ignored.
@@ -88,7 +97,16 @@ def placement(
     queue = engine.queues.get(cq_name) if cq_name is not None else None
     if cq_name is None or queue is None:
         return Placement(cluster, admits_now=False, borrows=False)
-    running = [r for key, info in engine.holders.items() if info.cluster_queue == cq_name and (r := holder(key))]
+    # Kueue reclaims a borrowing ClusterQueue's Workloads lowest priority first, then newest
+    # admission first, and stops once the ClusterQueue no longer borrows (``CandidatesOrdering``,
+    # :func:`sky_kueue.kueue.preemption.default_candidate_cmp`). The relaunch, admitted now, is
+    # the newest: only what would be reclaimed after it (priority at least its own) competes
+    # with it for the nominal quota.
+    running = [
+        r
+        for key, info in engine.holders.items()
+        if info.cluster_queue == cq_name and info.priority >= admitted_priority and (r := holder(key))
+    ]
     mine = queue.order_key(new_info(workload, cq_name))
     ahead = 0
     for pending in (queue.active, queue.inadmissible):
@@ -107,4 +125,7 @@ def placement(
         )
     engine.now = at(now)
     verdict = quick_verdict(engine, workload)
-    return placement_from_verdict(cluster, verdict, predicted_safe_wait_seconds=None)
+    found = placement_from_verdict(cluster, verdict, predicted_safe_wait_seconds=None)
+    # Kueue's own borrowing flag counts every Workload of the ClusterQueue; what the reclaim
+    # would take back first (lower priorities) does not endanger this one (step 1 above).
+    return Placement(cluster, admits_now=found.admits_now, borrows=False, predicted_safe_wait_seconds=None)

@@ -479,8 +479,20 @@ class Simulator:
 
     def _placement_in(self, cluster: str, engine: Engine, job: _Job) -> Placement:
         assert job.workload is not None
+        decision = job.decision
+        admitted = (
+            job.base_priority + decision.admitted_boost
+            if decision is not None and decision.admitted_boost is not None
+            else job.priority
+        )
         return safe_hold.placement(
-            cluster, engine, job.workload, gpus=job.alloc_gpus, holder=self._holder, now=self.now
+            cluster,
+            engine,
+            job.workload,
+            gpus=job.alloc_gpus,
+            admitted_priority=admitted,
+            holder=self._holder,
+            now=self.now,
         )
 
     def _holder(self, key: str) -> safe_hold.Running | None:

@@ -26,7 +26,9 @@ from sky_kueue.sim.cluster import (
     make_workload,
 )
 
-ON = SafeRelaunchSettings(safe_after_preemptions=2, safe_max_hold_seconds=1800.0)
+ON = SafeRelaunchSettings(safe_after_preemptions=2, safe_max_hold_seconds=1800.0, hold_only_when_predicted=False)
+#: The default: hold only when a safe place is predicted within the hold.
+PREDICTED = SafeRelaunchSettings(safe_after_preemptions=2, safe_max_hold_seconds=1800.0)
 BORROWS = Placement("c1", admits_now=True, borrows=True, predicted_safe_wait_seconds=240.0)
 SAFE = Placement("c1", admits_now=True, borrows=False)
 
@@ -57,8 +59,18 @@ def test_a_borrowing_admission_is_held_with_the_predicted_wait() -> None:
     assert decision.release_by_seconds == 1800.0
 
 
-def test_pending_without_a_prediction_is_held_and_says_unknown() -> None:
+def test_pending_but_nominal_enters_the_queue_a_hold_would_only_delay_it() -> None:
     pending = Placement("c1", admits_now=False, borrows=False)
+    decision = decide_safe_relaunch(job(own=pending), ON)
+    assert decision.kind is SafeRelaunchKind.RUN_NOW
+    assert decision.reason == "queued for nominal quota"
+    released = decide_safe_relaunch(job(own=pending, held=60.0), ON)
+    assert released.kind is SafeRelaunchKind.RELEASE_SAFE
+    assert released.reason == "released: queued for nominal quota of c1 after 1m held"
+
+
+def test_pending_without_a_prediction_is_held_and_says_unknown() -> None:
+    pending = Placement("c1", admits_now=False, borrows=True)
     decision = decide_safe_relaunch(job(own=pending, held=600.0), ON)
     assert decision.kind is SafeRelaunchKind.HOLD
     assert decision.reason == "held: waiting for nominal quota (predicted wait unknown)"
@@ -81,6 +93,19 @@ def test_another_cluster_of_the_team_with_nominal_room_takes_it() -> None:
     assert decision.cluster == "c3"
 
 
+def test_by_default_a_hold_that_can_only_time_out_is_not_made() -> None:
+    assert PREDICTED.hold_only_when_predicted
+    assert decide_safe_relaunch(job(), PREDICTED).kind is SafeRelaunchKind.HOLD  # predicted 4m < 30m
+    late = Placement("c1", admits_now=True, borrows=True, predicted_safe_wait_seconds=2400.0)
+    decision = decide_safe_relaunch(job(own=late), PREDICTED)
+    assert decision.kind is SafeRelaunchKind.RUN_NOW
+    assert decision.reason == "not held: safe place predicted in 40m, beyond the hold left (30m)"
+    unknown = Placement("c1", admits_now=True, borrows=True)
+    released = decide_safe_relaunch(job(own=unknown, held=600.0), PREDICTED)
+    assert released.kind is SafeRelaunchKind.RELEASE_TIMEOUT
+    assert released.reason == "released: no safe place predicted, beyond the hold left (20m)"
+
+
 def test_the_hold_is_bounded() -> None:
     decision = decide_safe_relaunch(job(held=1800.0), ON)
     assert decision.kind is SafeRelaunchKind.RELEASE_TIMEOUT
@@ -101,7 +126,7 @@ def test_burst_when_the_predicted_safe_wait_exceeds_the_limit() -> None:
 
 
 def test_the_shortest_safe_wait_over_clusters_is_reported() -> None:
-    other = Placement("c2", admits_now=False, borrows=False, predicted_safe_wait_seconds=90.0)
+    other = Placement("c2", admits_now=False, borrows=True, predicted_safe_wait_seconds=90.0)
     decision = decide_safe_relaunch(job(others=(other,)), ON)
     assert decision.kind is SafeRelaunchKind.HOLD
     assert decision.predicted_wait_seconds == 90.0

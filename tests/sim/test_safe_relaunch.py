@@ -55,11 +55,19 @@ def test_a_held_relaunch_waits_for_nominal_quota_and_is_never_reclaimed_again() 
 
 
 def test_the_hold_is_bounded_by_safe_max_hold_seconds() -> None:
-    run = _run("baseline+safe", SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=300))
+    settings = SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=300, hold_only_when_predicted=False)
+    run = _run("baseline+safe", settings)
     assert run.safe.released_timeout >= 1
     borrower = by_id(run)["a-borrower"]
     # Released at t=400 into Kueue as without the rule: admitted by borrowing once the owner left.
     assert borrower.preemptions >= 2
+
+
+def test_no_hold_when_no_safe_place_is_predicted_within_it() -> None:
+    """a-nominal ends at t=3000: 2900 s after the preemption, beyond a 300 s hold."""
+    run = _run("baseline+safe", SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=300))
+    assert run.safe.holds == 0
+    assert by_id(run)["a-borrower"].preemptions == 3
 
 
 def test_below_the_preemption_count_nothing_is_held() -> None:

@@ -36,8 +36,9 @@ Order of the rules (first match wins):
 
 1. the rule is off for the team, or the job has fewer than ``safe_after_preemptions``
    preemptions: ``RUN_NOW`` in its own cluster (exactly today's behaviour);
-2. Kueue would admit it now in its own cluster without borrowing: ``RUN_NOW`` if it was
-   never held, else ``RELEASE_SAFE(own)``;
+2. Kueue would admit it in its own cluster without borrowing, now or when its turn in the
+   queue comes (:attr:`Placement.safe_when_admitted`: a hold would only delay it):
+   ``RUN_NOW`` if it was never held, else ``RELEASE_SAFE(own)``;
 3. Kueue would admit it now without borrowing in another cluster of the team (first in
    the caller's order): ``RELEASE_SAFE(that cluster)``;
 4. it has been held ``safe_max_hold_seconds``: ``RELEASE_TIMEOUT`` (released to its own
@@ -45,7 +46,9 @@ Order of the rules (first match wins):
 5. the team may burst (``burst_clouds`` non-empty and ``burst_max_predicted_wait_seconds``
    set) and the shortest predicted wait for a safe place exceeds that limit, or no
    cluster predicts one at all: ``BURST(first cloud)``;
-6. otherwise ``HOLD``, with the shortest predicted wait for a safe place (None: unknown).
+6. with ``hold_only_when_predicted``, no cluster predicts a safe place within the hold that
+   is left: ``RUN_NOW`` (never held) or ``RELEASE_TIMEOUT`` (held);
+7. otherwise ``HOLD``, with the shortest predicted wait for a safe place (None: unknown).
 
 A held job is re-decided by the caller whenever the cluster changes (an admission, a
 completion, a preemption) and at least at its hold deadline (:attr:`SafeRelaunchDecision.
@@ -68,6 +71,8 @@ from sky_kueue.kueue.whatif import QuickVerdict
 #: 30 min: about the p95 wait of a fresh low-class job on the reclaim storms, so holding
 #: longer than that costs more than the reclaim it avoids.
 DEFAULT_SAFE_MAX_HOLD_SECONDS = 1_800.0
+#: See :attr:`SafeRelaunchSettings.hold_only_when_predicted`.
+DEFAULT_HOLD_ONLY_WHEN_PREDICTED = True
 #: The rule is off unless configured (a team opts in with ``safe_after_preemptions``).
 DEFAULT_SAFE_AFTER_PREEMPTIONS: int | None = None
 
@@ -106,6 +111,10 @@ class SafeRelaunchSettings:
     safe_max_hold_seconds: float = DEFAULT_SAFE_MAX_HOLD_SECONDS
     burst_max_predicted_wait_seconds: float | None = None
     teams: Mapping[str, int | None] = field(default_factory=dict)
+    #: Hold only when some cluster predicts a safe place within the hold that is left; with
+    #: none predicted in time, the relaunch goes to Kueue at once (a hold that can only time
+    #: out costs its whole length and saves nothing).
+    hold_only_when_predicted: bool = DEFAULT_HOLD_ONLY_WHEN_PREDICTED
 
     def __post_init__(self) -> None:
         _check_count("safe_after_preemptions", self.safe_after_preemptions)
@@ -131,6 +140,7 @@ class SafeRelaunchSettings:
             safe_after_preemptions=self.after_preemptions(team),
             safe_max_hold_seconds=self.safe_max_hold_seconds,
             burst_max_predicted_wait_seconds=self.burst_max_predicted_wait_seconds,
+            hold_only_when_predicted=self.hold_only_when_predicted,
         )
 
     @classmethod
@@ -144,11 +154,22 @@ class SafeRelaunchSettings:
             return cls()
         if not isinstance(data, Mapping):
             raise SafeRelaunchSettingsError(f"{where}: expected a mapping, got {type(data).__name__}")
-        known = ("safe_after_preemptions", "safe_max_hold_seconds", "burst_max_predicted_wait_seconds", "teams")
+        known = (
+            "safe_after_preemptions",
+            "safe_max_hold_seconds",
+            "burst_max_predicted_wait_seconds",
+            "teams",
+            "hold_only_when_predicted",
+        )
         for key in data:
             if key not in known:
                 raise SafeRelaunchSettingsError(f"{where}: unknown key {str(key)!r}; known keys: {', '.join(known)}")
         teams = data.get("teams", {})
+        only_predicted = data.get("hold_only_when_predicted", DEFAULT_HOLD_ONLY_WHEN_PREDICTED)
+        if not isinstance(only_predicted, bool):
+            raise SafeRelaunchSettingsError(
+                f"{where}.hold_only_when_predicted: expected true or false, got {only_predicted!r}"
+            )
         if not isinstance(teams, Mapping):
             raise SafeRelaunchSettingsError(f"{where}.teams: expected a mapping team: count, got {teams!r}")
         try:
@@ -157,6 +178,7 @@ class SafeRelaunchSettings:
                 safe_max_hold_seconds=data.get("safe_max_hold_seconds", DEFAULT_SAFE_MAX_HOLD_SECONDS),
                 burst_max_predicted_wait_seconds=data.get("burst_max_predicted_wait_seconds"),
                 teams={str(k): v for k, v in teams.items()},
+                hold_only_when_predicted=only_predicted,
             )
         except SafeRelaunchSettingsError as err:
             raise SafeRelaunchSettingsError(f"{where}.{err}") from None
@@ -167,6 +189,7 @@ class SafeRelaunchSettings:
             "safe_max_hold_seconds": self.safe_max_hold_seconds,
             "burst_max_predicted_wait_seconds": self.burst_max_predicted_wait_seconds,
             "teams": dict(self.teams),
+            "hold_only_when_predicted": self.hold_only_when_predicted,
         }
 
 
@@ -204,6 +227,12 @@ class Placement:
     def safe_now(self) -> bool:
         """Admitted now within nominal quota: the owner's return cannot reclaim it."""
         return self.admits_now and not self.borrows
+
+    @property
+    def safe_when_admitted(self) -> bool:
+        """Not admitted now, but its admission (when its turn comes) stays within nominal quota:
+        waiting in Kueue's queue costs nothing that a hold would save."""
+        return not self.admits_now and not self.borrows
 
     @property
     def safe_wait_seconds(self) -> float | None:
@@ -306,16 +335,17 @@ def decide_safe_relaunch(job: SafeRelaunchInput, settings: SafeRelaunchSettings)
             cluster=own,
         )
     held = job.held_seconds
-    if job.own.safe_now:
+    if job.own.safe_now or job.own.safe_when_admitted:
+        fits = "fits in nominal quota" if job.own.safe_now else "queued for nominal quota"
+        wait = job.own.safe_wait_seconds
         if held is None:
-            return SafeRelaunchDecision(
-                SafeRelaunchKind.RUN_NOW, "fits in nominal quota now", cluster=own, predicted_wait_seconds=0.0
-            )
+            now = f"{fits} now" if job.own.safe_now else fits
+            return SafeRelaunchDecision(SafeRelaunchKind.RUN_NOW, now, cluster=own, predicted_wait_seconds=wait)
         return SafeRelaunchDecision(
             SafeRelaunchKind.RELEASE_SAFE,
-            f"released: fits in nominal quota of {own} after {format_duration(held)} held",
+            f"released: {fits} of {own} after {format_duration(held)} held",
             cluster=own,
-            predicted_wait_seconds=0.0,
+            predicted_wait_seconds=wait,
         )
     for other in job.others:
         if other.safe_now:
@@ -344,10 +374,22 @@ def decide_safe_relaunch(job: SafeRelaunchInput, settings: SafeRelaunchSettings)
             cloud=job.burst_clouds[0],
             predicted_wait_seconds=predicted,
         )
+    left = settings.safe_max_hold_seconds - waited
+    if settings.hold_only_when_predicted and (predicted is None or predicted > left):
+        said = (
+            "no safe place predicted" if predicted is None else f"safe place predicted in {format_duration(predicted)}"
+        )
+        kind = SafeRelaunchKind.RUN_NOW if held is None else SafeRelaunchKind.RELEASE_TIMEOUT
+        return SafeRelaunchDecision(
+            kind,
+            f"{'not held' if held is None else 'released'}: {said}, beyond the hold left ({format_duration(left)})",
+            cluster=own,
+            predicted_wait_seconds=predicted,
+        )
     said = "predicted wait unknown" if predicted is None else f"predicted {format_duration(predicted)}"
     return SafeRelaunchDecision(
         SafeRelaunchKind.HOLD,
         f"held: waiting for nominal quota ({said})",
         predicted_wait_seconds=predicted,
-        release_by_seconds=settings.safe_max_hold_seconds - waited,
+        release_by_seconds=left,
     )
