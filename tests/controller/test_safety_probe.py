@@ -1,0 +1,125 @@
+"""The predictor's answer for a held relaunch, on a mirror store: now, and the wait for a safe place.
+
+The cluster of ``test_live_hold.py`` (team-a 6 CPU and team-b 4 CPU nominal in one cohort):
+team-a's train job (6 CPU) and team-b's own job (4 CPU, expected to run 900 s) hold the whole
+cohort; team-b's dev relaunch (4 CPU, held: inactive) waits. Made active, Kueue would not admit
+it now; without borrowing it fits once own finishes, so the safe wait is own's remaining time.
+Once train finishes instead, Kueue would admit dev now, but into team-a's idle quota: borrowed.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from sky_kueue.controller.detection import workload_facts
+from sky_kueue.controller.safety_probe import MirrorSafetyProbe
+from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
+from sky_kueue.mirror.kinds import ALL_KINDS, KindName
+from sky_kueue.mirror.store import MirrorStore, normalize
+
+from .test_live_hold import hold_setup
+
+START = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
+OWN_RUN_SECONDS = 900
+ELAPSED_SECONDS = 300
+
+
+def _stamp(at: datetime.datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _workload(
+    name: str,
+    namespace: str,
+    cpu: str,
+    priority: int,
+    *,
+    admitted: bool,
+    runtime: int | None = None,
+    active: bool = True,
+) -> dict[str, Any]:
+    annotations = {} if runtime is None else {EXPECTED_RUNTIME_ANNOTATION: str(runtime)}
+    doc: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": _stamp(START),
+            "annotations": annotations,
+        },
+        "spec": {
+            "queueName": f"{namespace}-lq",
+            "priority": priority,
+            "active": active,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}},
+                }
+            ],
+        },
+    }
+    if admitted:
+        doc["status"] = {
+            "admission": {
+                "clusterQueue": f"{namespace}-cq",
+                "podSetAssignments": [
+                    {"name": "main", "count": 1, "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": cpu}}
+                ],
+            },
+            "conditions": [
+                {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": _stamp(START)}
+                for t in ("QuotaReserved", "Admitted")
+            ],
+        }
+    return doc
+
+
+def _store(*workloads: dict[str, Any]) -> MirrorStore:
+    store = MirrorStore()
+    by_kind: dict[KindName, list[dict[str, Any]]] = {kind.name: [] for kind in ALL_KINDS}
+    for doc in [*hold_setup(), *workloads]:
+        by_kind[KindName(doc["kind"])].append(doc)
+    for kind in ALL_KINDS:
+        api_version = "v1" if not kind.group else "kueue.x-k8s.io/v1beta1"
+        store.replace(kind.name, [normalize(kind.name, api_version, d) for d in by_kind[kind.name]], "1")
+    return store
+
+
+def _probe(store: MirrorStore) -> MirrorSafetyProbe:
+    now = (START + datetime.timedelta(seconds=ELAPSED_SECONDS)).timestamp()
+    return MirrorSafetyProbe(store, lambda: now)
+
+
+DEV = _workload("dev-1", "team-b", "4", 100, admitted=False, active=False)
+OWN = _workload("own-3", "team-b", "4", 100, admitted=True, runtime=OWN_RUN_SECONDS)
+TRAIN = _workload("train-2", "team-a", "6", 1000, admitted=True)
+
+
+def test_a_held_relaunch_waits_for_nominal_quota_until_its_owner_finishes() -> None:
+    placement = _probe(_store(DEV, OWN, TRAIN)).placement(workload_facts(DEV), "this cluster")
+
+    assert placement is not None and not placement.admits_now
+    assert placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
+
+
+def test_idle_borrowed_quota_is_admission_but_not_safety() -> None:
+    placement = _probe(_store(DEV, OWN)).placement(workload_facts(DEV), "this cluster")  # train finished
+
+    assert placement is not None and placement.admits_now and placement.borrows and not placement.safe_now
+    assert placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
+
+
+def test_nominal_quota_free_is_safe_now() -> None:
+    placement = _probe(_store(DEV, TRAIN)).placement(workload_facts(DEV), "this cluster")  # own finished
+
+    assert placement is not None and placement.safe_now and placement.safe_wait_seconds == 0.0
+
+
+def test_a_workload_the_mirror_does_not_hold_gets_no_answer() -> None:
+    gone = _workload("dev-9", "team-b", "4", 100, admitted=False)
+    assert _probe(_store(DEV, OWN)).placement(workload_facts(gone), "this cluster") is None
