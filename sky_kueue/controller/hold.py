@@ -27,6 +27,13 @@ SkyPilot relaunch to another cluster (SkyPilot's recovery strategy places relaun
 policy picks a cluster at launch only), so it asks the predictor about its own cluster
 only and releases there. The decision's other-cluster rule is the simulator's.
 
+What it cannot do: hold a relaunch Kueue admits before the controller sees it. SkyPilot's
+relaunch creates the Workload and Kueue may admit it within its next cycle when idle borrowed
+quota is there; the controller then finds it admitted, not pending, and leaves it (evicting a
+just-admitted Workload would cost its pods a restart). After a reclaim the owner holds the
+quota, so a relaunch usually waits, and the hold then keeps it out of the borrowed quota that
+frees later, which is when it matters.
+
 While the job runs in nominal quota nothing about its class changes: the hold only decides
 *when* the relaunch enters Kueue; aging patches it as before (once released: a held
 Workload is not waiting in Kueue, so the engine does not age it).
