@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
-from sky_kueue.sandbox.kubelet import exec_session, portforward
+from sky_kueue.sandbox.kubelet import downward, exec_session, portforward
 from sky_kueue.sandbox.kubelet.websocket import WebSocket, accept_key
 
 if TYPE_CHECKING:
@@ -213,24 +213,15 @@ class LocalKubelet:
 
     def environment(self, pod: Mapping[str, Any], container: Mapping[str, Any], home: pathlib.Path) -> dict[str, str]:
         """What a process in the container sees: the container's env over a minimal base."""
-        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        meta = pod.get("metadata") or {}
         env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
         env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         env.update(HOME=str(home), HOSTNAME=str(meta.get("name", "")), PWD=str(home))
-        fields = {
-            "metadata.name": meta.get("name", ""),
-            "metadata.namespace": meta.get("namespace", ""),
-            "status.podIP": status.get("podIP", ""),
-            "spec.nodeName": (pod.get("spec") or {}).get("nodeName", ""),
-        }
         for item in container.get("env") or []:
             name = item.get("name")
-            if not name:
-                continue
-            if "value" in item:
-                env[str(name)] = str(item.get("value") or "")
-            elif (item.get("valueFrom") or {}).get("fieldRef"):
-                env[str(name)] = str(fields.get(item["valueFrom"]["fieldRef"].get("fieldPath", ""), ""))
+            value = downward.env_value(pod, container, item) if name else None
+            if value is not None:
+                env[str(name)] = value
         return env
 
     def _container(self, pod: Mapping[str, Any], wanted: str) -> Mapping[str, Any]:
