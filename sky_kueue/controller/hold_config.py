@@ -37,6 +37,7 @@ def hold_teams(config: PluginConfig) -> HoldTeams:
             safe_after_preemptions=team.safe_after_preemptions,
             safe_max_hold_seconds=float(team.safe_max_hold_seconds),
             burst_max_predicted_wait_seconds=None if burst is None else float(burst.max_queue_wait_seconds),
+            hold_only_when_predicted=team.safe_hold_only_when_predicted,
         )
         clouds = () if burst is None else tuple(burst.clouds)
         for cluster in config.team_clusters(team):

@@ -17,6 +17,9 @@ Kueue's scheduler skips inactive Workloads):
   whose ClusterQueue may not borrow (every ``borrowingLimit`` of it 0), so the admission it
   predicts is within nominal quota by construction. Run times come from the
   ``sky-kueue.io/expected-runtime-seconds`` annotation; without them the wait is unknown.
+* **later**: for a Workload Kueue would not admit now, whether its admission, when its turn
+  comes, borrows: it does unless the estimate with borrowing allowed is no sooner than the
+  one without (both unknown: assumed to borrow, so that it may be held).
 
 The model is pure and the mirror's store is in memory: nothing here does I/O. A state the
 model cannot read gives no answer (None) and a warning, never an exception in the reconciler.
@@ -109,13 +112,25 @@ class MirrorSafetyProbe:
             placement = placement_from_verdict(cluster, verdict)
             if placement.safe_now or verdict.never_fits:
                 return placement
-            estimate = eta.estimate(
-                without_borrowing(state, verdict.cluster_queue), [key], self._runtime, now, self._horizon
-            )[key]
+            safe = self._eta(without_borrowing(state, verdict.cluster_queue), key, now)
+            if not placement.admits_now:
+                # Would its admission, when its turn comes, borrow? Yes unless Kueue admits it no
+                # sooner with borrowing allowed than without (unknown either way: assume it borrows).
+                anyway = self._eta(state, key, now)
+                borrows = safe is None or anyway is None or anyway < safe
+                placement = dataclasses.replace(placement, borrows=borrows)
         except ModelError as err:
             log.warning("the Kueue model cannot judge Workload %s for safe relaunch: %s", key, err)
             return None
-        return dataclasses.replace(placement, predicted_safe_wait_seconds=estimate.seconds)
+        return dataclasses.replace(placement, predicted_safe_wait_seconds=safe)
+
+    def _eta(self, state: o.ClusterState, key: str, now: datetime.datetime) -> float | None:
+        """Seconds until Kueue admits ``key`` in ``state`` (None: not within the horizon or unknown).
+
+        Raises:
+            ModelError: the state fails Kueue's validation.
+        """
+        return eta.estimate(state, [key], self._runtime, now, self._horizon)[key].seconds
 
 
 def export_key(doc: Mapping[str, Any]) -> str:

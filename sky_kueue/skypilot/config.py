@@ -273,6 +273,9 @@ class TeamConfig(_Section):
         safe_max_hold_seconds: the longest such hold; then the relaunch goes to Kueue as
             without the rule. A team with ``burst`` bursts instead when the predicted wait for
             nominal quota exceeds ``burst.max_queue_wait_seconds``.
+        safe_hold_only_when_predicted: hold only when the model predicts nominal quota within
+            the hold left (run times from the ``sky-kueue.io/expected-runtime-seconds``
+            annotation); false: hold also when the wait is unknown.
     """
 
     users: tuple[str, ...] = ()
@@ -287,6 +290,7 @@ class TeamConfig(_Section):
     burst: BurstSettings | None = None
     safe_after_preemptions: BoundedPositive | None = None
     safe_max_hold_seconds: BoundedPositive = DEFAULT_SAFE_MAX_HOLD_SECONDS
+    safe_hold_only_when_predicted: bool = True
 
 
 class AgingSettings(_Section):

@@ -57,7 +57,11 @@ def _engine(
 
 
 def _team(**settings: object) -> TeamHold:
-    values: dict[str, object] = {"safe_after_preemptions": 1, "safe_max_hold_seconds": 600.0}
+    values: dict[str, object] = {
+        "safe_after_preemptions": 1,
+        "safe_max_hold_seconds": 600.0,
+        "hold_only_when_predicted": False,
+    }
     values.update(settings)
     clouds = ("aws",) if values.get("burst_max_predicted_wait_seconds") is not None else ()
     return TeamHold("team-b", SafeRelaunchSettings(**values), burst_clouds=clouds)  # type: ignore[arg-type]
@@ -214,3 +218,20 @@ def test_bad_safe_relaunch_settings_are_one_line_errors_naming_the_key(
         load_hold_teams(path)
     message = str(caught.value)
     assert expected in message and "\n" not in message and str(path) in message
+
+
+def test_by_default_a_relaunch_is_held_only_when_nominal_quota_is_predicted_within_the_hold(store, clock) -> None:
+    actuator = RecordingActuator()
+    cluster = Cluster(clock)
+    probe = ScriptedProbe(Placement("this cluster", admits_now=True, borrows=True, predicted_safe_wait_seconds=240))
+    team = TeamHold("team-b", SafeRelaunchSettings(safe_after_preemptions=1))  # hold_only_when_predicted: default
+    engine = _engine(store, clock, probe, actuator, team)
+    nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
+
+    held = engine.reconcile(cluster.detect(cluster.pending(nxt, 1_010)))
+    assert held.hold is not None and held.hold.record is not None
+    assert held.hold.record.reason == "held: waiting for nominal quota (predicted 4m)"
+
+    probe.placement_now = BORROWS  # no prediction: a later relaunch is not held
+    other = preempt_and_relaunch(cluster, engine, "w1", 2_000)
+    assert engine.reconcile(cluster.detect(cluster.pending(other, 3_010))).hold is None

@@ -93,7 +93,10 @@ def hold_setup() -> list[dict[str, Any]]:
 
 
 def team_b_holds(max_hold_seconds: float = 1_800.0) -> HoldTeams:
-    settings = SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=max_hold_seconds)
+    # Held also while the wait is unknown: the sandbox's Workloads carry no expected run times.
+    settings = SafeRelaunchSettings(
+        safe_after_preemptions=1, safe_max_hold_seconds=max_hold_seconds, hold_only_when_predicted=False
+    )
     return HoldTeams({"team-b": TeamHold("team-b", settings)})
 
 

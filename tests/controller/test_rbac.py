@@ -146,7 +146,13 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
         recorder = WorkloadEventRecorder(api_client, "replica-a", clock=live.now)  # as `controller run` wires it
         # gate "auto": reads the Kueue Deployment and config
         # team-b's relaunches are held after one preemption (safe relaunch): the queue kinds are watched
-        holds = HoldTeams({"team-b": TeamHold("team-b", SafeRelaunchSettings(safe_after_preemptions=1))})
+        holds = HoldTeams(
+            {
+                "team-b": TeamHold(
+                    "team-b", SafeRelaunchSettings(safe_after_preemptions=1, hold_only_when_predicted=False)
+                )
+            }
+        )
         controller = live.new_controller(demo_aging(), observers=[recorder], holds=holds)
         live.sandbox.store.delete("pods", prod["metadata"]["name"], "team-a")
         live.step(10)

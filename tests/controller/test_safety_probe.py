@@ -123,3 +123,19 @@ def test_nominal_quota_free_is_safe_now() -> None:
 def test_a_workload_the_mirror_does_not_hold_gets_no_answer() -> None:
     gone = _workload("dev-9", "team-b", "4", 100, admitted=False)
     assert _probe(_store(DEV, OWN)).placement(workload_facts(gone), "this cluster") is None
+
+
+def test_a_relaunch_whose_turn_comes_in_borrowed_quota_first_borrows_later() -> None:
+    train = _workload("train-2", "team-a", "6", 1000, admitted=True, runtime=OWN_RUN_SECONDS // 3)
+    placement = _probe(_store(DEV, OWN, train)).placement(workload_facts(DEV), "this cluster")
+
+    # train frees team-a's quota at 300 s, before own frees team-b's at 900 s: Kueue would
+    # admit dev into borrowed quota first; nominal quota comes 600 s from now.
+    assert placement is not None and not placement.admits_now and placement.borrows
+    assert placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
+
+
+def test_a_relaunch_whose_turn_comes_in_nominal_quota_does_not_borrow() -> None:
+    placement = _probe(_store(DEV, OWN, TRAIN)).placement(workload_facts(DEV), "this cluster")
+
+    assert placement is not None and placement.safe_when_admitted  # a hold would only delay it
