@@ -566,7 +566,8 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
         issues.extend(_cluster_issues(name, team, contexts))
         own = {c.context for c in config.team_clusters(team)} | set(contexts)
         for index, infra in enumerate(team.burst.clouds if team.burst else ()):
-            if burst_context(infra) in own:
+            context = burst_context(infra)
+            if context is not None and context in own:
                 issues.append(
                     (
                         (*base, "burst", "clouds", str(index)),
