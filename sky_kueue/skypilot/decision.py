@@ -291,6 +291,11 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
     if plan.message:
         notes.append(f"burst: {plan.message}")
     strategy = config.aging.strategy if config.aging.enabled and request.request_name == JOBS_LAUNCH else None
+    if plan.action is BurstAction.KEEP_KUBERNETES and burst_settings is not None and strategy is not None:
+        # The recovery strategy bursts a preempted job's relaunch by keeping only the task's
+        # burst targets (controller/skypilot_plugin.py): they must be in the task for that, even
+        # when Kueue admits it now. After the team's own queue they change no first launch.
+        plan = BurstPlan(plan.action, plan.admission_timeout_seconds, tuple(burst_settings.clouds), plan.message)
     return Placement(
         team=choice.name,
         namespace=first.namespace,

@@ -85,7 +85,8 @@ def apply_placement(
     present = {_cloud_key(parse_infra(c)) for is_k8s, c in rewritten if not is_k8s}
     plan = placement.burst
     added = [_cloud_candidate(k8s[0], cloud) for cloud in plan.clouds if cloud not in present] if k8s else []
-    if plan.action is BurstAction.ADD_CLOUD_FALLBACK and added:
+    if plan.action in (BurstAction.ADD_CLOUD_FALLBACK, BurstAction.KEEP_KUBERNETES) and added:
+        # KEEP_KUBERNETES carries targets only for the recovery strategy (decision.py)
         final = [c for _, c in rewritten] + added
         group = "ordered"
     elif plan.action is BurstAction.SKIP_KUBERNETES:

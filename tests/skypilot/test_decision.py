@@ -339,6 +339,21 @@ def test_recovery_strategy_only_for_managed_jobs_and_keeps_other_settings() -> N
     assert candidates(no_aging.task)[0]["job_recovery"]["strategy"] == "FAILOVER"
 
 
+def test_a_job_admitted_now_keeps_its_burst_targets_for_the_recovery_strategy() -> None:
+    """KUEUE_AGING bursts a relaunch by keeping only the burst targets: they must be in the task
+    even when Kueue admits it at once (after the team's queue, so the first launch is unchanged)."""
+    view = fake_view()
+    view.verdict = AdmissionVerdict(AdmissionOutcome.ADMIT_NOW)
+    burst = task(team="team-a", labels={"sky-kueue.io/burst": "true"})
+    with_strategy = evaluate(request(burst), config(aging={"strategy": "KUEUE_AGING"}), view)
+    assert placed(with_strategy.decision).burst.action is BurstAction.KEEP_KUBERNETES
+    infras = [c["infra"] for c in candidates(with_strategy.task)]
+    assert infras == [f"kubernetes/{CONTEXT}", "aws", "gcp"]
+    assert kueue_settings(candidates(with_strategy.task)[0])["admission_timeout"] == 86400  # not the burst limit
+    without = evaluate(request(burst), SEED, view)
+    assert [c["infra"] for c in candidates(without.task)] == [f"kubernetes/{CONTEXT}"]
+
+
 def test_applying_twice_changes_nothing() -> None:
     first = evaluate(request(task(team="team-a", labels={"sky-kueue.io/burst": "true"})), SEED)
     second = evaluate(request(first.task, skypilot_config=first.skypilot_config), SEED)
