@@ -193,6 +193,8 @@ class Sandbox:
         self.containers = node
         assert node.network is not None
         services.connect(runtime, node.network.gateway)
+        if node.proxy is not None:  # containers get https_proxy; the API relay must be reachable
+            node.proxy.allow_endpoint(node.network.gateway, services.api_port)
         kubelet.runtime = runtime
         self.emulator.pod_starter = runtime
 

@@ -101,9 +101,10 @@ class Cluster:
         self.custom = client.CustomObjectsApi(api)
         self.coordination = client.CoordinationV1Api(api)
 
-    def kubectl(self, *args: str) -> str:
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
         done = subprocess.run(
             ["kubectl", "--kubeconfig", str(self.sandbox.kubeconfig_path), *args],
+            input=stdin,
             capture_output=True,
             text=True,
             timeout=120,
@@ -111,6 +112,9 @@ class Cluster:
         )
         assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
         return done.stdout
+
+    def kubectl_apply(self, manifest: str) -> str:
+        return self.kubectl("apply", "-f", "-", stdin=manifest)
 
     def controller_pods(self) -> list[Any]:
         return [
@@ -200,8 +204,10 @@ def controller_image() -> tuple[float, str]:
     if missing:
         pytest.skip(f"controller install test: {missing}")
     started = time.monotonic()
-    image = ImageStore().ensure(recipes_controller.CONTROLLER_IMAGE_REFERENCE)
+    store = ImageStore()
+    image = store.ensure(recipes_controller.CONTROLLER_IMAGE_REFERENCE)
     seconds = time.monotonic() - started
+    recipes_controller.prune_stale_images(store.cache, image.rootfs)
     size = subprocess.run(["du", "-sh", str(image.rootfs)], capture_output=True, text=True, check=True)
     print(f"controller image {image.rootfs.name}: ready in {seconds:.1f} s, {size.stdout.split()[0]}")
     return seconds, size.stdout.split()[0]
@@ -217,12 +223,13 @@ def test_the_controller_installs_from_its_manifests_and_fails_over(controller_im
     with Sandbox(containers=True, name=SANDBOX_NAME) as sandbox:
         cluster = Cluster(sandbox)
         sandbox.apply(seed_cluster())
-        # Where Kueue runs on a real cluster (the gate-detection Role lives there).
-        cluster.kubectl("create", "namespace", "kueue-system")
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        cluster.kubectl(
-            "create", "configmap", "sky-kueue-config", "-n", NAMESPACE, f"--from-file=sky-kueue.yaml={PLUGIN_CONFIG}"
-        )
+        # kueue-system: where Kueue runs on a real cluster (the gate-detection Role lives there).
+        # `kubectl create` sends protobuf, which the sandbox does not read: render, then apply.
+        for namespace in ("kueue-system", NAMESPACE):
+            cluster.kubectl_apply(cluster.kubectl("create", "namespace", namespace, "--dry-run=client", "-o", "yaml"))
+        config = ["create", "configmap", "sky-kueue-config", "-n", NAMESPACE]
+        config += [f"--from-file=sky-kueue.yaml={PLUGIN_CONFIG}", "--dry-run=client", "-o", "yaml"]
+        cluster.kubectl_apply(cluster.kubectl(*config))
         applied = cluster.kubectl("apply", "-k", str(MANIFESTS))
         assert "deployment.apps/sky-kueue-controller created" in applied
         stage("applied")

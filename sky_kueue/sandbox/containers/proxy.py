@@ -144,6 +144,8 @@ class RegistryProxy(socketserver.ThreadingTCPServer):
     def __init__(self, host: str, port: int = DEFAULT_PROXY_PORT, allowed_hosts: Iterable[str] = ALLOWED_HOSTS):
         super().__init__((host, port), _Handler)
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
+        #: Exact ``(host, port)`` pairs also tunnelled (see :meth:`allow_endpoint`).
+        self.allowed_endpoints: set[tuple[str, int]] = set()
         self.refused: list[str] = []
         self._thread: threading.Thread | None = None
 
@@ -152,7 +154,16 @@ class RegistryProxy(socketserver.ThreadingTCPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    def allow_endpoint(self, host: str, port: int) -> None:
+        """Tunnel to ``host:port`` too: the API server's relay on the gateway. The official
+        Python client sends in-cluster requests through ``https_proxy`` whatever ``no_proxy``
+        says (kubernetes 35.0.0's ``Configuration.__init__`` reads ``NO_PROXY`` and then resets
+        it to None), so a pod's controller reaches the API server only through the proxy."""
+        self.allowed_endpoints.add((host.lower(), port))
+
     def allows(self, host: str, port: int) -> bool:
+        if (host.lower(), port) in self.allowed_endpoints:
+            return True
         return host.lower().rstrip(".") in self.allowed_hosts and port in ALLOWED_PORTS
 
     def start(self) -> RegistryProxy:

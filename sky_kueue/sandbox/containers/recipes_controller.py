@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import pathlib
 
+from sky_kueue.sandbox.containers import images
 from sky_kueue.sandbox.containers.recipe import BASE_NAME, ImageRecipe, register
 
 #: The reference ``configs/controller/deployment.yaml`` names.
@@ -114,3 +115,14 @@ def register_controller_image(root: pathlib.Path = CHECKOUT) -> ImageRecipe | No
 
 
 CONTROLLER = register_controller_image()
+
+
+def prune_stale_images(cache: pathlib.Path, keep: pathlib.Path) -> list[pathlib.Path]:
+    """Remove controller images in ``cache`` other than ``keep`` (built from older sources:
+    every edit of the checkout makes a new one, about 700 MB each); returns what was removed."""
+    removed = []
+    for candidate in sorted(cache.glob(f"{CONTROLLER_IMAGE}-*")):
+        if candidate.is_dir() and candidate.resolve() != keep.resolve():
+            images.remove_tree(candidate)
+            removed.append(candidate)
+    return removed
