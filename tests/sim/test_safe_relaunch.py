@@ -131,3 +131,37 @@ def test_safe_names_resolve_and_bad_ones_fail() -> None:
         policies.resolve("rank+safe+safe")
     with pytest.raises(policies.UnknownSimPolicyError):
         policies.resolve("nope+safe")
+
+
+def _team_above_nominal() -> Trace:
+    """Counter-example (issue 24, dev-starvation and the storms): team a offers more work than
+    its nominal 4 GPUs, in 1-GPU jobs arriving every 100 s for 400 s each, so its own fresh work
+    keeps its usage at or above nominal; its 4-GPU job borrows team b's idle GPUs, and b's
+    owners return every 600 s for 300 s."""
+    builder = TraceBuilder().team("a", gpus=4, cohort="org").team("b", gpus=4, cohort="org")
+    builder.job("a-big", at=450, gpus=4, run=1200, team="a")
+    for index in range(60):
+        builder.job(f"a-small-{index:02d}", at=1 + 100 * index, gpus=1, run=400, team="a")
+    for index in range(10):
+        builder.job(f"b-owner-{index}", at=300 + 600 * index, gpus=4, run=300, klass="high", team="b")
+    return builder.trace()
+
+
+def test_counter_example_a_team_above_nominal_gets_no_safe_place_while_its_own_work_flows() -> None:
+    """Kueue judges borrowing on the ClusterQueue's total usage: while the team's own fresh work
+    fills its nominal quota, no admission of the relaunch is within nominal quota. Holds time
+    out (the one safe release comes only after the team's stream stopped, t > 6000 s), and what
+    the hold saves (fewer preemptions, by sitting out some of the owners' returns) it pays in
+    wait: the rule trades preemptions for waiting time, it does not find a safe place (issue 24,
+    dev-starvation and the storms, where the team lives above its nominal quota)."""
+    trace = _team_above_nominal()
+    baseline = by_id(Simulator(trace, policies.resolve("baseline"), NO_DELAY).run())["a-big"]
+    always = SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=900, hold_only_when_predicted=False)
+    held_run = Simulator(trace, policies.resolve("baseline+safe", safe=always), NO_DELAY).run()
+    held = by_id(held_run)["a-big"]
+    assert baseline.preemptions >= 5
+    assert held_run.safe.released_timeout >= 3
+    assert held_run.safe.released_safe <= 1
+    assert held.last_admission_s is not None and held.last_admission_s > 6000  # safe only once a's stream ended
+    assert held.preemptions < baseline.preemptions
+    assert held.wait_s > baseline.wait_s + 1000
