@@ -1,12 +1,14 @@
-"""``sky-kueue demo``: the resubmission controller at work on a sandbox cluster, no cluster needed.
+"""``sky-kueue demo``: the resubmission controller at work on sandbox clusters, no cluster needed.
 
-By default the demo is live (:mod:`sky_kueue.cli.demo_live`): it starts the sandbox API
-server with its Kueue emulation, applies the seed setup (team-a and team-b sharing a
-cohort), submits team-b's dev job and then team-a's prod job as SkyPilot-like pod groups,
-runs the real controller against it, relaunches preempted jobs as SkyPilot does, and prints
-the timeline: team-b admitted, preempted by team-a, resubmitted with an aged priority, and
-admitted when capacity frees. A second scenario shows repeated preemption starving team-b
-without aging, and not with it. ``--output json`` prints ``{"events": [...], "final": {...}}``.
+By default the demo is live (:mod:`sky_kueue.cli.demo_live`): it starts two sandbox API
+servers with their Kueue emulation in one kubeconfig (``sky-kueue-sandbox``, the on-prem
+cluster with the seed setup and the real controller; ``sky-kueue-burst``, team-b's burst
+target), takes its settings from ``configs/sky-kueue-demo.yaml`` plus the changes each run
+names (:mod:`sky_kueue.cli.demo_config`), submits SkyPilot-like pod groups, relaunches
+preempted jobs where the ``KUEUE_AGING`` recovery strategy sends them, and prints the seed
+timeline and three runs of a starvation scenario (no aging, boost, default) with each run's
+preemptions, where each attempt ran and when the dev job finished, or why not
+(:mod:`sky_kueue.cli.demo_text`). ``--output json`` prints ``{"events": [...], "final": {...}}``.
 
 ``--predict-only`` keeps the original, model-only demo: the exact Kueue model predicts
 that team-a preempts team-b (reclaim while borrowing) and is admitted one cycle later.
@@ -58,7 +60,7 @@ def _predict(output: str) -> None:
     help="Run the sandbox with Kueue's PriorityBoost gate on (the controller sets the annotation).",
 )
 def demo(output: str, predict_only: bool, priority_boost: bool) -> None:
-    """Live demo: Kueue preempts a SkyPilot job; the controller ages its relaunch."""
+    """Live demo: Kueue preempts a SkyPilot job; the default relaunches it on the burst cluster."""
     if predict_only:
         _predict(output)
         return
