@@ -60,6 +60,8 @@ ROLLOUT_TIMEOUT_SECONDS = 240.0
 #: releases or stops renewing, plus its retry period and the pod's termination.
 TAKEOVER_TIMEOUT_SECONDS = 90.0
 PREEMPTION_TIMEOUT_SECONDS = 90.0
+#: How long the prod jobs run (the emulation finishes them), freeing the cohort for the next round.
+PROD_RUN_SECONDS = 20
 POLL_SECONDS = 0.5
 SANDBOX_NAME = "install-test"
 
@@ -181,20 +183,13 @@ def _preempt(cluster: Cluster, dev_job: str, prod_job: str) -> None:
     dev = f"dev-{dev_job}-fcd1e5cf"
     cluster.sandbox.apply(_sleeping(group_pod("dev", dev_job, "team-b", "dev-priority", "5")))
     _wait(f"{dev} admitted", PREEMPTION_TIMEOUT_SECONDS, lambda: _admitted(store.try_get(WORKLOADS, dev, "team-b")))
-    cluster.sandbox.apply(_sleeping(group_pod("train", prod_job, "team-a", "prod-priority", "7", gpus="2")))
+    prod = group_pod("train", prod_job, "team-a", "prod-priority", "7", gpus="2", run_seconds=PROD_RUN_SECONDS)
+    cluster.sandbox.apply(_sleeping(prod))
 
 
 def _admitted(workload: dict[str, Any] | None) -> bool:
     conditions = (workload or {}).get("status", {}).get("conditions") or []
     return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conditions)
-
-
-def _finish(cluster: Cluster, job: str) -> None:
-    """The prod job ends (its pod deleted): its quota returns to the cohort."""
-    pod = f"train-{job}-fcd1e5cf-head"
-    cluster.core.delete_namespaced_pod(pod, "team-a", grace_period_seconds=0)
-    store = cluster.sandbox.store
-    _wait(f"{pod} gone", PREEMPTION_TIMEOUT_SECONDS, lambda: store.try_get("pods", pod, "team-a") is None)
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +246,8 @@ def test_the_controller_installs_from_its_manifests_and_fails_over(controller_im
             )
             stage("first preemption recorded")
 
-            cluster.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
+            # (the official client: kubectl sends DeleteOptions as protobuf, which the sandbox does not read)
+            cluster.core.delete_namespaced_pod(leader, NAMESPACE)
             _wait(
                 f"{follower} to take the Lease from {leader}",
                 TAKEOVER_TIMEOUT_SECONDS,
@@ -265,8 +261,7 @@ def test_the_controller_installs_from_its_manifests_and_fails_over(controller_im
             )
             assert follower in replacement and leader not in replacement
 
-            _finish(cluster, "2")
-            _preempt(cluster, "3", "4")
+            _preempt(cluster, "3", "4")  # dev-3 is admitted once prod-2 has run its PROD_RUN_SECONDS
             _wait(
                 "the second preemption in a JobHistory",
                 PREEMPTION_TIMEOUT_SECONDS,
