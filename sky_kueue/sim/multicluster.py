@@ -344,6 +344,7 @@ class PlacementRun:
             "failovers": self.failovers,
             "goodput": round(self.goodput, 4),
             "preemptions": self.preemptions,
+            "safe_relaunch": self.run.safe.to_json(),
             "wall_s": round(self.run.wall_s, 2),
         }
 
