@@ -18,6 +18,7 @@ import click
 import yaml
 
 from sky_kueue.cli import console, errors, options
+from sky_kueue.skypilot import labels
 from sky_kueue.skypilot.client_identity import ClientIdentity, IdentityError, current_identity, plan_as_client
 from sky_kueue.skypilot.cluster_view import (
     ManifestError,
@@ -27,7 +28,9 @@ from sky_kueue.skypilot.cluster_view import (
     view_from_documents,
 )
 from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
+from sky_kueue.skypilot.history_source import HistorySource
 from sky_kueue.skypilot.launch import submit, summary
+from sky_kueue.skypilot.runtime_estimate import source_description
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 #: Exit code when the policy rejects the task.
@@ -77,7 +80,9 @@ def launch(
         errors.fail(str(exc))
     task = _read_task(task_path)
     identity = _identity()
-    result = plan_as_client(identity, task, config, view, team=team, priority=priority)
+    result = plan_as_client(
+        identity, task, config, view, team=team, priority=priority, past_runs=HistorySource().runs()
+    )
     described = {"identity": identity.to_dict(), **summary(result)}
     if output == "json":
         click.echo(json.dumps(described, indent=2, sort_keys=False))
@@ -126,7 +131,13 @@ def _text(described: dict[str, Any]) -> str:
     if prediction["preempts"]:
         outcome += f" (preempts {', '.join(prediction['preempts'])})"
     if prediction["expected_wait_seconds"] is not None:
-        outcome += f" (expected wait {prediction['expected_wait_seconds']}s)"
+        outcome += f" (ETA {_eta_text(prediction['expected_wait_seconds'], prediction['expected_wait_basis'])})"
+    runtime = described["expected_runtime"]
+    runtime_text = (
+        f"{_duration(runtime['seconds'])} ({source_description(runtime['source'])})"
+        if runtime["seconds"] is not None
+        else f"unknown: declare it with the label {labels.RUNTIME_LABEL} (90m, 2h) or run the job once"
+    )
     lines = [
         f"team:       {described['team']}",
         f"queue:      {described['namespace']}/{described['local_queue']}"
@@ -136,6 +147,7 @@ def _text(described: dict[str, Any]) -> str:
         f"burst:      {described['burst']['action']}"
         + (f": {described['burst']['message']}" if described["burst"]["message"] else ""),
         f"timeout:    {described['admission_timeout_seconds']}s waiting for Kueue admission",
+        f"run time:   {runtime_text}",
         *_placement_lines(described["placement"]),
         "--- task ---",
         yaml.safe_dump(_without_internal(described["task"]), sort_keys=False).rstrip(),
@@ -155,12 +167,31 @@ def _placement_lines(rows: list[dict[str, Any]]) -> list[str]:
             where = f"  {rank}."
         else:
             where = "  - "
-        eta = f" ~{row['expected_wait_seconds']}s" if row["expected_wait_seconds"] is not None else ""
+        eta = (
+            f" ETA {_eta_text(row['expected_wait_seconds'], row['expected_wait_basis'])}"
+            if row["expected_wait_seconds"] is not None
+            else ""
+        )
         context = row["context"] or "(current context)"
         lines.append(
             f"{where} {context}: {row['outcome']}{eta} ({row['namespace']}/{row['local_queue']}): {row['reason']}"
         )
     return lines
+
+
+def _duration(seconds: int) -> str:
+    """``45s``, ``12m``, ``2h05m``: a wait or run time as people say it."""
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes % 60 else f"{minutes // 60}h"
+
+
+def _eta_text(seconds: int, basis: str) -> str:
+    """``12m (history of 7 runs)``: the wait and where the run times behind it came from."""
+    return _duration(seconds) + (f" ({basis})" if basis else "")
 
 
 def _without_internal(task: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,10 @@ admitted during the simulation finish after their own expected run time.
 
 Run times come from the caller (a per-workload function): an annotation, a team default,
 or history. A workload whose run time is unknown is assumed to run past the horizon, so
-an ETA that depends on it is reported as unknown rather than guessed.
+an ETA that depends on it is reported as unknown rather than guessed. Each ETA lists where
+the run times it waited on came from (:data:`EXPECTED_RUNTIME_SOURCE_ANNOTATION`, written
+next to the run time by sky-kueue's admin policy), so a user can tell a declared run time
+from a guess off the team's history.
 """
 
 from __future__ import annotations
@@ -30,8 +33,18 @@ DEFAULT_HORIZON_SECONDS = 7 * 24 * 3600
 SETTLE_CAP_CYCLES = 200
 #: Annotation a workload may carry with its expected run time in seconds.
 EXPECTED_RUNTIME_ANNOTATION = "sky-kueue.io/expected-runtime-seconds"
+#: Annotation saying where that run time came from (``declared``, ``history(n=7)``).
+EXPECTED_RUNTIME_SOURCE_ANNOTATION = "sky-kueue.io/expected-runtime-source"
+#: The source reported for a run time annotated without a source.
+UNSPECIFIED_SOURCE = "annotated"
 
 RuntimeFn = Callable[[o.Workload], float | None]
+SourceFn = Callable[[o.Workload], str]
+
+
+def source_from_annotation(wl: o.Workload) -> str:
+    """Where ``wl``'s run time came from, per :data:`EXPECTED_RUNTIME_SOURCE_ANNOTATION`."""
+    return wl.annotations.get(EXPECTED_RUNTIME_SOURCE_ANNOTATION) or UNSPECIFIED_SOURCE
 
 
 def runtime_from_annotation(default_seconds: float | None = None) -> RuntimeFn:
@@ -61,6 +74,8 @@ class Eta:
     #: workloads it preempts when admitted
     preempts: list[str] = field(default_factory=list)
     reason: str = ""
+    #: where the run times of ``waits_for`` came from, one entry per workload, in its order
+    runtime_sources: list[str] = field(default_factory=list)
 
 
 def estimate(
@@ -69,8 +84,11 @@ def estimate(
     runtime: RuntimeFn,
     now: datetime | None = None,
     horizon_seconds: float = DEFAULT_HORIZON_SECONDS,
+    source: SourceFn = source_from_annotation,
 ) -> dict[str, Eta]:
     """Estimate when each of ``workloads`` (keys ``ns/name``) is admitted.
+
+    ``source`` names where a workload's run time came from (for :attr:`Eta.runtime_sources`).
 
     Raises:
         ModelError: if ``state`` fails Kueue's validation.
@@ -81,12 +99,14 @@ def estimate(
     wanted = set(workloads)
     result: dict[str, Eta] = {}
     finish_at: dict[str, datetime] = {}
+    sources: dict[str, str] = {}
     for key, info in engine.holders.items():
         total = runtime(info.obj)
         if total is None:
             continue
         reserved = info.reserved_at or start
         finish_at[key] = max(start, reserved + timedelta(seconds=total))
+        sources[key] = source(info.obj)
     finished: list[str] = []
     victims_of: dict[str, list[str]] = {}
 
@@ -99,12 +119,14 @@ def estimate(
             total = runtime(entry.info.obj)
             if total is not None:
                 finish_at[key] = engine.now + timedelta(seconds=total)
+                sources[key] = source(entry.info.obj)
             if key in wanted and key not in result:
                 result[key] = Eta(
                     key,
                     (engine.now - start).total_seconds(),
                     waits_for=list(finished),
                     preempts=list(victims_of.get(key, [])),
+                    runtime_sources=[sources.get(k, UNSPECIFIED_SOURCE) for k in finished],
                 )
 
     horizon = start + timedelta(seconds=horizon_seconds)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sky_kueue.skypilot.request import UserIdentity
+from sky_kueue.skypilot.runtime_estimate import PastRun
 
 if TYPE_CHECKING:
     from sky_kueue.skypilot.config import PluginConfig
@@ -119,9 +120,11 @@ def plan_as_client(
     *,
     team: str | None,
     priority: str | None,
+    past_runs: tuple[PastRun, ...] = (),
 ) -> PolicyResult:
     """What the policy does with ``task`` submitted by ``identity`` with the user's own
-    SkyPilot config, as the API server would receive it (the CLI's dry run and the SDK)."""
+    SkyPilot config, as the API server would receive it (the CLI's dry run and the SDK);
+    ``past_runs`` feed the run-time estimate (``history_source``)."""
     from sky_kueue.skypilot.launch import plan_launch
 
     return plan_launch(
@@ -133,4 +136,5 @@ def plan_as_client(
         user=identity.user,
         workspace=identity.workspace,
         skypilot_config=client_skypilot_config(),
+        past_runs=past_runs,
     )

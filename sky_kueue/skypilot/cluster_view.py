@@ -36,7 +36,7 @@ from typing import Any
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import api as kueue_api
-from sky_kueue.skypilot import cluster_discovery
+from sky_kueue.skypilot import cluster_discovery, runtime_annotations, runtime_estimate
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, WorkloadDemand
@@ -268,7 +268,7 @@ class LiveClusterView:
             kueue_config = (
                 model_parse.parse_header(f"# kueue-config: {settings.kueue_config}") if settings.kueue_config else None
             )
-            state = self._mirror.cluster_state(kueue_config)
+            state = _state_with_pod_runtimes(self._mirror, kueue_config)
         except model_errors.ModelError as exc:
             logger.warning("sky-kueue: the live cluster state is not usable (%s); using the offline view", exc)
             return ContextView(
@@ -278,6 +278,20 @@ class LiveClusterView:
 
     def _offline(self, why: str) -> ClusterView:
         return _Relabelled(self._fallback, f"{self._fallback.source} ({self._label} {why})")
+
+
+def _state_with_pod_runtimes(mirror: Any, kueue_config: Any) -> Any:
+    """The mirror's cluster state, each Workload given its pods' run-time annotations
+    (:mod:`sky_kueue.skypilot.runtime_annotations`).
+
+    Raises:
+        ModelError: an object the model cannot read.
+    """
+    from sky_kueue.mirror import export
+    from sky_kueue.mirror.kinds import KindName
+
+    documents = runtime_annotations.with_pod_runtimes(mirror.documents(), mirror.store.items(KindName.POD))
+    return export.cluster_state([dict(d) for d in documents], config=kueue_config, now=mirror.clock.now())
 
 
 #: Seconds (connect, read) of the reachability probe of a mirror whose watches failed.
@@ -609,7 +623,11 @@ class ModelClusterView:
 
             estimate = model_eta.estimate(state, [probe.key], model_eta.runtime_from_annotation())[probe.key]
             if estimate.seconds is not None:
-                translated = dataclasses.replace(translated, expected_wait_seconds=int(estimate.seconds))
+                translated = dataclasses.replace(
+                    translated,
+                    expected_wait_seconds=int(estimate.seconds),
+                    expected_wait_basis=runtime_estimate.describe_basis(estimate.runtime_sources),
+                )
         return translated
 
 

@@ -10,6 +10,7 @@ the API server. The file's (path, mtime, size) is checked on each call, which co
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from pathlib import Path
 from sky_kueue.skypilot.cluster_view import ManifestError, build_views
 from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.engine import PolicyResult, evaluate, misconfigured
+from sky_kueue.skypilot.history_source import HistorySource
 from sky_kueue.skypilot.request import PolicyRequest
 from sky_kueue.skypilot.view import ContextViews
 
@@ -30,7 +32,11 @@ class ConfigCache:
             environment variable can name it); default: ``resolve_config_path``.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | Callable[[], Path] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Callable[[], Path] | None = None,
+        history: HistorySource | None = None,
+    ) -> None:
         if path is None:
             self._path: Callable[[], Path] = resolve_config_path
         elif callable(path):
@@ -41,6 +47,7 @@ class ConfigCache:
         self._lock = threading.Lock()
         self._key: tuple[str, int, int] | None = None
         self._value: tuple[PluginConfig, ContextViews] | None = None
+        self._history = history if history is not None else HistorySource()
 
     def get(self) -> tuple[PluginConfig, ContextViews]:
         """The current config and views (one per context), reloaded if the file changed.
@@ -73,4 +80,6 @@ class ConfigCache:
             config, view = self.get()
         except (ConfigError, ManifestError) as exc:
             return misconfigured(request, exc)
+        if not request.past_runs:
+            request = dataclasses.replace(request, past_runs=self._history.runs())
         return evaluate(request, config, view)

@@ -55,6 +55,14 @@ from sky_kueue.skypilot.demand import CPU, DemandError, WorkloadDemand, format_q
 from sky_kueue.skypilot.enabled_contexts import describe_enabled, enabled_contexts, not_enabled
 from sky_kueue.skypilot.placement import NO_RANKING, ClusterAssessment, Ranking, Standing, rank
 from sky_kueue.skypilot.request import JOBS_LAUNCH, JOBS_LAUNCH_CLUSTER, VALIDATE, PolicyRequest
+from sky_kueue.skypilot.runtime_estimate import (
+    NO_ESTIMATE,
+    RuntimeDeclarationError,
+    RuntimeEstimate,
+    estimate_runtime,
+    source_description,
+    written_estimate,
+)
 from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY, candidates, get_path, parse_infra
 from sky_kueue.skypilot.teams import TeamChoice, resolve_team
 from sky_kueue.skypilot.verdict import UNKNOWN_VERDICT, AdmissionOutcome, AdmissionVerdict
@@ -156,6 +164,8 @@ class Placement:
         ranking: how the team's clusters were ranked (one entry for a single-cluster team).
         targets: the Kubernetes targets in ``resources.ordered`` order, best first; the first
             is the one named by ``namespace``, ``local_queue`` and ``context``.
+        expected_runtime: the task's expected run time and its source, written on its pods
+            (``runtime_estimate``).
     """
 
     team: str
@@ -173,6 +183,7 @@ class Placement:
     notes: tuple[str, ...] = ()
     ranking: Ranking = NO_RANKING
     targets: tuple[TeamCluster, ...] = ()
+    expected_runtime: RuntimeEstimate = NO_ESTIMATE
 
 
 Decision = Placement | Rejection | PassThrough
@@ -189,6 +200,10 @@ class _Findings:
     priority_classes: set[str] = field(default_factory=set)
     contexts: set[str] = field(default_factory=set)
     admission_timeouts: set[int] = field(default_factory=set)
+    #: values of the run-time label (``runtime_estimate.RUNTIME_LABEL``)
+    declared_runtimes: list[str] = field(default_factory=list)
+    #: the estimate a previous application of the policy wrote on the pods, if any
+    written_runtime: RuntimeEstimate | None = None
 
 
 def targets_kubernetes(candidate: Mapping[str, Any], config: PluginConfig) -> bool:
@@ -233,6 +248,9 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
     if findings.contexts and all(c.context is not None for c in clusters):
         # The task pins contexts (or carries a placement written before): stay within them.
         clusters = tuple(c for c in clusters if c.context in findings.contexts)
+    runtime = _expected_runtime(request, findings, clusters)
+    if isinstance(runtime, Rejection):
+        return runtime
     burst_label = _single_burst_label(findings)
     if isinstance(burst_label, Rejection):
         return burst_label
@@ -290,6 +308,8 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
     notes.extend(ranking.notes)
     if plan.message:
         notes.append(f"burst: {plan.message}")
+    if runtime.seconds is not None:
+        notes.append(f"expected run time {runtime.seconds}s ({source_description(runtime.source)})")
     strategy = config.aging.strategy if config.aging.enabled and request.request_name == JOBS_LAUNCH else None
     if plan.action is BurstAction.KEEP_KUBERNETES and burst_settings is not None and strategy is not None:
         # The recovery strategy bursts a preempted job's relaunch by keeping only the task's
@@ -312,6 +332,7 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         notes=tuple(notes),
         ranking=ranking,
         targets=tuple(c.cluster for c in ranked) if ranked else (first,),
+        expected_runtime=runtime,
     )
 
 
@@ -452,6 +473,10 @@ def _scan(all_candidates: list[dict[str, Any]], k8s: list[dict[str, Any]]) -> _F
         task_labels = candidate.get("labels") or {}
         overrides = candidate.get(OVERRIDES_KEY) or {}
         pod_labels = get_path(overrides, "kubernetes", "pod_config", "metadata", "labels") or {}
+        if isinstance(task_labels, Mapping) and task_labels.get(labels.RUNTIME_LABEL) is not None:
+            found.declared_runtimes.append(str(task_labels[labels.RUNTIME_LABEL]))
+        written = _written_runtime(get_path(overrides, "kubernetes", "pod_config", "metadata", "annotations"))
+        found.written_runtime = found.written_runtime or written
         for source in (task_labels, pod_labels):
             if not isinstance(source, Mapping):
                 continue
@@ -473,6 +498,33 @@ def _scan(all_candidates: list[dict[str, Any]], k8s: list[dict[str, Any]]) -> _F
         if infra.is_kubernetes and infra.region is not None:
             found.contexts.add(infra.region)
     return found
+
+
+def _expected_runtime(
+    request: PolicyRequest, findings: _Findings, clusters: tuple[TeamCluster, ...]
+) -> RuntimeEstimate | Rejection:
+    """The task's expected run time: its label, else what an earlier application wrote on its
+    pods (so applying twice gives the same task), else the team's history of the task's name."""
+    if not findings.declared_runtimes and findings.written_runtime is not None:
+        return findings.written_runtime
+    try:
+        return estimate_runtime(
+            findings.declared_runtimes,
+            str(request.task.get("name") or "") or None,
+            {c.namespace for c in clusters},
+            request.past_runs,
+        )
+    except RuntimeDeclarationError as exc:
+        return _reject(RejectionCode.BAD_LABEL, f"{exc}; fix the task's resources.labels")
+
+
+def _written_runtime(annotations: object) -> RuntimeEstimate | None:
+    """The estimate an earlier application wrote on the pods (applying twice changes nothing)."""
+    if not isinstance(annotations, Mapping):
+        return None
+    return written_estimate(
+        annotations.get(labels.RUNTIME_SECONDS_ANNOTATION), annotations.get(labels.RUNTIME_SOURCE_ANNOTATION)
+    )
 
 
 def _add(target: set[str], value: object, lower: bool = False) -> None:

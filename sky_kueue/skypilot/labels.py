@@ -27,3 +27,14 @@ KUEUE_PRIORITY_CLASS_LABEL = kueue_api.PRIORITY_CLASS_LABEL
 
 #: Prefix of every Kueue-owned label key; such keys never belong in ``resources.labels``.
 KUEUE_LABEL_PREFIX = f"{kueue_api.KUEUE_GROUP}/"
+
+#: Task label (``resources.labels``) declaring the task's expected run time (``90m``, ``2h``,
+#: seconds); consumed like :data:`TEAM_LABEL` (``sky_kueue.skypilot.runtime_estimate``).
+RUNTIME_LABEL = "sky-kueue.io/expected-runtime"
+
+#: Pod annotation the policy writes with the expected run time in seconds; the ETA model reads
+#: it (``sky_kueue.kueue.eta``) once the cluster view has joined it onto the pod group's Workload.
+RUNTIME_SECONDS_ANNOTATION = "sky-kueue.io/expected-runtime-seconds"
+
+#: Pod annotation saying where that run time came from (``declared``, ``history(n=7)``).
+RUNTIME_SOURCE_ANNOTATION = "sky-kueue.io/expected-runtime-source"

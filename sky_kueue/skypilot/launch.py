@@ -21,6 +21,7 @@ from sky_kueue.skypilot.decision import PassThrough, Placement, Rejection
 from sky_kueue.skypilot.engine import PolicyResult, evaluate
 from sky_kueue.skypilot.placement import Standing
 from sky_kueue.skypilot.request import JOBS_LAUNCH, PolicyRequest, UserIdentity
+from sky_kueue.skypilot.runtime_estimate import PastRun
 from sky_kueue.skypilot.task_yaml import candidates, resource_group, with_candidates
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
@@ -64,6 +65,7 @@ def plan_launch(
     user: UserIdentity | None = None,
     workspace: str | None = None,
     skypilot_config: Mapping[str, Any] | None = None,
+    past_runs: tuple[PastRun, ...] = (),
 ) -> PolicyResult:
     """What the policy does with a managed-job submission of ``task``.
 
@@ -77,6 +79,7 @@ def plan_launch(
         workspace: the active SkyPilot workspace, if known.
         skypilot_config: the SkyPilot config the submission would carry (its
             ``kubernetes.allowed_contexts`` names the clusters when the plugin config does not).
+        past_runs: finished runs from the controller's history (run-time estimate).
 
     Returns:
         The policy result (decision, mutated task and SkyPilot config).
@@ -90,6 +93,7 @@ def plan_launch(
         request_name=JOBS_LAUNCH,
         at_client_side=True,
         user=user,
+        past_runs=past_runs,
     )
     return evaluate(request, config, view)
 
@@ -117,6 +121,11 @@ def summary(result: PolicyResult) -> dict[str, Any]:
             "reason": verdict.reason,
             "preempts": list(verdict.preempts),
             "expected_wait_seconds": verdict.expected_wait_seconds,
+            "expected_wait_basis": verdict.expected_wait_basis,
+        },
+        "expected_runtime": {
+            "seconds": decision.expected_runtime.seconds,
+            "source": decision.expected_runtime.source,
         },
         "burst": {
             "action": plan.action.value,
@@ -142,6 +151,7 @@ def placement_rows(decision: Placement) -> list[dict[str, Any]]:
             "context": ranked.cluster.context,
             "outcome": ranked.outcome,
             "expected_wait_seconds": ranked.verdict.expected_wait_seconds,
+            "expected_wait_basis": ranked.verdict.expected_wait_basis,
             "reason": ranked.reason,
             "namespace": ranked.cluster.namespace,
             "local_queue": ranked.cluster.local_queue,

@@ -152,7 +152,8 @@ def _reason(assessment: ClusterAssessment) -> str:
     if assessment.health is ContextHealth.NOT_SYNCED:
         return f"no prediction: {assessment.health_detail or 'its mirror has not synced'}"
     if verdict.outcome is AdmissionOutcome.WAIT and verdict.expected_wait_seconds is not None:
-        return f"expected wait {verdict.expected_wait_seconds}s: {verdict.reason}"
+        basis = f" ({verdict.expected_wait_basis})" if verdict.expected_wait_basis else ""
+        return f"expected wait {verdict.expected_wait_seconds}s{basis}: {verdict.reason}"
     return verdict.reason
 
 

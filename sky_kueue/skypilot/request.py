@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sky_kueue.skypilot.runtime_estimate import PastRun
+
 #: Request names that SkyPilot uses for managed-job launches (``AdminPolicyRequestName``).
 JOBS_LAUNCH = "jobs.launch"
 #: What SkyPilot's server calls a launch whose body says ``is_launched_by_jobs_controller``
@@ -66,6 +68,8 @@ class PolicyRequest:
             (``Kubernetes.existing_allowed_contexts``), filled in by the in-process policy on
             the API server; None when unknown (then only an explicit
             ``kubernetes.allowed_contexts`` list in ``skypilot_config`` is applied).
+        past_runs: finished runs from the controller's history, for the run-time estimate
+            (filled in by the adapters: ``history_source``; empty: no history).
     """
 
     task: Mapping[str, Any]
@@ -75,6 +79,7 @@ class PolicyRequest:
     user: UserIdentity | None = None
     request_options: RequestOptions | None = None
     enabled_contexts: tuple[str, ...] | None = None
+    past_runs: tuple[PastRun, ...] = ()
 
     @property
     def workspace(self) -> str | None:

@@ -18,6 +18,10 @@ Where each setting goes, and why (SkyPilot 0.14.1: ``sky/skypilot_config.py`` an
 * A team on several clusters gets one Kubernetes candidate per cluster in rank order in
   ``resources.ordered``, each pinned to its context (``infra: k8s/<ctx>``) and carrying that
   cluster's LocalQueue; each context's namespace goes into its ``context_configs`` scope.
+* The expected run time (``runtime_estimate``) goes under
+  ``kubernetes.pod_config.metadata.annotations`` as ``sky-kueue.io/expected-runtime-seconds``
+  and ``sky-kueue.io/expected-runtime-source``; the task's ``sky-kueue.io/expected-runtime``
+  label is removed from ``resources.labels`` like the team label.
 * ``resources.priority_class`` is set to the same class, so ``sky jobs queue`` shows it and
   SkyPilot's managed-job consistency check (one class per task) holds.
 
@@ -124,7 +128,8 @@ def _labeled(candidate: Mapping[str, Any], placement: Placement, target: TeamClu
     task_labels = {
         k: v
         for k, v in (new.get("labels") or {}).items()
-        if k not in (labels.TEAM_LABEL, labels.BURST_LABEL) and not k.startswith(labels.KUEUE_LABEL_PREFIX)
+        if k not in (labels.TEAM_LABEL, labels.BURST_LABEL, labels.RUNTIME_LABEL)
+        and not k.startswith(labels.KUEUE_LABEL_PREFIX)
     }
     if task_labels:
         new["labels"] = task_labels
@@ -151,6 +156,15 @@ def _labeled(candidate: Mapping[str, Any], placement: Placement, target: TeamClu
     existing = get_path(overrides, "kubernetes", "pod_config", "metadata", "labels")
     merged = {**(existing if isinstance(existing, Mapping) else {}), **pod_labels}
     set_path(overrides, ("kubernetes", "pod_config", "metadata", "labels"), merged)
+    runtime = placement.expected_runtime
+    if runtime.seconds is not None:
+        existing = get_path(overrides, "kubernetes", "pod_config", "metadata", "annotations")
+        annotations = {
+            **(existing if isinstance(existing, Mapping) else {}),
+            labels.RUNTIME_SECONDS_ANNOTATION: str(runtime.seconds),
+            labels.RUNTIME_SOURCE_ANNOTATION: runtime.source,
+        }
+        set_path(overrides, ("kubernetes", "pod_config", "metadata", "annotations"), annotations)
     new[OVERRIDES_KEY] = overrides
     return new
 

@@ -39,6 +39,8 @@ class AdmissionVerdict:
         expected_wait_seconds: estimated wait for ``WAIT`` (None when unknown).
         preempted_priority: the highest priority among ``preempts`` (None when unknown);
             placement prefers clusters whose victims matter least.
+        expected_wait_basis: where the run times behind ``expected_wait_seconds`` came from
+            (``declared``, ``history of 7 runs``; empty when none were needed).
     """
 
     outcome: AdmissionOutcome
@@ -46,6 +48,7 @@ class AdmissionVerdict:
     preempts: tuple[str, ...] = ()
     expected_wait_seconds: int | None = None
     preempted_priority: int | None = None
+    expected_wait_basis: str = ""
 
     @property
     def admits(self) -> bool:

@@ -228,6 +228,7 @@ def test_launch_dry_run_finds_the_cluster_through_kubeconfig_alone(
             "context": "sky-kueue-sandbox",
             "outcome": "admit-after-preemption",
             "expected_wait_seconds": None,
+            "expected_wait_basis": "",
             "reason": described["prediction"]["reason"],
             "namespace": "team-a",
             "local_queue": "team-a-lq",
