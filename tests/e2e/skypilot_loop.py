@@ -52,6 +52,9 @@ from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES, isolated_environm
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 E2E_TASKS = pathlib.Path(__file__).resolve().parent / "tasks"
+#: ``sitecustomize`` that points SkyPilot's network probe at the sandbox (its docstring says why).
+NETWORK_PROBE_DIR = pathlib.Path(__file__).resolve().parent / "network_probe"
+NETWORK_PROBE_URL_ENV = "SKY_KUEUE_E2E_NETWORK_PROBE_URL"
 BIN = pathlib.Path(sys.executable).parent
 CONTEXT = "sky-kueue-sandbox"
 WORKLOADS = "workloads.kueue.x-k8s.io"
@@ -140,6 +143,10 @@ def skypilot_world(
             {"jobs": {"controller": {"consolidation_mode": True}}},
         )
         env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+        # SkyPilot's jobs controller skips every job status check while https://8.8.8.8 and
+        # https://1.1.1.1 do not answer (unreachable here): it is pointed at the sandbox.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(NETWORK_PROBE_DIR), env.get("PYTHONPATH")]))
+        env[NETWORK_PROBE_URL_ENV] = box.url
         try:
             yield box, env, pathlib.Path(env["HOME"])
         finally:
@@ -451,7 +458,11 @@ def _drive_to_success(
     prod_job_id: int,
     first_dev_uid: str,
 ) -> None:
-    """From the aged relaunch to the dev job's SUCCEEDED and the controller's record of it."""
+    """From the aged relaunch to the dev job's SUCCEEDED and the controller's record of it.
+
+    The dev job's states are read only once its relaunched pod runs, so RUNNING or SUCCEEDED
+    are the relaunch's. SkyPilot's ``recovery_count`` is not required: it counts recoveries
+    from RUNNING, and a first attempt preempted while still STARTING is retried without one."""
     prod = _wait(
         "team-a's prod job to run in its container and succeed",
         _job_reached(home, prod_job_id, frozenset({"SUCCEEDED"})),
@@ -489,7 +500,7 @@ def _drive_to_success(
 
     running = _wait(
         "SkyPilot's runtime setup in the relaunched pod and the job RUNNING again",
-        _job_reached(home, dev_job_id, frozenset({"RUNNING", "SUCCEEDED"}), min_recoveries=1),
+        _job_reached(home, dev_job_id, frozenset({"RUNNING", "SUCCEEDED"})),
         CONTAINER_STAGE_TIMEOUT_SECONDS,
     )
     inside = _exec(
@@ -501,13 +512,13 @@ def _drive_to_success(
     )
     evidence.record(
         "SkyPilot's runtime setup completed in the relaunched pod (Ray and skylet up, the job RUNNING)",
-        f"managed job {dev_job_id}: {running['status']} after {running['recovery_count']} recovery, "
+        f"managed job {dev_job_id}: {running['status']} (SkyPilot's recovery count {running['recovery_count']}), "
         f"runtime setup {running['t_runtime_setup']} s; in the container: {inside}",
     )
 
     done = _wait(
         "the relaunched dev job's run to end and SkyPilot to mark it SUCCEEDED",
-        _job_reached(home, dev_job_id, frozenset({"SUCCEEDED"}), min_recoveries=1),
+        _job_reached(home, dev_job_id, frozenset({"SUCCEEDED"})),
         CONTAINER_STAGE_TIMEOUT_SECONDS,
     )
     queue = sky(env, "jobs", "queue")
