@@ -10,6 +10,7 @@ from __future__ import annotations
 import pathlib
 import socket
 import ssl
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -92,7 +93,7 @@ def test_the_official_in_cluster_loader_talks_https_as_the_pods_service_account(
 def test_the_token_dies_with_its_pod_and_unknown_tokens_are_refused(
     sandbox: Sandbox, access: in_cluster.InClusterAccess, tmp_path: pathlib.Path
 ) -> None:
-    pod = _pod(sandbox)
+    pod = _pod(sandbox, terminationGracePeriodSeconds=0)
     assert pod["spec"]["serviceAccountName"] == "default"  # admission's default
     placed = _mount(access.pod_files(pod), tmp_path)
     core = _in_cluster_client(access, placed)
@@ -179,3 +180,23 @@ def test_addresses_named_later_are_in_the_certificate(
     access.add_addresses(["10.213.0.1"])
     handshake("10.213.0.1")
     assert access.environment()["KUBERNETES_SERVICE_PORT"] == str(access.port)
+
+
+def test_the_token_outlives_its_pod_by_the_termination_grace_period(
+    sandbox: Sandbox, access: in_cluster.InClusterAccess, tmp_path: pathlib.Path
+) -> None:
+    """kube-apiserver keeps a deleted pod (and its token) until its containers have stopped:
+    a controller releases its Lease with it during the grace period."""
+    pod = _pod(sandbox, terminationGracePeriodSeconds=1)
+    core = _in_cluster_client(access, _mount(access.pod_files(pod), tmp_path))
+    sandbox.store.delete("pods", "worker", NAMESPACE)
+    assert core.read_namespace(NAMESPACE).metadata.name == NAMESPACE  # still terminating
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(NAMESPACE)
+        except ApiException as refused:
+            assert refused.status == 401
+            return
+        time.sleep(0.1)
+    raise AssertionError("the token was still accepted 5 s after a 1 s grace period")

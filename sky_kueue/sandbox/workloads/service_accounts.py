@@ -12,7 +12,10 @@ What is modelled, after Kubernetes' bound service account tokens (KEP-1205, the
 * a pod's ``spec.serviceAccountName`` defaults to ``default`` (admission);
 * a token is issued per pod and bound to it: the API server accepts it as
   ``system:serviceaccount:<namespace>:<name>`` while the pod exists and refuses it (401) once
-  the pod is deleted; a token it never issued is refused too;
+  the pod is gone; a token it never issued is refused too. "Gone" counts the pod's
+  termination grace period (``terminationGracePeriodSeconds``, default 30): the sandbox's
+  store removes a deleted pod at once, where kube-apiserver keeps it (and its token valid)
+  until the kubelet has stopped its containers - time a controller uses to release its Lease;
 * nothing is mounted when the pod or its ServiceAccount sets
   ``automountServiceAccountToken: false``.
 
@@ -41,6 +44,8 @@ NAMESPACE_FILE = f"{SERVICE_ACCOUNT_DIRECTORY}/namespace"
 #: A ServiceAccount's user name prefix (``serviceaccount.MakeUsername``).
 USER_PREFIX = "system:serviceaccount:"
 DEFAULT_SERVICE_ACCOUNT = "default"
+#: Kubernetes' default ``terminationGracePeriodSeconds``.
+DEFAULT_GRACE_SECONDS = 30.0
 #: Random bytes per token.
 TOKEN_BYTES = 32
 
@@ -72,6 +77,7 @@ class ServiceAccountTokens:
         self._lock = threading.Lock()
         self._tokens: dict[str, BoundToken] = {}
         self._by_pod: dict[str, str] = {}
+        self._timers: list[threading.Timer] = []
         self._unhooks: list[Callable[[], None]] = [
             store.add_admission_hook(_default_service_account, "pods"),
             store.add_commit_hook(self._on_pod_event, "pods"),
@@ -82,10 +88,26 @@ class ServiceAccountTokens:
         for unhook in self._unhooks:
             unhook()
         self._unhooks = []
+        with self._lock:
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
 
     def _on_pod_event(self, event: StoreEvent) -> None:
-        if event.type is EventType.DELETED:
-            self.revoke(str((event.obj.get("metadata") or {}).get("uid", "")))
+        if event.type is not EventType.DELETED:
+            return
+        uid = str((event.obj.get("metadata") or {}).get("uid", ""))
+        grace = (event.obj.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+        seconds = float(grace) if isinstance(grace, (int, float)) and grace >= 0 else DEFAULT_GRACE_SECONDS
+        if seconds == 0:
+            self.revoke(uid)
+            return
+        timer = threading.Timer(seconds, self.revoke, args=(uid,))
+        timer.daemon = True
+        with self._lock:
+            self._timers = [t for t in self._timers if t.is_alive()]
+            self._timers.append(timer)
+        timer.start()
 
     def revoke(self, pod_uid: str) -> None:
         """End the token bound to the pod (its deletion)."""
