@@ -54,7 +54,14 @@ def one_line_error(result, fragment):
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     one_line_error(invoke("--policies", "baseline,fifo"), "unknown policy 'fifo'")
     one_line_error(
-        invoke("--trace", "nope"), "expected synthetic, kueue-perf, reclaim-storm, reclaim-storm-hot or a CSV file path"
+        invoke("--trace", "nope"),
+        "expected synthetic, kueue-perf, reclaim-storm, reclaim-storm-hot, dev-starvation or a CSV file path",
+    )
+    one_line_error(invoke("--policies", "rank+safe+safe"), "unknown policy 'rank+safe+safe'")
+    one_line_error(invoke("--policies", "baseline,rank", "--safe-after", "2"), "apply to +safe policies")
+    one_line_error(invoke("--policies", "rank+safe", "--safe-after", "0"), "Invalid value for '--safe-after'")
+    one_line_error(
+        invoke("--policies", "rank+safe", "--reserve-after", "60"), "--reserve-after is not modelled with +safe"
     )
     one_line_error(invoke("--jobs", "5", "--hours", "1"), "give --jobs or --hours, not both")
     one_line_error(invoke("--jobs", "0"), "Invalid value for '--jobs'")
@@ -109,3 +116,22 @@ def test_reserve_after_is_refused_with_several_clusters():
     assert result.exit_code != 0
     assert "--reserve-after is modelled for one cluster" in result.output
     assert "Traceback" not in result.output
+
+
+def test_safe_relaunch_reaches_the_json_report():
+    result = invoke(
+        "--trace", "dev-starvation", "--hours", "8", "--policies", "baseline,rank+safe",
+        "--safe-after", "1", "--safe-max-hold", "900", "--output", "json", "--quiet",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    safe = report["policies"]["rank+safe"]["safe_relaunch"]
+    assert safe["holds"] > 0
+    assert safe["holds"] >= safe["released_safe"] + safe["released_timeout"]
+    assert report["policies"]["baseline"]["safe_relaunch"]["holds"] == 0
+    for figures in report["policies"].values():
+        preempted = figures["preempted_jobs"]
+        assert preempted["completed"] > 0
+        assert 1.0 <= preempted["p50_completion_inflation"] <= preempted["p99_completion_inflation"]
+        assert preempted["p99_completion_inflation"] <= preempted["max_completion_inflation"]
+        assert preempted["wasted_gpu_hours_per_preempted_job"] > 0
