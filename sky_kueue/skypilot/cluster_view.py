@@ -36,7 +36,7 @@ from typing import Any
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import api as kueue_api
-from sky_kueue.skypilot import cluster_discovery, runtime_annotations, runtime_estimate
+from sky_kueue.skypilot import background_logs, cluster_discovery, runtime_annotations, runtime_estimate
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, WorkloadDemand
@@ -145,10 +145,12 @@ def _live_mirror(kubeconfig: str | None, context: str | None, wait_seconds: floa
     from sky_kueue.mirror import Mirror
 
     key = (kubeconfig, context)
+    background_logs.install()
     with _live_lock:
         mirror = _live_mirrors.get(key)
         if mirror is None:
-            mirror = Mirror.connect(kubeconfig, context).start()
+            with background_logs.quiet():
+                mirror = Mirror.connect(kubeconfig, context).start()
             _live_mirrors[key] = mirror
     if wait_seconds > 0 and not mirror.synced:
         from sky_kueue.mirror import MirrorError
@@ -158,6 +160,18 @@ def _live_mirror(kubeconfig: str | None, context: str | None, wait_seconds: floa
         except MirrorError as exc:
             logger.warning("sky-kueue: the live cluster is not synced yet (%s)", exc)
     return mirror
+
+
+def _drop_live_mirror(kubeconfig: str | None, context: str | None, mirror: Any) -> None:
+    """Stop ``mirror`` and forget it, so the next use connects afresh.
+
+    Why: a mirror of a cluster that went away retries forever in its reflector threads; the
+    live view instead retries one connection every :data:`LIVE_RECONNECT_INTERVAL_SECONDS`.
+    """
+    with _live_lock:
+        if _live_mirrors.get((kubeconfig, context)) is mirror:
+            del _live_mirrors[(kubeconfig, context)]
+    mirror.stop()
 
 
 class LiveClusterView:
@@ -191,6 +205,8 @@ class LiveClusterView:
         self._mirror: Any = None
         self._next_attempt = 0.0
         self._errors_seen = 0
+        #: The outage already reported (one warning per cluster per outage).
+        self._down_reported = False
         self._snapshot: tuple[float, ContextView] | None = None
         self._label = f"the live cluster ({self._context or 'current context'})"
         #: When (``clock``) the view last reflected the cluster; first: when it was made.
@@ -210,6 +226,9 @@ class LiveClusterView:
             self._snapshot = (now, current)
             if current.health is ContextHealth.READY:
                 self._current_at = now
+                if self._down_reported:
+                    logger.info("sky-kueue: %s answers again", self._label)
+                    self._down_reported = False
             return current
 
     def staleness_seconds(self) -> float:
@@ -252,7 +271,7 @@ class LiveClusterView:
                 )
             except MirrorError as exc:
                 self._next_attempt = now + LIVE_RECONNECT_INTERVAL_SECONDS
-                logger.warning("sky-kueue: %s unavailable (%s); using the offline view", self._label, exc)
+                self._report_down(str(exc))
                 return ContextView(self._offline("unreachable"), unreachable, f"cannot be reached: {exc}")
         if not self._mirror.synced:
             detail = f"its mirror did not sync within {LIVE_SYNC_TIMEOUT_SECONDS:.0f}s"
@@ -262,6 +281,11 @@ class LiveClusterView:
             # cluster that is gone. One cheap request tells a dropped stream from a dead server.
             problem = _probe(self._mirror)
             if problem is not None:
+                _drop_live_mirror(self._kubeconfig, self._context, self._mirror)
+                self._mirror = None
+                self._errors_seen = 0
+                self._next_attempt = now + LIVE_RECONNECT_INTERVAL_SECONDS
+                self._report_down(problem)
                 return ContextView(self._offline("unreachable"), unreachable, f"cannot be reached: {problem}")
             self._errors_seen = self._mirror.error_count
         try:
@@ -275,6 +299,18 @@ class LiveClusterView:
                 self._offline("state not usable"), ContextHealth.NOT_SYNCED, f"its state is not usable ({exc})"
             )
         return ContextView(ModelClusterView(state=state, source=self._label))
+
+    def _report_down(self, problem: str) -> None:
+        """One warning per outage (see :mod:`sky_kueue.skypilot.background_logs`); repeats at debug."""
+        level = logging.DEBUG if self._down_reported else logging.WARNING
+        self._down_reported = True
+        logger.log(
+            level,
+            "sky-kueue: %s cannot be reached (%s); placing without it, retrying every %.0fs",
+            self._label,
+            problem,
+            LIVE_RECONNECT_INTERVAL_SECONDS,
+        )
 
     def _offline(self, why: str) -> ClusterView:
         return _Relabelled(self._fallback, f"{self._fallback.source} ({self._label} {why})")
@@ -303,7 +339,8 @@ def _probe(mirror: Any) -> str | None:
     from kubernetes import client
 
     try:
-        client.VersionApi(mirror.connection.api_client).get_code(_request_timeout=PROBE_TIMEOUT)
+        with background_logs.quiet():
+            client.VersionApi(mirror.connection.api_client).get_code(_request_timeout=PROBE_TIMEOUT)
     except Exception as exc:  # noqa: BLE001 - any failure means "not reachable now"
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return f"{mirror.connection.host}: {text[:120]}"
