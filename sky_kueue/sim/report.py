@@ -25,6 +25,11 @@ RUN_COLUMNS: tuple[str, ...] = (
     *("policy", "preempt/job", "max", "inverted", "lost GPU-h", "GPU util", "goodput", "bursts"),
     *("burst $", "finished", "failed", "at horizon", "wall"),
 )
+#: Columns of the preempted-jobs table: the user's measure and what the safe-relaunch rule did.
+PREEMPTED_COLUMNS: tuple[str, ...] = (
+    *("policy", "preempted", "relaunch-starved", "inflation p50", "p99", "max", "wasted GPU-h/job"),
+    *("holds", "released safe", "timed out"),
+)
 #: Columns of the targets table (one row per policy).
 TARGET_COLUMNS = ("policy", "starved", "low max wait", "x lower", "high p95", "change", "util delta", "all met")
 
@@ -130,7 +135,23 @@ def render(comparison: Comparison) -> Group:
             str(at_horizon),
             f"{m.wall_s:.1f}s",
         )
-    parts: list[Any] = [header, waits, runs]
+    preempted = _policy_table(
+        "Preempted jobs (inflation: completion - first submission, over run time)", PREEMPTED_COLUMNS
+    )
+    for name, m in comparison.metrics.items():
+        preempted.add_row(
+            name,
+            str(m.preempted_jobs),
+            str(m.relaunch_starved),
+            f"{m.p50_inflation:.1f}",
+            f"{m.p99_inflation:.1f}",
+            f"{m.max_inflation:.1f}",
+            f"{m.wasted_gpu_hours_per_preempted_job:.2f}",
+            str(m.safe.holds),
+            str(m.safe.released_safe),
+            str(m.safe.released_timeout),
+        )
+    parts: list[Any] = [header, waits, runs, preempted]
     if comparison.targets:
         targets = _policy_table(f"Targets against {comparison.reference} (same trace, same seed)", TARGET_COLUMNS)
         for name, t in comparison.targets.items():
