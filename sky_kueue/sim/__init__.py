@@ -5,11 +5,14 @@ high-priority work or utilisation, and that must be measured against SkyPilot's 
 today, side by side, on realistic traces (issue 7). One concept per module:
 
 * :mod:`~sky_kueue.sim.traces`: jobs + cluster, and the ``--trace`` dispatcher;
-  :mod:`~sky_kueue.sim.synthetic`, :mod:`~sky_kueue.sim.kueue_perf` and
-  :mod:`~sky_kueue.sim.csv_trace` are the three sources;
+  :mod:`~sky_kueue.sim.synthetic`, :mod:`~sky_kueue.sim.kueue_perf`,
+  :mod:`~sky_kueue.sim.reclaim_storm`, :mod:`~sky_kueue.sim.dev_starvation` and
+  :mod:`~sky_kueue.sim.csv_trace` are the sources;
 * :mod:`~sky_kueue.sim.cluster`: teams as ClusterQueues, launch attempts as Workloads;
 * :mod:`~sky_kueue.sim.relaunch`: SkyPilot's relaunch delay after a preemption;
-* :mod:`~sky_kueue.sim.policies`: ``baseline`` and adapters to the controller's aging registry;
+* :mod:`~sky_kueue.sim.policies`: ``baseline`` and adapters to the controller's aging registry,
+  ``+safe`` for the controller's safe-relaunch rule, whose input
+  :mod:`~sky_kueue.sim.safe_hold` builds (would Kueue admit the relaunch without borrowing?);
 * :mod:`~sky_kueue.sim.events` and :mod:`~sky_kueue.sim.simulator`: the discrete-event loop;
 * :mod:`~sky_kueue.sim.results`, :mod:`~sky_kueue.sim.metrics`, :mod:`~sky_kueue.sim.eta`:
   per-job records, per-class metrics and targets, ETA accuracy;
