@@ -11,6 +11,7 @@ is imported only here (to parse the task exactly as SkyPilot does).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,20 @@ from sky_kueue.skypilot.cluster_view import (
     load_manifests,
     view_from_documents,
 )
-from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
+from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.history_source import HistorySource
+from sky_kueue.skypilot.kubeconfig_contexts import kubeconfig_contexts
 from sky_kueue.skypilot.launch import submit, summary
 from sky_kueue.skypilot.runtime_estimate import source_description
+from sky_kueue.skypilot.task_yaml import (
+    KUBERNETES_CLOUD,
+    Infra,
+    candidates,
+    parse_infra,
+    resource_group,
+    with_candidates,
+    with_infra,
+)
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 #: Exit code when the policy rejects the task.
@@ -57,6 +68,16 @@ EXIT_REJECTED = 1
     help="Kueue objects (kubectl get -o yaml, Workloads included) to predict against; repeatable.",
 )
 @click.option("--name", default=None, help="Managed-job name (default: the task's name).")
+@options.kubeconfig_option(
+    "Kubeconfig of the Kueue clusters; a list joined by ':' is merged as kubectl merges $KUBECONFIG "
+    "(default: the plugin config's cluster.kubeconfig, else $KUBECONFIG, else ~/.kube/config)."
+)
+@click.option(
+    "--context",
+    "context",
+    default=None,
+    help="Run on this kubeconfig context only (pins the task's Kubernetes resources to it).",
+)
 def launch(
     task_path: Path,
     team: str | None,
@@ -66,10 +87,16 @@ def launch(
     config_path: Path | None,
     snapshot: tuple[Path, ...],
     name: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
 ) -> None:
     """Apply the sky-kueue policy to TASK_PATH, predict its admission, and submit it."""
     try:
         config = load_config(resolve_config_path(config_path))
+        if kubeconfig is not None:
+            config = with_kubeconfig(config, kubeconfig)
+        if context is not None:
+            _check_context(config, context)
         view: ClusterView | ContextViews
         if snapshot:
             documents = load_manifests(str(p) for p in snapshot)
@@ -79,6 +106,8 @@ def launch(
     except (ConfigError, ManifestError, ModelUnavailable) as exc:
         errors.fail(str(exc))
     task = _read_task(task_path)
+    if context is not None:
+        task = pinned_to_context(task, context)
     identity = _identity()
     result = plan_as_client(
         identity, task, config, view, team=team, priority=priority, past_runs=HistorySource().runs()
@@ -99,6 +128,39 @@ def launch(
     except Exception as exc:  # noqa: BLE001 - SkyPilot raises many types; report them in one line
         errors.fail(f"submission failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     click.echo(f"submitted: {outcome}")
+
+
+def with_kubeconfig(config: PluginConfig, kubeconfig: Path) -> PluginConfig:
+    """``config`` reading the clusters through ``kubeconfig`` (``--kubeconfig``); a named file
+    that does not exist is bad input (one line, exit 2), as kubectl refuses it too."""
+    parts = [p for p in str(kubeconfig).split(os.pathsep) if p]
+    missing = [p for p in parts if not Path(p).expanduser().is_file()]
+    if not parts or missing:
+        errors.fail(f"--kubeconfig: no such file: {', '.join(missing) or kubeconfig}", errors.EXIT_BAD_INPUT)
+    cluster = config.cluster.model_copy(update={"kubeconfig": str(kubeconfig)})
+    return config.model_copy(update={"cluster": cluster})
+
+
+def _check_context(config: PluginConfig, context: str) -> None:
+    """Fail in one line when ``--context`` names no context of the kubeconfig in use."""
+    contexts = kubeconfig_contexts(config.cluster.kubeconfig)
+    if contexts and context not in contexts:
+        errors.fail(
+            f"--context: {context!r} is not a context of the kubeconfig (available: {', '.join(contexts)})",
+            errors.EXIT_BAD_INPUT,
+        )
+
+
+def pinned_to_context(task: dict[str, Any], context: str) -> dict[str, Any]:
+    """The task with every Kubernetes (or unpinned) candidate pinned to ``context``, as
+    ``infra: k8s/<context>``; the policy then places it on that cluster only."""
+    updated = []
+    for candidate in candidates(task):
+        infra = parse_infra(candidate)
+        if infra.is_kubernetes or infra.cloud is None:
+            candidate = with_infra(candidate, Infra(KUBERNETES_CLOUD, context))
+        updated.append(candidate)
+    return with_candidates(task, resource_group(task), updated)
 
 
 def _identity() -> ClientIdentity:

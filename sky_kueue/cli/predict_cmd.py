@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
+import os
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -86,13 +87,14 @@ def predict(
     """Predict Kueue's admissions, preemptions and pending reasons."""
     from sky_kueue.kueue import predictor
 
-    live = kubeconfig is not None or context is not None
+    live = kubeconfig is not None or context is not None or (snapshot is None and _kubeconfig_found())
     try:
         if live and snapshot is not None:
             raise ModelError("give either --snapshot FILE or --kubeconfig FILE, not both")
         if not live and snapshot is None:
             raise ModelError(
-                "give --snapshot FILE (a multi-document YAML of Kueue objects) or --kubeconfig FILE (a live cluster)"
+                "give --snapshot FILE (a multi-document YAML of Kueue objects) or --kubeconfig FILE (a live cluster), "
+                "or set $KUBECONFIG as for kubectl"
             )
         if live:
             state, scenario, default_namespace = _live_state(kubeconfig, context, add)
@@ -125,6 +127,14 @@ def predict(
     from sky_kueue.cli import verdict_view
 
     verdict_view.print_verdicts(result, only_pending_at_start=True)
+
+
+def _kubeconfig_found() -> bool:
+    """Whether kubectl would find a cluster (``$KUBECONFIG``, ``~/.kube/config``, in a pod):
+    then ``predict`` without ``--snapshot`` reads that live cluster, as ``kubectl get`` would."""
+    from sky_kueue.mirror.kubeconfig import find_kubeconfig
+
+    return find_kubeconfig(None, os.environ, os.path.exists) is not None
 
 
 def _live_state(kubeconfig: Path | None, context: str | None, add: tuple[Path, ...]) -> tuple[ClusterState, str, str]:

@@ -125,8 +125,16 @@ def plan_as_client(
     """What the policy does with ``task`` submitted by ``identity`` with the user's own
     SkyPilot config, as the API server would receive it (the CLI's dry run and the SDK);
     ``past_runs`` feed the run-time estimate (``history_source``)."""
+    from sky_kueue.skypilot.cluster_discovery import allows_all_contexts
+    from sky_kueue.skypilot.kubeconfig_contexts import kubeconfig_contexts
     from sky_kueue.skypilot.launch import plan_launch
 
+    skypilot_config = client_skypilot_config()
+    every_context = (
+        kubeconfig_contexts(config.cluster.kubeconfig)
+        if allows_all_contexts(skypilot_config, identity.workspace, os.environ)
+        else None
+    )
     return plan_launch(
         task,
         config,
@@ -135,6 +143,7 @@ def plan_as_client(
         priority=priority,
         user=identity.user,
         workspace=identity.workspace,
-        skypilot_config=client_skypilot_config(),
+        skypilot_config=skypilot_config,
         past_runs=past_runs,
+        kubeconfig_contexts=every_context,
     )

@@ -16,12 +16,24 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from sky_kueue.skypilot.cluster_discovery import allows_all_contexts
 from sky_kueue.skypilot.cluster_view import ManifestError, build_views
 from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.engine import PolicyResult, evaluate, misconfigured
 from sky_kueue.skypilot.history_source import HistorySource
+from sky_kueue.skypilot.kubeconfig_contexts import kubeconfig_contexts
 from sky_kueue.skypilot.request import PolicyRequest
 from sky_kueue.skypilot.view import ContextViews
+
+
+def with_kubeconfig_contexts(request: PolicyRequest, config: PluginConfig) -> PolicyRequest:
+    """``request`` with the kubeconfig's contexts when SkyPilot's ``allowed_contexts`` is
+    ``all`` and SkyPilot's own answer is not in the request (see ``kubeconfig_contexts``)."""
+    if request.enabled_contexts is not None or request.kubeconfig_contexts is not None:
+        return request
+    if not allows_all_contexts(request.skypilot_config, request.workspace, os.environ):
+        return request
+    return dataclasses.replace(request, kubeconfig_contexts=kubeconfig_contexts(config.cluster.kubeconfig))
 
 
 class ConfigCache:
@@ -82,4 +94,4 @@ class ConfigCache:
             return misconfigured(request, exc)
         if not request.past_runs:
             request = dataclasses.replace(request, past_runs=self._history.runs())
-        return evaluate(request, config, view)
+        return evaluate(with_kubeconfig_contexts(request, config), config, view)

@@ -42,7 +42,7 @@ from typing import Any
 
 from sky_kueue.skypilot import labels
 from sky_kueue.skypilot.burst import BurstAction, BurstPlan, plan_burst
-from sky_kueue.skypilot.cluster_discovery import allowed_contexts
+from sky_kueue.skypilot.cluster_discovery import discovered_contexts
 from sky_kueue.skypilot.config import (
     ADMISSION_TIMEOUT_FOREVER,
     LABELABLE_REQUEST_NAMES,
@@ -240,7 +240,12 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
     if not isinstance(choice, TeamChoice):
         return _reject(_TEAM_PROBLEM_CODES[choice.kind], choice.message)
     team = choice.team
-    clusters = config.team_clusters(team, allowed_contexts(request.skypilot_config, request.workspace))
+    clusters = config.team_clusters(
+        team,
+        discovered_contexts(
+            request.skypilot_config, request.workspace, request.enabled_contexts, request.kubeconfig_contexts
+        ),
+    )
 
     problem = _check_ownership(choice, config, findings, clusters)
     if problem is not None:

@@ -66,6 +66,7 @@ def plan_launch(
     workspace: str | None = None,
     skypilot_config: Mapping[str, Any] | None = None,
     past_runs: tuple[PastRun, ...] = (),
+    kubeconfig_contexts: tuple[str, ...] | None = None,
 ) -> PolicyResult:
     """What the policy does with a managed-job submission of ``task``.
 
@@ -80,6 +81,7 @@ def plan_launch(
         skypilot_config: the SkyPilot config the submission would carry (its
             ``kubernetes.allowed_contexts`` names the clusters when the plugin config does not).
         past_runs: finished runs from the controller's history (run-time estimate).
+        kubeconfig_contexts: every kubeconfig context, when ``allowed_contexts`` is ``all``.
 
     Returns:
         The policy result (decision, mutated task and SkyPilot config).
@@ -94,6 +96,7 @@ def plan_launch(
         at_client_side=True,
         user=user,
         past_runs=past_runs,
+        kubeconfig_contexts=kubeconfig_contexts,
     )
     return evaluate(request, config, view)
 

@@ -70,6 +70,9 @@ class PolicyRequest:
             ``kubernetes.allowed_contexts`` list in ``skypilot_config`` is applied).
         past_runs: finished runs from the controller's history, for the run-time estimate
             (filled in by the adapters: ``history_source``; empty: no history).
+        kubeconfig_contexts: every context of the kubeconfig as kubectl merges it, read by
+            the adapters when SkyPilot's ``allowed_contexts`` is ``all`` and SkyPilot itself
+            cannot be asked (``kubeconfig_contexts``); None when not read.
     """
 
     task: Mapping[str, Any]
@@ -80,6 +83,7 @@ class PolicyRequest:
     request_options: RequestOptions | None = None
     enabled_contexts: tuple[str, ...] | None = None
     past_runs: tuple[PastRun, ...] = ()
+    kubeconfig_contexts: tuple[str, ...] | None = None
 
     @property
     def workspace(self) -> str | None:
