@@ -316,7 +316,11 @@ def _drive(
         lambda: "setup_runtime_on_cluster" in _latest_provision_log(home),
     )
     assert box.kubelet is not None
-    synced = sorted(str(p.relative_to(box.kubelet.root)) for p in box.kubelet.root.rglob("*.whl"))
+    if options.containers:
+        # Asked inside the container: its writable layer changes under a walk from outside.
+        synced = _exec(box, "team-b", dev_pod["metadata"]["name"], "ls -d ~/.sky/.runtime_files/*/*.whl")
+    else:
+        synced = str(sorted(str(p.relative_to(box.kubelet.root)) for p in box.kubelet.root.rglob("*.whl")))
     evidence.record("SkyPilot ran commands in the pod (kubectl exec) and rsynced its wheel", f"files: {synced}")
 
     prod = sky(env, "jobs", "launch", "-y", "-d", str(options.task("team-a-gpu-train.yaml", "team-a-train.yaml")))
