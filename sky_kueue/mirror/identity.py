@@ -55,8 +55,11 @@ IS_GROUP_WORKLOAD_ANNOTATION = kueue_api.IS_GROUP_WORKLOAD_ANNOTATION
 MANAGED_JOB_KEY_PREFIX = "managed-job/"
 POD_GROUP_KEY_PREFIX = "pod-group/"
 
-#: Annotation prefixes worth keeping on mirrored pods (everything else is dropped to save memory).
-KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", f"{kueue_api.KUEUE_GROUP}/")
+#: Annotation prefixes worth keeping on mirrored pods (everything else is dropped to save memory):
+#: SkyPilot's identity, Kueue's pod-group keys, and the expected run time the admin policy
+#: writes on a task's pods (``sky-kueue.io/expected-runtime-seconds``/``-source``), which
+#: Kueue does not copy onto the Workload and the ETA reads back from the pods.
+KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", f"{kueue_api.KUEUE_GROUP}/", "sky-kueue.io/expected-runtime")
 
 #: Annotation the resubmission controller puts on a relaunch it holds out of Kueue
 #: (``spec.active: false``) until it would not borrow, with the reason users read
