@@ -399,3 +399,18 @@ def test_without_run_times_the_waits_are_unknown_and_the_admins_order_stands() -
         ("busy", None),
         ("quiet", None),
     ]
+
+
+def test_the_dry_run_text_says_the_run_time_and_where_the_eta_comes_from() -> None:
+    from sky_kueue.cli.launch_cmd import _text
+    from sky_kueue.skypilot.launch import summary
+
+    views = ModelPerContext({"busy": 2, "quiet": 0})
+    declared = task(team="team-b", cpus="2", labels={labels.RUNTIME_LABEL: "90m"})
+    text = _text(summary(evaluate(request(declared), TWO_CLUSTERS, views)))
+    assert "run time:   1h30m (declared)" in text
+    assert "prediction: wait (ETA 1h (declared))" in text
+    assert "  1. quiet: wait ETA 1h (declared) (team-b/team-b-lq): expected wait 3600s (declared): " in text
+    assert "  2. busy: wait ETA 3h (declared)" in text
+    unknown = _text(summary(evaluate(request(task(team="team-b", cpus="2", name="new")), TWO_CLUSTERS, views)))
+    assert "run time:   unknown: declare it with the label sky-kueue.io/expected-runtime (90m, 2h)" in unknown
