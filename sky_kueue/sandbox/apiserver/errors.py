@@ -149,12 +149,14 @@ def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, Reason.METHOD_NOT_ALLOWED, message)
 
 
-def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
+def unsupported_media_type(content_type: str, accepted: list[str], detail: str = "") -> ApiError:
+    """The 415 for a body the server cannot read; ``detail`` says why when the media type itself
+    is known (a protobuf body of a kind the sandbox has no field table for)."""
     return ApiError(
         415,
         Reason.UNSUPPORTED_MEDIA_TYPE,
         f"the body of the request was in an unknown format ({content_type!r}) - "
-        "accepted media types include: " + ", ".join(accepted),
+        "accepted media types include: " + ", ".join(accepted) + (f"; {detail}" if detail else ""),
     )
 
 

@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from sky_kueue.sandbox.apiserver import discovery, errors, openapi, tables
+from sky_kueue.sandbox.apiserver import discovery, errors, openapi, protobuf_body, tables
 from sky_kueue.sandbox.apiserver import kubeconfig as kubeconfig_file
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.events import WATCH_EVENT_LOG_CAPACITY_EVENTS, EventType
@@ -61,7 +61,7 @@ MAX_REQUEST_BODY_BYTES = 64 * 1024 * 1024
 
 _JSON = "application/json"
 _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
-_BODY_TYPES = [_JSON, "application/yaml"]
+_BODY_TYPES = [_JSON, "application/yaml", protobuf_body.PROTOBUF_MEDIA_TYPE]
 _DRY_RUN_ALL = "All"
 #: Kinds whose DELETE answers with the deleted object rather than a Status (as the apiserver).
 _RETURNS_DELETED_OBJECT = frozenset({"Pod", "Namespace", "Service"})
@@ -312,6 +312,8 @@ class _Handler(BaseHTTPRequestHandler):
                 import yaml  # a project dependency; only needed for YAML bodies
 
                 return yaml.safe_load(body.decode())
+            if content_type == protobuf_body.PROTOBUF_MEDIA_TYPE:
+                return protobuf_body.decode(body)
             if content_type != _JSON and not content_type.endswith("+json"):
                 raise errors.unsupported_media_type(content_type, _BODY_TYPES)
             return json.loads(body) if body else None
