@@ -29,8 +29,8 @@ Known gaps (do not rely on them; they differ from a real cluster):
   --server-side``; client-side ``kubectl apply`` works, but strategic merge
   (what it sends for built-in kinds) is approximated as a JSON merge patch: lists are
   replaced, never merged by key;
-* no protobuf: kubectl commands that send protobuf (``kubectl create namespace X``, other
-  typed generators) fail - use ``kubectl create -f manifest``;
+* protobuf request bodies only for the kinds kubectl's typed ``create`` commands send
+  (:mod:`.protobuf_body`); responses are always JSON;
 * OpenAPI v3 (:mod:`.openapi`) without the Kubernetes type schemas: every kind keeps unknown
   fields, so ``kubectl apply`` works (it leaves validation to the server, which accepts
   ``fieldValidation=Strict`` and checks nothing), and ``kubectl explain`` shows no fields;

@@ -1,8 +1,10 @@
 """Request bodies in Kubernetes' protobuf encoding, decoded into the dict a JSON body gives.
 
 Why: kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|
-deployment|job``) send their object as ``application/vnd.kubernetes.protobuf`` — client-go's
-typed clients prefer protobuf for built-in kinds — and a real API server accepts it. Without
+deployment|job|service|role|clusterrole|rolebinding|clusterrolebinding|priorityclass``) send
+their object as ``application/vnd.kubernetes.protobuf`` — client-go's typed clients prefer
+protobuf for built-in kinds — and a real API server accepts it (measured with kubectl 1.32:
+``kubectl run``, ``apply`` and ``delete`` send JSON). Without
 this module the sandbox answered those commands with 415 and users had to fall back to
 ``--dry-run=client -o yaml | kubectl apply -f -``. Responses stay JSON (kubectl's ``Accept``
 lists JSON after protobuf), so only decoding is needed.
@@ -17,7 +19,8 @@ always written, even when empty (``""``, ``0``, ``false``, an empty message), wh
 field is written only when set. JSON drops the empty non-pointer fields (``omitempty``) and
 keeps a set pointer even when it holds zero (``gracePeriodSeconds: 0``). The field tables below
 mark pointer fields so the decoded dict matches what the same object as JSON decodes to.
-Field numbers and pointer-ness come from ``k8s.io/api/{core,apps,batch}/v1/generated.proto``
+Field numbers and pointer-ness come from ``k8s.io/api/{core,apps,batch,rbac,scheduling}/v1/
+generated.proto``
 and ``types.go``, and ``k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto``. Maps are
 repeated entry messages (key 1, value 2); ``resource.Quantity`` is a message holding its string
 in field 1; ``intstr.IntOrString`` is ``type`` 1 (0 int, 1 string), ``intVal`` 2, ``strVal`` 3;
@@ -88,7 +91,8 @@ class Field:
     #: For ``MESSAGE``: the table the nested message is read with.
     message: str = ""
     repeated: bool = False
-    #: A Go pointer: written only when set, so a zero value is kept (JSON keeps it too).
+    #: A Go pointer (written only when set, so a zero value is kept, as JSON keeps it), or a
+    #: field whose JSON tag has no ``omitempty``.
     pointer: bool = False
 
 
@@ -241,6 +245,30 @@ TABLES: dict[str, dict[int, Field]] = {
         1: Field("limits", FieldKind.MAP_QUANTITY),
         2: Field("requests", FieldKind.MAP_QUANTITY),
     },
+    "Service": {1: _OBJECT_META, 2: _message("spec", "ServiceSpec")},
+    "ServiceSpec": {
+        1: _message("ports", "ServicePort", repeated=True),
+        2: Field("selector", FieldKind.MAP_STRING),
+        3: _string("clusterIP"),
+        18: _string("clusterIPs", repeated=True),
+        4: _string("type"),
+        5: _string("externalIPs", repeated=True),
+        7: _string("sessionAffinity"),
+        8: _string("loadBalancerIP"),
+        10: _string("externalName"),
+        11: _string("externalTrafficPolicy"),
+        19: _string("ipFamilies", repeated=True),
+        17: _string("ipFamilyPolicy", pointer=True),
+        22: _string("internalTrafficPolicy", pointer=True),
+    },
+    "ServicePort": {
+        1: _string("name"),
+        2: _string("protocol"),
+        6: _string("appProtocol", pointer=True),
+        3: _int("port"),
+        4: Field("targetPort", FieldKind.INT_OR_STRING),
+        5: _int("nodePort"),
+    },
     # api/apps/v1/generated.proto
     "Deployment": {1: _OBJECT_META, 2: _message("spec", "DeploymentSpec")},
     "DeploymentSpec": {
@@ -279,6 +307,36 @@ TABLES: dict[str, dict[int, Field]] = {
         14: _string("podReplacementPolicy", pointer=True),
         15: _string("managedBy", pointer=True),
     },
+    # api/rbac/v1/generated.proto
+    "Role": {1: _OBJECT_META, 2: _message("rules", "PolicyRule", repeated=True)},
+    "ClusterRole": {
+        1: _OBJECT_META,
+        2: _message("rules", "PolicyRule", repeated=True),
+        3: _message("aggregationRule", "AggregationRule", pointer=True),
+    },
+    "AggregationRule": {1: _message("clusterRoleSelectors", "LabelSelector", repeated=True)},
+    "PolicyRule": {
+        1: _string("verbs", repeated=True),
+        2: _string("apiGroups", repeated=True),
+        3: _string("resources", repeated=True),
+        4: _string("resourceNames", repeated=True),
+        5: _string("nonResourceURLs", repeated=True),
+    },
+    "RoleBinding": {
+        1: _OBJECT_META,
+        2: _message("subjects", "Subject", repeated=True),
+        3: _message("roleRef", "RoleRef"),
+    },
+    "Subject": {1: _string("kind"), 2: _string("apiGroup"), 3: _string("name"), 4: _string("namespace")},
+    "RoleRef": {1: _string("apiGroup"), 2: _string("kind"), 3: _string("name")},
+    # api/scheduling/v1/generated.proto; ``value`` has no omitempty, so JSON writes a zero.
+    "PriorityClass": {
+        1: _OBJECT_META,
+        2: _int("value", pointer=True),
+        3: _bool("globalDefault"),
+        4: _string("description"),
+        5: _string("preemptionPolicy", pointer=True),
+    },
 }
 
 #: (apiVersion, kind) of the top-level objects decoded, and the table each is read with.
@@ -289,8 +347,14 @@ OBJECT_KINDS: dict[tuple[str, str], str] = {
     ("v1", "Secret"): "Secret",
     ("v1", "ServiceAccount"): "ServiceAccount",
     ("v1", "Pod"): "Pod",
+    ("v1", "Service"): "Service",
     ("apps/v1", "Deployment"): "Deployment",
     ("batch/v1", "Job"): "Job",
+    ("rbac.authorization.k8s.io/v1", "Role"): "Role",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "RoleBinding",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "RoleBinding",
+    ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
 }
 DELETE_OPTIONS_KIND = "DeleteOptions"
 
@@ -441,6 +505,10 @@ def _time(payload: bytes, where: str) -> str | None:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: Struct-typed fields: Go's JSON writes a struct even when it is empty (``omitempty`` never drops one).
+_ALWAYS_KEPT = frozenset({FieldKind.MESSAGE, FieldKind.INT_OR_STRING})
+
+
 def _is_empty(value: Any) -> bool:
     return value is None or value == "" or value == 0 or value is False
 
@@ -480,7 +548,7 @@ def decode_message(payload: bytes, table: str, where: str = "") -> dict[str, Any
             value = _time(_length_delimited(wire, raw, path), path)
         if field.repeated:
             result.setdefault(field.name, []).append(value)
-        elif field.kind is FieldKind.MESSAGE or (field.pointer and value is not None) or not _is_empty(value):
+        elif field.kind in _ALWAYS_KEPT or (field.pointer and value is not None) or not _is_empty(value):
             result[field.name] = value
         else:
             result.pop(field.name, None)
