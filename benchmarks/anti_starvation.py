@@ -42,6 +42,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings, get_policy
+from sky_kueue.controller.aging.safe_relaunch import TeamReservationScope
 from sky_kueue.sim import compare, policies
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
@@ -57,7 +58,19 @@ TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 DEFAULT_SEEDS = "0,1,2,3,4"
 DEFAULT_WORKERS = 2
-IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe")
+IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", "rank+team")
+#: Variants of ``rank+team`` (the safe-relaunch rule's team-scoped nominal reservation, scope
+#: ``head``): name suffix -> settings changed. ``newer``: hold only the team work created after
+#: the relaunch; ``long``: reserve only when the safe wait predicted without it is unknown or
+#: longer than :data:`TEAM_RESERVATION_LONG_WAIT_SECONDS`; ``cap``: at most
+#: :data:`TEAM_RESERVATION_CAP` Workloads held back per reservation.
+TEAM_RESERVATION_LONG_WAIT_SECONDS = 600.0
+TEAM_RESERVATION_CAP = 2
+TEAM_VARIANTS: dict[str, dict[str, Any]] = {
+    "newer": {"team_reservation": TeamReservationScope.NEWER},
+    "long": {"team_reservation_min_wait_seconds": TEAM_RESERVATION_LONG_WAIT_SECONDS},
+    "cap": {"team_reservation_max_held": TEAM_RESERVATION_CAP},
+}
 BURST_POLICIES = ("baseline", "rank", "rank+safe")
 #: Burst settings shown beside the default: the policy bursts after this many preemptions.
 BURST_ALTERNATIVE_PREEMPTIONS = 2
@@ -166,6 +179,16 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
     return named
 
 
+def _in_cluster_policies(settings: AgingSettings) -> list[str | policies.ResubmissionPolicy]:
+    """The in-cluster policies, then each ``rank+team`` variant of :data:`TEAM_VARIANTS`."""
+    named: list[str | policies.ResubmissionPolicy] = list(IN_CLUSTER_POLICIES)
+    team = policies.resolve("rank+team", settings)
+    assert isinstance(team, policies.RegistryPolicy) and team.safe_relaunch is not None
+    for suffix, changes in TEAM_VARIANTS.items():
+        named.append(replace(team, name=f"rank+team/{suffix}", safe_relaunch=replace(team.safe_relaunch, **changes)))
+    return named
+
+
 def _load(label: str, seed: int) -> Trace:
     for name, source, kwargs in TRACES:
         if name == label:
@@ -173,18 +196,19 @@ def _load(label: str, seed: int) -> Trace:
     raise ValueError(f"unknown trace {label!r}")
 
 
-def run_one(task: tuple[str, int, bool]) -> list[Row]:
+def run_one(task: tuple[str, int, bool, bool]) -> list[Row]:
     """Every mode's rows for one (trace, seed); one process's work."""
-    name, seed, extra = task
+    name, seed, extra, in_cluster_only = task
     started = time.perf_counter()
     trace = _load(name, seed)
     load, _ = trace.realized_load()
     high = trace.class_order()[-1]
     burst_settings = policies.with_burst_defaults(AgingSettings())
     modes: list[tuple[str, list[str | policies.ResubmissionPolicy], dict[str, Any], AgingSettings]] = [
-        ("in-cluster", list(IN_CLUSTER_POLICIES), {}, AgingSettings()),
-        ("burst", _burst_policies(burst_settings), {"allow_burst": True}, burst_settings),
+        ("in-cluster", _in_cluster_policies(AgingSettings()), {}, AgingSettings()),
     ]
+    if not in_cluster_only:
+        modes.append(("burst", _burst_policies(burst_settings), {"allow_burst": True}, burst_settings))
     if extra:
         modes.append(
             ("checkpoint", list(CHECKPOINT_POLICIES), {"checkpoint_every_s": CHECKPOINT_EVERY_SECONDS}, AgingSettings())
@@ -211,9 +235,11 @@ def run_one(task: tuple[str, int, bool]) -> list[Row]:
     return rows
 
 
-def run(seeds: list[int], *, workers: int = DEFAULT_WORKERS, extra: bool = False) -> list[Row]:
+def run(
+    seeds: list[int], *, workers: int = DEFAULT_WORKERS, extra: bool = False, in_cluster_only: bool = False
+) -> list[Row]:
     """All rows, in (trace, seed) order, computed by ``workers`` processes."""
-    tasks = [(name, seed, extra) for name, _, _ in TRACES for seed in seeds]
+    tasks = [(name, seed, extra, in_cluster_only) for name, _, _ in TRACES for seed in seeds]
     if workers <= 1:
         results = [run_one(task) for task in tasks]
     else:
@@ -343,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma-separated seeds")
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="processes (1: in this one)")
     parser.add_argument("--extra", action="store_true", help="also the checkpoint and reservation modes")
+    parser.add_argument("--in-cluster-only", action="store_true", help="only the in-cluster mode (no burst)")
     parser.add_argument("--markdown", action="store_true", help="print the README's tables instead of JSON")
     args = parser.parse_args(argv)
     try:
@@ -352,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.workers < 1:
         parser.error(f"--workers: expected at least 1, got {args.workers}")
-    rows = run(seeds, workers=args.workers, extra=args.extra)
+    rows = run(seeds, workers=args.workers, extra=args.extra, in_cluster_only=args.in_cluster_only)
     if args.markdown:
         print(markdown(rows))
         print(f"\nwall time {time.perf_counter() - started:.0f} s, {args.workers} workers", file=sys.stderr)

@@ -36,6 +36,8 @@ class EventKind(enum.IntEnum):
     CLOUD_RELAUNCH = 7
     #: A relaunch held by the safe-relaunch rule reached ``safe_max_hold_seconds``.
     SAFE_TIMEOUT = 8
+    #: The controller saw a reserving relaunch admitted: its team's held-back work is reactivated.
+    TEAM_RELEASE = 9
 
 
 @dataclass(frozen=True, order=True)

@@ -168,6 +168,8 @@ class MultiClusterSimulator(Simulator):
         failover_timeout_s: float = SKYPILOT_ADMISSION_TIMEOUT_SECONDS,
     ) -> None:
         super().__init__(trace, policy, config)
+        if self.team_reserves:
+            raise ValueError("the safe-relaunch rule's team reservation is modelled in one cluster only")
         self.clusters = clusters
         self.strategy = strategy
         self.failover_timeout_s = failover_timeout_s

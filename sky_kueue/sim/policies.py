@@ -18,7 +18,11 @@ Names accepted by :func:`resolve`:
 * any of those with ``+safe`` (``rank+safe``, ``baseline+safe``): the same policy plus the
   safe-relaunch rule (:mod:`sky_kueue.controller.aging.safe_relaunch`): after the job's
   ``safe_after_preemptions``-th preemption its relaunch is held out of Kueue until Kueue
-  would admit it without borrowing (default :data:`SAFE_AFTER_PREEMPTIONS_DEFAULT`).
+  would admit it without borrowing (default :data:`SAFE_AFTER_PREEMPTIONS_DEFAULT`);
+* any of those with ``+team`` (``rank+team``): ``+safe`` plus the rule's team-scoped
+  nominal reservation (``team_reservation: head`` unless ``safe`` sets a scope): while a
+  starved relaunch waits for nominal quota, its own team's pending work of its class or
+  lower in its ClusterQueue is held back too, until it is admitted.
 
 When a boost is decided mirrors the controller (:mod:`sky_kueue.controller.engine`): when
 a Workload is created (the controller reconciles it at once; we take its latency as zero),
@@ -46,13 +50,15 @@ from sky_kueue.controller import aging, burst
 from sky_kueue.controller.aging import AgingDecision, AgingSettings
 from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.aging.policies import FoldPolicy
-from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
+from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings, TeamReservationScope
 from sky_kueue.controller.history import JobHistory
 
 BASELINE = "baseline"
 AGING = "aging"
 #: A policy name ending in this adds the safe-relaunch rule (``rank+safe``).
 SAFE_SUFFIX = "+safe"
+#: A policy name ending in this adds the safe-relaunch rule with its team reservation (``rank+team``).
+TEAM_SUFFIX = "+team"
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
 #: (``simulate --safe-after``).
 SAFE_AFTER_PREEMPTIONS_DEFAULT = 2
@@ -244,6 +250,17 @@ def resolve(
         UnknownSimPolicyError: neither built in nor registered (the message lists names).
     """
     settings = settings if settings is not None else AgingSettings()
+    if name.endswith(TEAM_SUFFIX):
+        safe = safe_settings(settings, safe)
+        if safe.team_reservation is TeamReservationScope.OFF:
+            safe = replace(safe, team_reservation=TeamReservationScope.HEAD)
+        inner_name = name[: -len(TEAM_SUFFIX)]
+        if inner_name.endswith((SAFE_SUFFIX, TEAM_SUFFIX)):
+            choices = ", ".join(names())
+            raise UnknownSimPolicyError(f"unknown policy {name!r}; add {TEAM_SUFFIX} once, to one of {choices}")
+        with_safe = resolve(inner_name + SAFE_SUFFIX, settings, safe)
+        assert isinstance(with_safe, (BaselinePolicy, RegistryPolicy))
+        return replace(with_safe, name=name)
     if name.endswith(SAFE_SUFFIX):
         inner = resolve(name[: -len(SAFE_SUFFIX)], settings)
         if inner.safe_relaunch is not None or not isinstance(inner, (BaselinePolicy, RegistryPolicy)):

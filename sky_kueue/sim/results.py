@@ -118,7 +118,7 @@ class SafeHoldCounts:
     another cluster of the team where they fit nominal quota;
     ``released_timeout``: released after ``safe_max_hold_seconds``; ``bursts``: sent to a
     cloud from a hold; ``run_now_safe``: relaunches that fitted nominal quota at once;
-    ``hold_s``: seconds held in all.
+    ``hold_s``: seconds held in all; ``team_reservations`` / ``team_held_back``: see the fields.
     """
 
     holds: int = 0
@@ -128,6 +128,9 @@ class SafeHoldCounts:
     bursts: int = 0
     run_now_safe: int = 0
     hold_s: float = 0.0
+    #: Team-scoped reservations taken by starved relaunches, and the team Workloads they held back.
+    team_reservations: int = 0
+    team_held_back: int = 0
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -138,4 +141,6 @@ class SafeHoldCounts:
             "bursts": self.bursts,
             "run_now_safe": self.run_now_safe,
             "hold_hours": round(self.hold_s / 3600.0, 3),
+            "team_reservations": self.team_reservations,
+            "team_held_back": self.team_held_back,
         }

@@ -82,6 +82,8 @@ def placement(
     admitted_priority: int,
     holder: Callable[[str], Running | None],
     now: float,
+    excluded: frozenset[str] = frozenset(),
+    claims: frozenset[str] = frozenset(),
 ) -> Placement:
     """Where Kueue would admit ``workload`` now in ``cluster``, borrowed or nominal (module doc).
 
@@ -92,6 +94,12 @@ def placement(
         holder: a Workload key of ``engine`` to its GPUs and expected end (None: not a
             simulated job; counted as 0 GPUs). Pending Workloads use the same function: their
             ``ends_at_s`` is ignored.
+        excluded: pending Workloads to read as inactive (the team reservation would hold
+            them back), so they are not ahead of the relaunch.
+        claims: pending Workloads counted ahead whatever their place in Kueue's order: other
+            starved relaunches already released for nominal quota and not yet admitted (two
+            relaunches that each fit alone would otherwise both be released, and the one Kueue
+            admits second would borrow).
     """
     cq_name = engine.cq_for(workload)
     queue = engine.queues.get(cq_name) if cq_name is not None else None
@@ -111,7 +119,12 @@ def placement(
     ahead = 0
     for pending in (queue.active, queue.inadmissible):
         for key, info in pending.items():
-            if key != workload.key and queue.order_key(info) < mine and (r := holder(key)) is not None:
+            if (
+                key != workload.key
+                and key not in excluded
+                and (key in claims or queue.order_key(info) < mine)
+                and (r := holder(key)) is not None
+            ):
                 ahead += r.gpus
     nominal = nominal_gpus(engine.state.cluster_queues[cq_name])
     excess = sum(r.gpus for r in running) + ahead + gpus - nominal

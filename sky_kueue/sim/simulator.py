@@ -21,6 +21,9 @@ happens around Kueue:
   would admit it without borrowing, then released; the rule is the controller's
   (:mod:`sky_kueue.controller.aging.safe_relaunch`), its input is built by
   :mod:`sky_kueue.sim.safe_hold`, and held jobs are reviewed whenever quota is freed;
+  with the rule's team reservation (a ``+team`` policy) a starved relaunch also holds back
+  its own team's newer work in its ClusterQueue until it is admitted (the rule's
+  :func:`~sky_kueue.controller.aging.safe_relaunch.team_work_to_hold` says which);
 * **burst**: a launch attempt that waited in Kueue longer than its team's limit gives up
   and runs in a public cloud (SkyPilot's ``admission_timeout`` with ``ordered:``
   resources, SkyPilot 0.14.1 ``sky/backends/cloud_vm_ray_backend.py`` failover and ``kueue.admission_timeout``), at a
@@ -50,7 +53,10 @@ from sky_kueue.controller.aging.safe_relaunch import (
     SafeRelaunchDecision,
     SafeRelaunchInput,
     SafeRelaunchKind,
+    TeamReservationScope,
+    TeamWorkload,
     decide_safe_relaunch,
+    team_work_to_hold,
 )
 from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
@@ -160,11 +166,15 @@ class _Job:
     held_back: bool = False
     #: Held by the safe-relaunch rule since this time (None: not held; the Workload is in Kueue).
     safe_held_since: float | None = None
+    #: Deactivated by a starved relaunch of its own team (the rule's team reservation).
+    team_held: bool = False
+    #: This relaunch holds its team's newer work back since this time (None: it does not).
+    reserving_since: float | None = None
 
     @property
     def in_kueue(self) -> bool:
         """Whether the current pending Workload is in Kueue's queues (not deactivated)."""
-        return not self.held_back and self.safe_held_since is None
+        return not self.held_back and self.safe_held_since is None and not self.team_held
 
 
 def _rng(seed: int, job_id: str, preemption: int) -> random.Random:
@@ -226,6 +236,10 @@ class Simulator:
         if self.safe is not None and self.config.reserve_after_s is not None:
             raise ValueError("the safe-relaunch rule and reservations are not modelled together")
         self.safe_counts = SafeHoldCounts()
+        self.team_reserves = self.safe is not None and self.safe.team_reservation is not TeamReservationScope.OFF
+        #: Per ClusterQueue: its queued jobs (for the team reservation), and the reserving relaunches.
+        self.queued: dict[str, dict[int, None]] = {name: {} for name in state.cluster_queues}
+        self.reservers: dict[str, dict[int, None]] = {name: {} for name in state.cluster_queues}
         #: Jobs whose relaunch the safe-relaunch rule holds, in the order they were held.
         self.safe_held: dict[int, None] = {}
         self._quota_freed = False
@@ -333,13 +347,13 @@ class Simulator:
             self._release(job)
         elif kind is EventKind.RESERVE and job.state is _State.QUEUED and job.launches == token:
             self._reserve(job)
-        elif (
-            kind is EventKind.SAFE_TIMEOUT
-            and job.state is _State.QUEUED
-            and job.launches == token
-            and job.safe_held_since is not None
-        ):
-            self._apply_safe(job, self._safe_decision(job))
+        elif kind is EventKind.SAFE_TIMEOUT and job.state is _State.QUEUED and job.launches == token:
+            if job.safe_held_since is not None:
+                self._apply_safe(job, self._safe_decision(job))
+            elif job.reserving_since is not None:
+                self._end_team_reservation(job)  # released into Kueue but not admitted within the bound
+        elif kind is EventKind.TEAM_RELEASE:
+            self._sync_team_holds(job.queue.cluster_queue)
 
     def _settle(self, instant: float) -> None:
         """Runs Kueue cycles at one instant until no head can change anything."""
@@ -412,6 +426,8 @@ class Simulator:
             self._hold_back(job)
         elif safe is not None and safe.kind is SafeRelaunchKind.HOLD:
             self._safe_hold(job)
+            if safe.reserves_team_quota:
+                self._start_team_reservation(job)
         elif safe is not None and safe.kind is SafeRelaunchKind.BURST:
             self.safe_counts.bursts += 1
             job.state = _State.RELAUNCHING
@@ -422,8 +438,13 @@ class Simulator:
                 self.safe_counts.moved += 1  # fits nominal quota in another cluster of the team
             elif safe is not None and safe.predicted_wait_seconds == 0.0:
                 self.safe_counts.run_now_safe += 1
+            if safe is not None and safe.reserves_team_quota:
+                self._start_team_reservation(job)
+                self.events.push(now + self.safe_max_hold_s, EventKind.SAFE_TIMEOUT, job.index, job.launches)
             self._enter_kueue(job, safe.cluster if safe is not None else None)
         self._pending_delta(job, +1)
+        if self.reservers.get(job.queue.cluster_queue):
+            self._sync_team_holds(job.queue.cluster_queue)  # a new arrival behind a starved relaunch
         limit = self.wait_limit(job)
         if limit is not None:
             self.events.push(now + limit, EventKind.BURST_CHECK, job.index, job.launches)
@@ -468,16 +489,108 @@ class Simulator:
         own, others = self._safe_placements(job)
         held = None if job.safe_held_since is None else self.now - job.safe_held_since
         clouds = (SIM_BURST_CLOUD,) if self.config.allow_burst else ()
+        reserved = None
+        if self.team_reserves and not own.safe_now and not own.safe_when_admitted:
+            assert job.workload is not None
+            reserved = self._placement_in(
+                SIM_CLUSTER_NAME,
+                self.engine,
+                job,
+                excluded=frozenset(self._team_hold_keys(job)),
+                claims=self._claims(job),
+            )
         return decide_safe_relaunch(
-            SafeRelaunchInput(job.preemptions, held, own, others, clouds, team=job.spec.team), self.safe
+            SafeRelaunchInput(job.preemptions, held, own, others, clouds, team=job.spec.team, own_reserved=reserved),
+            self.safe,
         )
+
+    @property
+    def safe_max_hold_s(self) -> float:
+        assert self.safe is not None
+        return self.safe.safe_max_hold_seconds
+
+    # --- the rule's team reservation (SafeRelaunchSettings.team_reservation) -----------
+
+    @staticmethod
+    def _team_workload(job: _Job) -> TeamWorkload:
+        assert job.workload is not None
+        return TeamWorkload(job.workload.key, job.base_priority, job.created_at)
+
+    def _team_hold_keys(self, reserver: _Job) -> tuple[str, ...]:
+        """The team work ``reserver``'s reservation holds back (the rule's choice, Kueue's order)."""
+        assert self.safe is not None
+        candidates = [
+            self.jobs[i]
+            for i in self.queued[reserver.queue.cluster_queue]
+            if i != reserver.index
+            and self.jobs[i].safe_held_since is None
+            and self.jobs[i].reserving_since is None
+            and not self.jobs[i].held_back
+        ]
+        candidates.sort(key=lambda j: (-j.priority, j.created_at, j.index))
+        return team_work_to_hold(self._team_workload(reserver), [self._team_workload(j) for j in candidates], self.safe)
+
+    def _start_team_reservation(self, job: _Job) -> None:
+        if job.reserving_since is None:
+            job.reserving_since = self.now
+            self.reservers[job.queue.cluster_queue][job.index] = None
+            self.safe_counts.team_reservations += 1
+
+    def _end_team_reservation(self, job: _Job) -> None:
+        """``job`` no longer reserves: the team work only it held back returns to Kueue."""
+        if job.reserving_since is None:
+            return
+        job.reserving_since = None
+        cq = job.queue.cluster_queue
+        self.reservers[cq].pop(job.index, None)
+        self._sync_team_holds(cq)
+
+    def _sync_team_holds(self, cq: str) -> None:
+        """Deactivates what the ClusterQueue's reservations hold back, reactivates the rest."""
+        wanted: set[str] = set()
+        for index in self.reservers[cq]:
+            wanted.update(self._team_hold_keys(self.jobs[index]))
+        for index in list(self.queued[cq]):
+            other = self.jobs[index]
+            if other.safe_held_since is not None or other.reserving_since is not None or other.held_back:
+                continue
+            assert other.workload is not None
+            hold = other.workload.key in wanted
+            if hold and not other.team_held:
+                self.engine.delete_workload(other.workload.key)
+                other.team_held = True
+                self.safe_counts.team_held_back += 1
+            elif not hold and other.team_held:
+                other.team_held = False
+                self.engine.add_workload(other.workload)  # reactivated: back at its creation time
 
     def _safe_placements(self, job: _Job) -> tuple[Placement, tuple[Placement, ...]]:
         """The predictor's answer for the job's own cluster and the team's others (none here)."""
         assert job.workload is not None
-        return self._placement_in(SIM_CLUSTER_NAME, self.engine, job), ()
+        return self._placement_in(SIM_CLUSTER_NAME, self.engine, job, claims=self._claims(job)), ()
 
-    def _placement_in(self, cluster: str, engine: Engine, job: _Job) -> Placement:
+    def _claims(self, job: _Job) -> frozenset[str]:
+        """With the team reservation: the team's other reserving relaunches already in Kueue."""
+        if not self.team_reserves:
+            return frozenset()
+        return frozenset(
+            other.workload.key
+            for index in self.reservers[job.queue.cluster_queue]
+            if index != job.index
+            and (other := self.jobs[index]).in_kueue
+            and other.state is _State.QUEUED
+            and other.workload is not None
+        )
+
+    def _placement_in(
+        self,
+        cluster: str,
+        engine: Engine,
+        job: _Job,
+        *,
+        excluded: frozenset[str] = frozenset(),
+        claims: frozenset[str] = frozenset(),
+    ) -> Placement:
         assert job.workload is not None
         decision = job.decision
         admitted = (
@@ -493,6 +606,8 @@ class Simulator:
             admitted_priority=admitted,
             holder=self._holder,
             now=self.now,
+            excluded=excluded,
+            claims=claims,
         )
 
     def _holder(self, key: str) -> safe_hold.Running | None:
@@ -521,6 +636,9 @@ class Simulator:
 
     def _apply_safe(self, job: _Job, decision: SafeRelaunchDecision) -> bool:
         """Applies a decision on a held job; whether it left the hold."""
+        if decision.reserves_team_quota:
+            self._start_team_reservation(job)
+            self._sync_team_holds(job.queue.cluster_queue)
         if decision.kind is SafeRelaunchKind.HOLD:
             return False
         self._unhold(job)
@@ -528,9 +646,11 @@ class Simulator:
             self.safe_counts.bursts += 1
             self._pending_delta(job, -1)
             self._to_cloud(job)
+            self._end_team_reservation(job)
             return True
         if decision.kind is SafeRelaunchKind.RELEASE_TIMEOUT:
             self.safe_counts.released_timeout += 1
+            self._end_team_reservation(job)
         else:
             self.safe_counts.released_safe += 1
             if decision.cluster is not None and decision.cluster != self._own_cluster(job):
@@ -624,6 +744,13 @@ class Simulator:
         self._pending_delta(job, -1)
         job.state = _State.RUNNING
         self._end_reservation(job)
+        if job.reserving_since is not None:
+            # The controller reactivates the held work once it has seen the admission, a cycle
+            # later: the relaunch is then admitted strictly before that work, so Kueue's reclaim
+            # (newest admission first) takes the work that borrows, not the relaunch.
+            job.reserving_since = None
+            self.reservers[job.queue.cluster_queue].pop(job.index, None)
+            self.events.push(instant + self.config.cycle_interval_s, EventKind.TEAM_RELEASE, job.index)
         job.wait_s += instant - job.waiting_since
         job.run_start = instant
         if job.first_admission is None:
@@ -714,8 +841,10 @@ class Simulator:
             self.engine.delete_workload(job.workload.key)
         self._unhold(job)
         self._pending_delta(job, -1)
+        job.team_held = False
         self._to_cloud(job)
         self._end_reservation(job)  # ended, no longer queued: a reservation it held passes on
+        self._end_team_reservation(job)
 
     def _to_cloud(self, job: _Job) -> None:
         """SkyPilot runs the job's remaining work in a public cloud, starting now."""
@@ -767,6 +896,10 @@ class Simulator:
     def _pending_delta(self, job: _Job, delta: int) -> None:
         cq = job.queue.cluster_queue
         self.pending_count[cq] += delta
+        if delta > 0:
+            self.queued[cq][job.index] = None
+        else:
+            self.queued[cq].pop(job.index, None)
         if cq == self.timeline_cq:
             self._timeline_point(self.now)
 

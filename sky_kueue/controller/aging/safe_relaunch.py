@@ -50,6 +50,25 @@ Order of the rules (first match wins):
    is left: ``RUN_NOW`` (never held) or ``RELEASE_TIMEOUT`` (held);
 7. otherwise ``HOLD``, with the shortest predicted wait for a safe place (None: unknown).
 
+**Team-scoped nominal reservation** (:attr:`SafeRelaunchSettings.team_reservation`, off by
+default). Why: Kueue judges borrowing on the ClusterQueue's *total* usage and reclaims its
+newest, lowest-priority admission first, so a team living above its nominal quota keeps that
+quota full with its own fresh work and a held relaunch almost never finds a safe place
+(``tests/sim/test_safe_relaunch.py``'s counter-example). With the reservation, when rules
+1-4 do not apply, the caller also passes :attr:`SafeRelaunchInput.own_reserved`: the own
+cluster's placement as if the team's own pending Workloads of the relaunch's class or lower
+in the same ClusterQueue were held back too (:func:`team_work_to_hold` says which: all of
+them with ``head``, only those created after the relaunch with ``newer``). If that placement
+is safe now, or predicts a safe place within the hold left, the decision is taken on it and
+says :attr:`SafeRelaunchDecision.reserves_team_quota`: the caller keeps that work inactive
+(``spec.active: false``, the reservation lever of ``sky_kueue.sim.reservation`` scoped to
+one team) until the relaunch is admitted, released by timeout, or sent to a cloud, so the
+next nominal quota the team frees goes to the relaunch. Other teams' work is never held.
+``team_reservation_min_wait_seconds`` reserves only when the safe wait predicted *without*
+the reservation is unknown or longer than that; ``team_reservation_max_held`` caps how many
+Workloads one reservation holds back (the first ones in Kueue's order, which would take the
+quota first).
+
 A held job is re-decided by the caller whenever the cluster changes (an admission, a
 completion, a preemption) and at least at its hold deadline (:attr:`SafeRelaunchDecision.
 release_by_seconds`). While it runs in nominal quota nothing about its class or priority
@@ -59,8 +78,8 @@ changes: this rule touches only *when and where* a relaunch enters Kueue.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -75,6 +94,17 @@ DEFAULT_SAFE_MAX_HOLD_SECONDS = 1_800.0
 DEFAULT_HOLD_ONLY_WHEN_PREDICTED = True
 #: The rule is off unless configured (a team opts in with ``safe_after_preemptions``).
 DEFAULT_SAFE_AFTER_PREEMPTIONS: int | None = None
+
+
+class TeamReservationScope(str, Enum):
+    """Which of the team's own pending Workloads a starved relaunch's reservation holds back."""
+
+    #: No reservation (the rule as before).
+    OFF = "off"
+    #: Only Workloads created after the relaunch: older team work keeps its place ahead of it.
+    NEWER = "newer"
+    #: Every pending Workload of the relaunch's class or lower: the relaunch is first in its team.
+    HEAD = "head"
 
 
 class SafeRelaunchKind(str, Enum):
@@ -115,9 +145,17 @@ class SafeRelaunchSettings:
     #: none predicted in time, the relaunch goes to Kueue at once (a hold that can only time
     #: out costs its whole length and saves nothing).
     hold_only_when_predicted: bool = DEFAULT_HOLD_ONLY_WHEN_PREDICTED
+    #: Team-scoped nominal reservation (module docstring): which of the team's own work to hold back.
+    team_reservation: TeamReservationScope = TeamReservationScope.OFF
+    #: Reserve only when the safe wait predicted without the reservation is unknown or longer than this.
+    team_reservation_min_wait_seconds: float | None = None
+    #: At most this many Workloads held back by one reservation (None: no cap).
+    team_reservation_max_held: int | None = None
 
     def __post_init__(self) -> None:
         _check_count("safe_after_preemptions", self.safe_after_preemptions)
+        _check_count("team_reservation_max_held", self.team_reservation_max_held)
+        _check_seconds("team_reservation_min_wait_seconds", self.team_reservation_min_wait_seconds, allow_none=True)
         for team, value in self.teams.items():
             _check_count(f"teams.{team}", value)
         _check_seconds("safe_max_hold_seconds", self.safe_max_hold_seconds, allow_none=False)
@@ -141,6 +179,9 @@ class SafeRelaunchSettings:
             safe_max_hold_seconds=self.safe_max_hold_seconds,
             burst_max_predicted_wait_seconds=self.burst_max_predicted_wait_seconds,
             hold_only_when_predicted=self.hold_only_when_predicted,
+            team_reservation=self.team_reservation,
+            team_reservation_min_wait_seconds=self.team_reservation_min_wait_seconds,
+            team_reservation_max_held=self.team_reservation_max_held,
         )
 
     @classmethod
@@ -273,6 +314,9 @@ class SafeRelaunchInput:
     others: tuple[Placement, ...] = ()
     burst_clouds: tuple[str, ...] = ()
     team: str | None = None
+    #: The own cluster's placement as if the team's work :func:`team_work_to_hold` names were
+    #: inactive (None: not computed; the team reservation is then not considered).
+    own_reserved: Placement | None = None
 
 
 @dataclass(frozen=True)
@@ -289,6 +333,8 @@ class SafeRelaunchDecision:
     predicted_wait_seconds: float | None = None
     #: HOLD only: seconds of hold left before RELEASE_TIMEOUT.
     release_by_seconds: float | None = None
+    #: The team's own newer work must stay (or become) inactive until this relaunch is admitted.
+    reserves_team_quota: bool = False
 
     @property
     def holds(self) -> bool:
@@ -303,6 +349,7 @@ class SafeRelaunchDecision:
             "cloud": self.cloud,
             "predicted_wait_seconds": self.predicted_wait_seconds,
             "release_by_seconds": self.release_by_seconds,
+            "reserves_team_quota": self.reserves_team_quota,
         }
 
 
@@ -324,6 +371,83 @@ def _shortest_safe_wait(placements: tuple[Placement, ...]) -> float | None:
 
 def decide_safe_relaunch(job: SafeRelaunchInput, settings: SafeRelaunchSettings) -> SafeRelaunchDecision:
     """The rule (see the module docstring for the order) applied to one relaunch."""
+    plain = _decide(job, settings)
+    reserved = job.own_reserved
+    if (
+        settings.team_reservation is TeamReservationScope.OFF
+        or reserved is None
+        or not _team_reservation_may_help(job, plain, settings)
+    ):
+        return plain
+    with_reservation = _decide(replace(job, own=reserved, others=()), settings)
+    if with_reservation.kind is SafeRelaunchKind.HOLD or (
+        with_reservation.kind in (SafeRelaunchKind.RUN_NOW, SafeRelaunchKind.RELEASE_SAFE) and reserved.safe_now
+    ):
+        return replace(
+            with_reservation,
+            reason=f"{with_reservation.reason}; team's newer work held back",
+            reserves_team_quota=True,
+        )
+    return plain
+
+
+def _team_reservation_may_help(
+    job: SafeRelaunchInput, plain: SafeRelaunchDecision, settings: SafeRelaunchSettings
+) -> bool:
+    """Whether the plain decision leaves the relaunch unsafe and within the hold bound."""
+    k = settings.after_preemptions(job.team)
+    if k is None or job.preemptions < k:
+        return False
+    if job.own.safe_now or job.own.safe_when_admitted or any(other.safe_now for other in job.others):
+        return False
+    if plain.kind in (SafeRelaunchKind.BURST, SafeRelaunchKind.RELEASE_SAFE):
+        return False
+    waited = job.held_seconds if job.held_seconds is not None else 0.0
+    if waited >= settings.safe_max_hold_seconds:
+        return False
+    floor = settings.team_reservation_min_wait_seconds
+    predicted = plain.predicted_wait_seconds
+    return floor is None or predicted is None or predicted > floor
+
+
+@dataclass(frozen=True)
+class TeamWorkload:
+    """A Workload as the team reservation sees it: Kueue's order key and the job's class.
+
+    ``class_priority``: the value of its WorkloadPriorityClass (not a band level or boost: the
+    reservation never holds a higher class). ``created_at``: its queue-order time, seconds.
+    """
+
+    key: str
+    class_priority: int
+    created_at: float
+
+
+def team_work_to_hold(
+    relaunch: TeamWorkload, pending: Sequence[TeamWorkload], settings: SafeRelaunchSettings
+) -> tuple[str, ...]:
+    """Keys of the team's pending Workloads one reservation holds back.
+
+    ``pending``: the team's other pending Workloads in the relaunch's ClusterQueue, in Kueue's
+    order (the caller's: priority, then queue-order time). Held: the relaunch's class or lower,
+    and with ``newer`` created after it; with ``team_reservation_max_held`` only the first that
+    many (they would take the freed quota first).
+    """
+    scope = settings.team_reservation
+    if scope is TeamReservationScope.OFF:
+        return ()
+    held = [
+        w.key
+        for w in pending
+        if w.key != relaunch.key
+        and w.class_priority <= relaunch.class_priority
+        and (scope is TeamReservationScope.HEAD or w.created_at > relaunch.created_at)
+    ]
+    cap = settings.team_reservation_max_held
+    return tuple(held if cap is None else held[:cap])
+
+
+def _decide(job: SafeRelaunchInput, settings: SafeRelaunchSettings) -> SafeRelaunchDecision:
     own = job.own.cluster
     k = settings.after_preemptions(job.team)
     if k is None:
