@@ -14,6 +14,7 @@ created, so that the next start can remove what a killed sandbox left behind - a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -21,6 +22,7 @@ import logging
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -222,6 +224,18 @@ def _netns_exists(netns: str) -> bool:
     return (pathlib.Path("/run/netns") / netns).exists() or (pathlib.Path("/var/run/netns") / netns).exists()
 
 
+def kill_processes_in(netns: str) -> None:
+    """SIGKILL every process in a network namespace the sandbox created (a killed sandbox's
+    containers outlive it: their ``unshare`` parents were children of the dead process)."""
+    if not _netns_exists(netns):
+        return
+    done = run_ip("netns", "pids", netns, check=False)
+    for text in done.stdout.split():
+        if text.isdigit():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(text), signal.SIGKILL)
+
+
 def cleanup_leftovers(state_path: pathlib.Path) -> NetworkState:
     """Remove what a state file lists (a killed sandbox's namespaces, veths, bridge, mounts).
 
@@ -231,6 +245,8 @@ def cleanup_leftovers(state_path: pathlib.Path) -> NetworkState:
         NetworkError: the state file is unreadable, or something listed would not go away.
     """
     state = NetworkState.load(state_path)
+    for netns in state.namespaces:
+        kill_processes_in(netns)
     for point in reversed(state.mounts):
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
     for netns in state.namespaces:
@@ -244,8 +260,7 @@ def cleanup_leftovers(state_path: pathlib.Path) -> NetworkState:
     leftovers = [n for n in state.namespaces if _netns_exists(n)]
     if leftovers:
         raise NetworkError(f"network namespaces {', '.join(leftovers)} would not go away (`ip netns del` them)")
-    with_state = state.bridge or state.namespaces or state.veths or state.mounts
-    if with_state:
-        LOG.info("removed a previous sandbox's leftovers listed in %s", state_path)
+    if state.namespaces or state.veths or state.mounts:
+        LOG.info("removed network namespaces and links listed in %s", state_path)
     state_path.unlink(missing_ok=True)
     return state

@@ -61,9 +61,20 @@ def serve(socket_: WebSocket, address: str, ports: Sequence[int]) -> None:
             failure = f"error forwarding port {port} to pod at {address}: {exc.strerror or exc}"
             with contextlib.suppress(OSError):
                 socket_.send(bytes([2 * index + 1]) + failure.encode())
+    remaining = [len(connections)]
+    lock = threading.Lock()
+
+    def forward(conn: socket.socket, channel: int) -> None:
+        _pump(conn, channel, socket_)
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:  # every pod side closed: so does the stream (the client sees its sockets end)
+            with contextlib.suppress(OSError):
+                socket_.close()
+
     pumps = [
-        threading.Thread(target=_pump, args=(conn, 2 * index, socket_), daemon=True)
-        for index, conn in connections.items()
+        threading.Thread(target=forward, args=(conn, 2 * index), daemon=True) for index, conn in connections.items()
     ]
     for pump in pumps:
         pump.start()

@@ -1,0 +1,208 @@
+"""Pods as containers: their own root, namespaces and address; status as a kubelet reports
+it; exec, logs and port-forward reach them; nothing is left behind."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import urllib.request
+
+import pytest
+from kubernetes import client
+from kubernetes.stream import portforward
+
+from sky_kueue.sandbox.containers import network as network_module
+from sky_kueue.sandbox.sandbox import Sandbox
+from tests.sandbox.containers.conftest import (
+    kubectl,
+    links,
+    mounts_mentioning,
+    needs_containers,
+    netns_names,
+    pod,
+    stable_root,
+    status,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.slow, needs_containers]
+
+
+def _terminated(box: Sandbox, name: str) -> dict[str, object]:
+    def done() -> dict[str, object] | None:
+        statuses = status(box, name).get("containerStatuses") or [{}]
+        return statuses[0].get("state", {}).get("terminated")
+
+    return dict(wait_for(done, what=f"{name} to exit"))
+
+
+def test_a_pod_that_exits_0_succeeds_and_its_output_is_its_log(box: Sandbox) -> None:
+    script = "echo written > /tmp/out && cat /tmp/out && echo to-stderr >&2"
+    box.apply(pod("ok", ["sh", "-c", script], restartPolicy="Never"))
+    terminated = _terminated(box, "ok")
+    assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
+    wait_for(lambda: status(box, "ok").get("phase") == "Succeeded", what="phase Succeeded")
+    logs = kubectl(box, "logs", "ok")
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout.split() == ["written", "to-stderr"]
+    assert kubectl(box, "logs", "ok", "--tail=1").stdout == "to-stderr\n"
+
+
+def test_a_pod_that_exits_3_fails_with_exit_code_3(box: Sandbox) -> None:
+    box.apply(pod("three", ["sh", "-c", "exit 3"], restartPolicy="Never"))
+    terminated = _terminated(box, "three")
+    assert terminated["exitCode"] == 3 and terminated["reason"] == "Error"
+    wait_for(lambda: status(box, "three").get("phase") == "Failed", what="phase Failed")
+
+
+def test_on_failure_restarts_with_back_off_and_counts_restarts(box: Sandbox) -> None:
+    assert box.containers is not None and box.containers.runtime is not None
+    box.containers.runtime.restart_backoff_base_seconds = 0.2
+    box.apply(pod("flaky", ["sh", "-c", "exit 1"], restartPolicy="OnFailure"))
+
+    def restarted() -> bool:
+        statuses = status(box, "flaky").get("containerStatuses") or [{}]
+        return int(statuses[0].get("restartCount", 0)) >= 2
+
+    wait_for(restarted, what="two restarts")
+    current = status(box, "flaky")
+    assert current["phase"] == "Running"
+    assert current["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 1
+
+
+def test_two_pods_listen_on_port_22_each_at_its_own_address(box: Sandbox) -> None:
+    serve = ["sh", "-c", "echo $HOSTNAME > /srv-name && cd / && exec python3 -m http.server 22"]
+    box.apply(pod("web-a", serve))
+    box.apply(pod("web-b", serve))
+    addresses = {}
+    for name in ("web-a", "web-b"):
+        wait_for(lambda name=name: status(box, name).get("phase") == "Running", what=f"{name} Running")
+        addresses[name] = status(box, name)["podIP"]
+    assert addresses["web-a"] != addresses["web-b"]
+    for name, address in addresses.items():
+
+        def fetch(address: str = address) -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://{address}:22/srv-name", timeout=5) as reply:
+                    return str(reply.read().decode().strip())
+            except OSError:
+                return None
+
+        assert wait_for(fetch, what=f"{name}'s server") == name
+
+
+def test_port_forward_of_the_official_client_reaches_the_container(box: Sandbox) -> None:
+    box.apply(pod("forwarded", ["python3", "-m", "http.server", "8080", "--directory", "/etc"]))
+    wait_for(lambda: status(box, "forwarded").get("phase") == "Running", what="Running")
+    wait_for(lambda: kubectl(box, "exec", "forwarded", "--", "python3", "-c", _CONNECT_8080).returncode == 0)
+    core = client.CoreV1Api(box.api_client())
+    forward = portforward(core.connect_get_namespaced_pod_portforward, "forwarded", "default", ports="8080")
+    conn = forward.socket(8080)
+    conn.settimeout(30)
+    conn.sendall(b"GET /debian_version HTTP/1.0\r\n\r\n")
+    reply = b""
+    while chunk := conn.recv(4096):
+        reply += chunk
+    conn.close()
+    assert reply.startswith(b"HTTP/1.0 200") and b"\r\n\r\n12." in reply  # the image's /etc/debian_version
+
+
+_CONNECT_8080 = "import socket; socket.create_connection(('127.0.0.1', 8080), timeout=1)"
+
+
+def test_exec_enters_the_containers_hostname_root_and_pid_namespace(box: Sandbox) -> None:
+    box.apply(pod("inside", None, image="sky-kueue-test/marker"))
+    wait_for(lambda: status(box, "inside").get("phase") == "Running", what="Running")
+    assert not pathlib.Path("/sky-kueue-image-marker").exists()
+    result = kubectl(
+        box, "exec", "inside", "--", "sh", "-c", "hostname; cat /sky-kueue-image-marker; tr '\\0' ' ' < /proc/1/cmdline"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["inside", "from-the-image", "sleep infinity "]
+    failing = kubectl(box, "exec", "inside", "--", "sh", "-c", "exit 4")
+    assert failing.returncode == 4
+
+
+def test_an_unknown_image_is_err_image_pull_then_image_pull_back_off(box: Sandbox) -> None:
+    box.apply(pod("nowhere", None, image="registry.example/nothing:1"))
+
+    def reason() -> str | None:
+        statuses = status(box, "nowhere").get("containerStatuses") or [{}]
+        return statuses[0].get("state", {}).get("waiting", {}).get("reason")
+
+    wait_for(lambda: reason() in ("ErrImagePull", "ImagePullBackOff"), what="ErrImagePull")
+    wait_for(lambda: reason() == "ImagePullBackOff", what="ImagePullBackOff")
+    assert status(box, "nowhere")["phase"] == "Pending"
+    described = kubectl(box, "get", "pod", "nowhere")
+    assert "ImagePullBackOff" in described.stdout
+
+
+def test_deleting_a_pod_removes_its_namespace_veth_and_mounts(box: Sandbox) -> None:
+    assert box.containers is not None and box.containers.runtime is not None
+    runtime = box.containers.runtime
+    box.apply(pod("doomed", None))
+    wait_for(lambda: status(box, "doomed").get("phase") == "Running", what="Running")
+    netns = runtime.netns("default", "doomed")
+    record = runtime.pod("default", "doomed")
+    assert netns in netns_names() and record is not None
+    init_pid = record.containers["main"].init_pid
+    assert init_pid is not None and mounts_mentioning(record.directory) == []  # mounts live in the container
+    assert kubectl(box, "delete", "pod", "doomed", "--wait=false").returncode == 0
+    wait_for(lambda: netns not in netns_names(), what="the pod's netns to go")
+    _, veth = box.containers.network.names("default", "doomed", record.uid) if box.containers.network else ("", "")
+    wait_for(lambda: veth not in links(), what="the veth to go")
+    wait_for(lambda: not pathlib.Path(f"/proc/{init_pid}").exists(), what="the container's PID 1 to exit")
+    wait_for(lambda: not record.directory.exists(), what="the pod's directory to go")
+
+
+def test_a_sandbox_stops_and_a_killed_one_is_cleaned_by_the_next_start() -> None:
+    root = stable_root("killed")
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from sky_kueue.sandbox.sandbox import Sandbox
+        sb = Sandbox(containers=True, kubelet_root={str(root)!r}, name="killed")
+        sb.start()
+        sb.apply({pod("victim", None)!r})
+        while (sb.store.try_get("pods", "victim", "default").get("status") or {{}}).get("phase") != "Running":
+            time.sleep(0.05)
+        print(sb.containers.runtime.netns("default", "victim"), sb.containers.network.bridge, flush=True)
+        time.sleep(600)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    try:
+        assert child.stdout is not None
+        netns, bridge = child.stdout.readline().split()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert netns in netns_names() and bridge in links()  # the kill left them behind
+    leftover_pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True).stdout.split()
+    assert leftover_pids  # its container outlived it
+    with Sandbox(containers=True, kubelet_root=root, name="killed") as again:
+        assert netns not in netns_names() and bridge not in links()
+        assert all(not pathlib.Path(f"/proc/{pid}").exists() for pid in leftover_pids)
+        again.apply(pod("fresh", None))
+        wait_for(lambda: status(again, "fresh").get("phase") == "Running", what="a new pod after the cleanup")
+        assert again.containers is not None and again.containers.runtime is not None
+        fresh_netns = again.containers.runtime.netns("default", "fresh")
+        assert fresh_netns in netns_names()
+    assert fresh_netns not in netns_names()
+    assert not (root / network_module.STATE_FILE).exists()
+    assert mounts_mentioning(root) == []
+    assert again.containers is None  # stopped: its bridge is gone too
+
+
+def test_the_proxy_refuses_a_non_registry_host_from_inside_a_pod(box: Sandbox) -> None:
+    box.apply(pod("client", None))
+    wait_for(lambda: status(box, "client").get("phase") == "Running", what="Running")
+    code = "import urllib.request as u; u.urlopen('https://example.com/', timeout=10)"
+    result = kubectl(box, "exec", "client", "--", "python3", "-c", code)
+    assert result.returncode == 1 and "403 Forbidden" in result.stderr
+    assert box.containers is not None and box.containers.proxy is not None
+    assert "CONNECT example.com:443" in box.containers.proxy.refused
