@@ -248,6 +248,16 @@ def test_a_kind_without_a_table_is_415_naming_the_decoded_kinds() -> None:
     assert "not v1/ResourceQuota" in raised.value.message
 
 
+def test_every_table_a_field_or_kind_names_exists() -> None:
+    named = {field.message for table in protobuf_body.TABLES.values() for field in table.values() if field.message}
+    named |= set(protobuf_body.OBJECT_KINDS.values()) | {protobuf_body.DELETE_OPTIONS_KIND}
+
+    assert named - set(protobuf_body.TABLES) == set()
+    for table in protobuf_body.TABLES.values():
+        for field in table.values():
+            assert bool(field.message) == (field.kind is protobuf_body.FieldKind.MESSAGE), field
+
+
 # ---- the server's answers -------------------------------------------------------------------
 
 
