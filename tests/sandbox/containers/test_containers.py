@@ -137,8 +137,8 @@ def test_an_unknown_image_is_err_image_pull_then_image_pull_back_off(box: Sandbo
     wait_for(lambda: reason() in ("ErrImagePull", "ImagePullBackOff"), what="ErrImagePull")
     wait_for(lambda: reason() == "ImagePullBackOff", what="ImagePullBackOff")
     assert status(box, "nowhere")["phase"] == "Pending"
-    described = kubectl(box, "get", "pod", "nowhere")
-    assert "ImagePullBackOff" in described.stdout
+    reason_path = "jsonpath={.status.containerStatuses[0].state.waiting.reason}"
+    assert kubectl(box, "get", "pod", "nowhere", "-o", reason_path).stdout == "ImagePullBackOff"
 
 
 def test_deleting_a_pod_removes_its_namespace_veth_and_mounts(box: Sandbox) -> None:
@@ -157,6 +157,15 @@ def test_deleting_a_pod_removes_its_namespace_veth_and_mounts(box: Sandbox) -> N
     wait_for(lambda: veth not in links(), what="the veth to go")
     wait_for(lambda: not pathlib.Path(f"/proc/{init_pid}").exists(), what="the container's PID 1 to exit")
     wait_for(lambda: not record.directory.exists(), what="the pod's directory to go")
+
+
+def _alive(pid: str) -> bool:
+    """The process exists and is not a zombie waiting for init to reap it."""
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def test_a_sandbox_stops_and_a_killed_one_is_cleaned_by_the_next_start() -> None:
@@ -186,7 +195,7 @@ def test_a_sandbox_stops_and_a_killed_one_is_cleaned_by_the_next_start() -> None
     assert leftover_pids  # its container outlived it
     with Sandbox(containers=True, kubelet_root=root, name="killed") as again:
         assert netns not in netns_names() and bridge not in links()
-        assert all(not pathlib.Path(f"/proc/{pid}").exists() for pid in leftover_pids)
+        wait_for(lambda: not any(_alive(pid) for pid in leftover_pids), what="the old containers to die")
         again.apply(pod("fresh", None))
         wait_for(lambda: status(again, "fresh").get("phase") == "Running", what="a new pod after the cleanup")
         assert again.containers is not None and again.containers.runtime is not None
