@@ -52,10 +52,10 @@ def _jobs_db(home: pathlib.Path, rows: list[tuple[int, int, str, int]]) -> None:
     with sqlite3.connect(path) as db:
         db.execute(
             "CREATE TABLE spot (spot_job_id INTEGER, task_id INTEGER, task_name TEXT, status TEXT, "
-            "recovery_count INTEGER, job_duration FLOAT, t_runtime_setup FLOAT, failure_reason TEXT)"
+            "recovery_count INTEGER, start_at FLOAT, end_at FLOAT, failure_reason TEXT)"
         )
         db.executemany(
-            "INSERT INTO spot VALUES (?, ?, 'dev', ?, ?, 1.0, 2.0, NULL)",
+            "INSERT INTO spot VALUES (?, ?, 'dev', ?, ?, 100.0, 142.0, NULL)",
             [(job, task, status, recoveries) for job, task, status, recoveries in rows],
         )
 
@@ -65,6 +65,7 @@ def test_managed_job_reads_skypilots_table(tmp_path: pathlib.Path) -> None:
     _jobs_db(tmp_path, [(1, 0, "RECOVERING", 1), (2, 0, "RUNNING", 0)])
     job = skypilot_loop.managed_job(tmp_path, 1)
     assert job is not None and job["status"] == "RECOVERING" and job["recovery_count"] == 1
+    assert skypilot_loop._ran(job) == "ran 42 s"
     assert skypilot_loop.managed_job(tmp_path, 3) is None
 
 
