@@ -114,6 +114,7 @@ def run(
     from sky_kueue.controller.hold_config import HoldConfigError, load_hold_teams
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
+    from sky_kueue.controller.metric_teams import MetricTeamsError, load_metric_teams
     from sky_kueue.controller.metrics import ControllerMetrics
     from sky_kueue.skypilot.config import resolve_config_path
 
@@ -122,7 +123,9 @@ def run(
     try:
         loaded = load_controller_config(resolve_config_path(config_path))
         holds = load_hold_teams(loaded.path)  # teams.<t>.safe_after_preemptions / safe_max_hold_seconds
-    except (ConfigFileError, HoldConfigError) as err:
+        # The metrics' team labels and burst prices (teams.<t>.burst.price_per_gpu_hour_usd).
+        metric_teams = load_metric_teams(loaded.path) if metrics_port is not None else None
+    except (ConfigFileError, HoldConfigError, MetricTeamsError) as err:
         raise UserError(str(err)) from None
     try:
         lease_settings = leader.LeaseSettings(
@@ -153,7 +156,7 @@ def run(
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
     # Counted only when served: without --metrics-port the reconcile path pays nothing for them.
-    metrics = ControllerMetrics() if metrics_port is not None else None
+    metrics = ControllerMetrics(teams=metric_teams) if metric_teams is not None else None
     recorder = WorkloadEventRecorder(api_client, lease_settings.identity)  # Events on the Workloads acted on
     observers: list[Observer] = [recorder] if metrics is None else [metrics.observe, recorder]
 

@@ -43,6 +43,11 @@ class ControllerEvent:
     replay: bool = False
     stale: StaleWorkload | None = None
     detail: str = ""
+    #: The Workload's ClusterQueue (where it holds quota, else its LocalQueue's), None when
+    #: unknown: the ``cluster_queue`` label Kueue's own metrics carry.
+    cluster_queue: str | None = None
+    #: The pods of the Workload's group as mirrored (the run time the policy wrote on them).
+    pods: tuple[Mapping[str, Any], ...] = ()
 
 
 Observer = Callable[[ControllerEvent], None]

@@ -38,7 +38,14 @@ from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.cursor import CURSOR_PERSIST_INTERVAL_SECONDS, WorkloadCursor
 from sky_kueue.controller.detection import Detection
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome, band_mechanism
-from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, Observer, log_reconcile, notify_user_hooks
+from sky_kueue.controller.events import (
+    ControllerEvent,
+    ControllerEventKind,
+    Observer,
+    log_reconcile,
+    notify_user_hooks,
+    workload_key,
+)
 from sky_kueue.controller.gate_detection import KUEUE_NAMESPACE, GateReading, detect_priority_boost_gate
 from sky_kueue.controller.history import HistoryStore, StoreError, StoreWriteStats
 from sky_kueue.controller.hold import HoldKeeper, HoldTeams
@@ -214,11 +221,32 @@ class Controller:
         for observer in self._observers:
             observer(event)
 
-    def report(self, obj: Mapping[str, Any], detection: Detection, outcome: ReconcileOutcome, replay: bool) -> None:
-        """Logs what a reconcile changed, tells the users' hooks (live changes only) and the observers."""
+    def report(
+        self,
+        obj: Mapping[str, Any],
+        detection: Detection,
+        outcome: ReconcileOutcome,
+        replay: bool,
+        cache: MirrorStore | None = None,
+    ) -> None:
+        """Logs what a reconcile changed, tells the users' hooks (live changes only) and the
+        observers (with the Workload's ClusterQueue and pods from the term's ``cache``)."""
         if log_reconcile(obj, detection, outcome, replay=replay) and not replay:
             notify_user_hooks(obj, detection, outcome)
-        self.emit(ControllerEvent(ControllerEventKind.RECONCILED, self.clock(), obj, detection, outcome, replay))
+        cluster_queue = cache.cluster_queue_of(obj) if cache is not None else None
+        pods = tuple(cache.pods_of_group(workload_key(obj))) if cache is not None else ()
+        self.emit(
+            ControllerEvent(
+                ControllerEventKind.RECONCILED,
+                self.clock(),
+                obj,
+                detection,
+                outcome,
+                replay,
+                cluster_queue=cluster_queue,
+                pods=pods,
+            )
+        )
 
     # --- leadership and sessions -------------------------------------------------------
 
@@ -267,7 +295,7 @@ class Controller:
             workload_version=self.settings.workload_version,
             leading=self.is_leader,
             clock=self.clock,
-            report=self.report,
+            report=lambda obj, detection, outcome, replay: self.report(obj, detection, outcome, replay, cache),
             emit=self.emit,
         )
 

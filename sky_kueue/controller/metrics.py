@@ -24,6 +24,22 @@ last aging decision for it (every change of its Workload and every re-age pass),
 extrapolated to the scrape. A job leaves the count when a Workload of it holds quota or
 finishes. Only jobs this process has aged since it started are known (no store scan per
 scrape).
+
+**Labels**, bounded as Kueue bounds its own: ``namespace`` (a team's namespace) and
+``cluster_queue`` (where the Workload holds quota, else its LocalQueue's ClusterQueue, from the
+controller's mirror of LocalQueues; :data:`UNKNOWN_CLUSTER_QUEUE` when neither is known) on the
+counters of what happened to Workloads, as Kueue labels ``kueue_evicted_workloads_total``;
+``team`` (``teams.<t>`` of ``sky-kueue.yaml`` owning the namespace, the namespace itself when no
+team does; :mod:`sky_kueue.controller.metric_teams`) on the safe-relaunch, burst-cost and
+wait-after-preemption series; ``reason`` from fixed sets.
+
+**Wait after preemption** is the time from a job's preemption (its Evicted condition) until
+a Workload of that job is admitted again (its relaunch, or the same Workload requeued by
+Kueue), observed once per preemption with Kueue's admission-wait buckets
+(``kueue_admission_wait_time_seconds``). Only preemptions this process recorded are known.
+
+**Burst spend** is predicted when a burst is decided (:mod:`sky_kueue.controller.burst_cost`):
+GPUs x expected run time x the price per GPU-hour of the team's first burst target.
 """
 
 from __future__ import annotations
@@ -39,11 +55,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from sky_kueue.controller.burst_cost import expected_runtime_seconds, predict, workload_gpus
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.engine import FactKind, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.controller.history import StoreWriteStats
 from sky_kueue.controller.hold import HoldAction
+from sky_kueue.controller.metric_teams import MetricTeams
 from sky_kueue.sim.metrics import StarvationRule
 
 PREFIX = "sky_kueue_controller"
@@ -56,6 +74,9 @@ EVICTION_TO_ACTION_BUCKETS_SECONDS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, *
 MAX_TRACKED_JOBS = 10_000
 #: The label value for a preemption whose Kueue reason is not known.
 UNKNOWN_REASON = "Unknown"
+#: The ``cluster_queue`` label of a Workload whose ClusterQueue is not known (no admission,
+#: and its LocalQueue is not, or not yet, mirrored).
+UNKNOWN_CLUSTER_QUEUE = "unknown"
 
 
 @dataclass(frozen=True)
@@ -124,38 +145,77 @@ class ControllerMetrics:
     """The controller's metrics and their registry; pass :meth:`observe` as an observer and
     :meth:`bind` the controller once it is built."""
 
-    def __init__(self, clock: Clock = system_clock, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        clock: Clock = system_clock,
+        registry: CollectorRegistry | None = None,
+        teams: MetricTeams | None = None,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._clock = clock
+        self.teams = teams or MetricTeams()
         self.starvation = StarvationTracker()
+        self.preempted_at = PreemptedJobs()
         self.preemptions = Counter(
             f"{PREFIX}_preemptions_total",
-            "Kueue preemptions of SkyPilot Workloads recorded (once each), per namespace and Kueue preemption reason",
-            ["namespace", "reason"],
+            "Kueue preemptions of SkyPilot Workloads recorded (once each), per namespace, ClusterQueue "
+            "and Kueue preemption reason",
+            ["namespace", "cluster_queue", "reason"],
             registry=self.registry,
         )
         self.evictions = Counter(
             f"{PREFIX}_evictions_total",
-            "Other evictions of SkyPilot Workloads recorded (not counted toward aging), per namespace and Kueue reason",
-            ["namespace", "reason"],
+            "Other evictions of SkyPilot Workloads recorded (not counted toward aging), per namespace, "
+            "ClusterQueue and Kueue reason",
+            ["namespace", "cluster_queue", "reason"],
             registry=self.registry,
         )
         self.relaunches = Counter(
             f"{PREFIX}_relaunches_total",
-            "Relaunches recorded: a new Workload of a job already preempted, queued and aged, per namespace",
-            ["namespace"],
+            "Relaunches recorded: a new Workload of a job already preempted, queued and aged, per namespace "
+            "and ClusterQueue",
+            ["namespace", "cluster_queue"],
             registry=self.registry,
         )
         self.aging_steps = Counter(
             f"{PREFIX}_aging_steps_total",
-            "Aging patches (a boost step or a band level) that reached a Workload, per namespace and mechanism",
-            ["namespace", "mechanism"],
+            "Aging patches (a boost step or a band level) that reached a Workload, per namespace, "
+            "ClusterQueue and mechanism",
+            ["namespace", "cluster_queue", "mechanism"],
             registry=self.registry,
         )
         self.bursts = Counter(
             f"{PREFIX}_bursts_total",
-            "Cloud bursts decided (once per job), per namespace and rule",
-            ["namespace", "reason"],
+            "Cloud bursts decided (once per job), per namespace, ClusterQueue and rule",
+            ["namespace", "cluster_queue", "reason"],
+            registry=self.registry,
+        )
+        self.burst_cost = Counter(
+            f"{PREFIX}_burst_predicted_cost_usd",
+            "Predicted spend of the bursts decided, in US dollars: GPUs x expected run time x the price "
+            "per GPU-hour of the team's first burst target (teams.<t>.burst.price_per_gpu_hour_usd)",
+            ["team", "cloud"],
+            registry=self.registry,
+        )
+        self.burst_gpu_hours = Counter(
+            f"{PREFIX}_burst_predicted_gpu_hours",
+            "Predicted GPU-hours of the bursts decided with a known expected run time, per team and first target",
+            ["team", "cloud"],
+            registry=self.registry,
+        )
+        self.burst_unpriced = Counter(
+            f"{PREFIX}_burst_unpriced",
+            "Bursts decided without a predicted cost, per team and why: no-runtime (no expected run "
+            "time), no-price (the target has no price), no-team (no team's burst settings)",
+            ["team", "reason"],
+            registry=self.registry,
+        )
+        self.wait_after_preemption = Histogram(
+            f"{PREFIX}_wait_after_preemption_seconds",
+            "Seconds from a job's preemption until a Workload of the job was admitted again, per team "
+            "and the ClusterQueue admitting it (Kueue's admission-wait buckets)",
+            ["team", "cluster_queue"],
+            buckets=KUEUE_WAIT_BUCKETS_SECONDS,
             registry=self.registry,
         )
         self.stale_deleted = Counter(
@@ -215,25 +275,35 @@ class ControllerMetrics:
             return
         self.reconciles.labels(replay="true" if event.replay else "false").inc()
         namespace = detection.workload.namespace
+        queue = event.cluster_queue or UNKNOWN_CLUSTER_QUEUE
         eviction = detection.eviction
         if eviction is not None and outcome.recorded_any(FactKind.PREEMPTION):
             reason = eviction.preemption_reason.value if eviction.preemption_reason else UNKNOWN_REASON
-            self.preemptions.labels(namespace=namespace, reason=reason).inc()
+            self.preemptions.labels(namespace=namespace, cluster_queue=queue, reason=reason).inc()
             if eviction.at is not None:
                 self.eviction_to_action.labels(reason=reason).observe(max(0.0, event.at - eviction.at))
+            if outcome.job_key is not None:
+                self.preempted_at.preempted(outcome.job_key, eviction.at if eviction.at is not None else event.at)
         if eviction is not None and outcome.recorded_any(FactKind.EVICTION):
-            self.evictions.labels(namespace=namespace, reason=eviction.reason or UNKNOWN_REASON).inc()
+            self.evictions.labels(
+                namespace=namespace, cluster_queue=queue, reason=eviction.reason or UNKNOWN_REASON
+            ).inc()
+        if outcome.job_key is not None and outcome.recorded_any(FactKind.ADMITTED):
+            self._observe_readmission(outcome.job_key, detection.workload.running_since or event.at, namespace, queue)
         decision = outcome.decision
         queued_fresh = any(
             fact.kind is FactKind.QUEUED and fact.key is not None and fact.key.evictions == 0
             for fact in outcome.recorded
         )
         if queued_fresh and decision is not None and decision.preemptions > 0:
-            self.relaunches.labels(namespace=namespace).inc()
+            self.relaunches.labels(namespace=namespace, cluster_queue=queue).inc()
         if outcome_applied(outcome) and outcome.patch is not None:
-            self.aging_steps.labels(namespace=namespace, mechanism=outcome.patch.mechanism.value).inc()
+            self.aging_steps.labels(
+                namespace=namespace, cluster_queue=queue, mechanism=outcome.patch.mechanism.value
+            ).inc()
         if outcome.burst is not None:
-            self.bursts.labels(namespace=namespace, reason=outcome.burst.reason).inc()
+            self.bursts.labels(namespace=namespace, cluster_queue=queue, reason=outcome.burst.reason).inc()
+            self._count_burst_cost(event, namespace)
         self._count_hold(outcome)
         job = outcome.job_key
         if job is None:
@@ -242,6 +312,29 @@ class ControllerMetrics:
             self.starvation.waiting(job, decision.wait_seconds, decision.run_seconds, decision.now)
         elif detection.workload.holds_quota or outcome.recorded_any(FactKind.FINISHED):
             self.starvation.done_waiting(job)
+
+    def _observe_readmission(self, job_key: str, admitted_at: float, namespace: str, queue: str) -> None:
+        preempted_at = self.preempted_at.admitted(job_key)
+        if preempted_at is not None and admitted_at >= preempted_at:
+            self.wait_after_preemption.labels(team=self.teams.team_name(namespace), cluster_queue=queue).observe(
+                admitted_at - preempted_at
+            )
+
+    def _count_burst_cost(self, event: ControllerEvent, namespace: str) -> None:
+        team = self.teams.team(namespace)
+        team_name = self.teams.team_name(namespace)
+        workload = event.workload or {}
+        cost = predict(
+            workload_gpus(workload, self.teams.gpu_resource),
+            expected_runtime_seconds(workload, event.pods),
+            None if team is None else team.pricing,
+        )
+        if cost.gpu_hours is not None:
+            self.burst_gpu_hours.labels(team=team_name, cloud=cost.cloud).inc(float(cost.gpu_hours))
+        if cost.unpriced is not None:
+            self.burst_unpriced.labels(team=team_name, reason=cost.unpriced.value).inc()
+        elif cost.cost_usd is not None:
+            self.burst_cost.labels(team=team_name, cloud=cost.cloud).inc(float(cost.cost_usd))
 
     def _count_hold(self, outcome: ReconcileOutcome) -> None:
         hold = outcome.hold
@@ -256,6 +349,28 @@ class ControllerMetrics:
             self.held.held(uid, hold.team)
         else:
             self.held.released(uid)
+
+
+class PreemptedJobs:
+    """When each job was last preempted, until a Workload of it is admitted again (bounded and
+    thread-safe; the oldest job is forgotten first)."""
+
+    def __init__(self, max_jobs: int = MAX_TRACKED_JOBS) -> None:
+        self._max_jobs = max_jobs
+        self._at: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def preempted(self, job_key: str, at: float) -> None:
+        with self._lock:
+            self._at.pop(job_key, None)
+            self._at[job_key] = at
+            while len(self._at) > self._max_jobs:
+                self._at.popitem(last=False)
+
+    def admitted(self, job_key: str) -> float | None:
+        """The job's preemption time, forgotten now that it is admitted (None: none known)."""
+        with self._lock:
+            return self._at.pop(job_key, None)
 
 
 class HeldJobs:

@@ -37,16 +37,23 @@ from sky_kueue.mirror.transitions import WORKLOAD_KINDS, TransitionKind
 
 log = logging.getLogger(__name__)
 
-#: What the controller's mirror lists and watches.
-CONTROLLER_KINDS: tuple[kinds.Kind, ...] = (kinds.PRIORITY_CLASSES, kinds.WORKLOADS, kinds.PODS)
-#: With safe relaunch on, the queue kinds too: the predictor judges a held relaunch on the
-#: mirror's copy of the cluster (:mod:`sky_kueue.controller.safety_probe`).
+#: What the controller's mirror lists and watches. LocalQueues always: a Workload names only
+#: its LocalQueue (``spec.queueName``) and an evicted or pending one has no admission, so its
+#: ClusterQueue (the ``cluster_queue`` label of the metrics, as Kueue labels its own) comes from
+#: the LocalQueue's ``spec.clusterQueue``; one small object per team namespace.
+CONTROLLER_KINDS: tuple[kinds.Kind, ...] = (
+    kinds.LOCAL_QUEUES,
+    kinds.PRIORITY_CLASSES,
+    kinds.WORKLOADS,
+    kinds.PODS,
+)
+#: With safe relaunch on, the other queue kinds too: the predictor judges a held relaunch on
+#: the mirror's copy of the cluster (:mod:`sky_kueue.controller.safety_probe`).
 HOLD_KINDS: tuple[kinds.Kind, ...] = (
     kinds.NAMESPACES,
     kinds.RESOURCE_FLAVORS,
     kinds.COHORTS,
     kinds.CLUSTER_QUEUES,
-    kinds.LOCAL_QUEUES,
 )
 
 

@@ -137,6 +137,10 @@ DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
 BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
+#: Highest price per GPU-hour accepted (a typo such as 30000 for 3.0000 is caught).
+MAX_PRICE_PER_GPU_HOUR_USD = Decimal(10_000)
+#: A price per GPU-hour in US dollars: a finite, non-negative decimal (0 for a free cluster).
+GpuHourPrice = Annotated[Decimal, Field(ge=0, le=MAX_PRICE_PER_GPU_HOUR_USD, allow_inf_nan=False)]
 #: Kubernetes' priorities (and Kueue's priority values) are 32-bit; counts of seconds and
 #: GPUs are bounded the same way so no later arithmetic (timedelta, float) can overflow.
 Int32 = schema.Int32
@@ -204,11 +208,17 @@ class BurstSettings(_Section):
             clusters (a cloud Kubernetes cluster, another on-prem cluster).
         opt_in: when true, only tasks labeled ``sky-kueue.io/burst: "true"`` burst; when
             false, every task of the team may burst unless labeled ``"false"``.
+        price_per_gpu_hour_usd: what one GPU-hour costs on a burst target (an entry of
+            ``clouds``), in US dollars; the controller's predicted burst spend
+            (``sky_kueue_controller_burst_predicted_cost_usd_total``) is the job's GPUs x its
+            expected run time x the price of the first target. A target without a price is
+            counted as unpriced, never guessed.
     """
 
     max_queue_wait_seconds: BoundedPositive
     clouds: tuple[BurstInfra, ...] = Field(min_length=1)
     opt_in: bool = False
+    price_per_gpu_hour_usd: dict[str, GpuHourPrice] = Field(default_factory=dict)
 
 
 class TeamClusterConfig(_Section):
@@ -574,6 +584,15 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                         f"{infra!r} is one of the team's Kueue clusters; a burst target is a cluster outside them",
                     )
                 )
+        if team.burst is not None:
+            for cloud in team.burst.price_per_gpu_hour_usd:
+                if cloud not in team.burst.clouds:
+                    issues.append(
+                        (
+                            (*base, "burst", "price_per_gpu_hour_usd", cloud),
+                            f"{cloud!r} is not one of the team's burst.clouds {list(team.burst.clouds)}",
+                        )
+                    )
         selection = team.priority_classes
         if selection.default not in selection.allowed:
             issues.append(

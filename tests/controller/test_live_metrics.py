@@ -65,12 +65,14 @@ def test_controller_metrics_through_a_preemption_and_a_relaunch(tmp_path: Path) 
     def value(name: str, **labels: str) -> float:
         return after.get((f"{C}_{name}", tuple(sorted(labels.items()))), 0.0)
 
-    preempted = {"namespace": "team-b", "reason": "InCohortReclaimWhileBorrowing"}
+    # The ClusterQueue from the mirrored LocalQueue (team-b-lq -> team-b-cq): the preempted
+    # Workload has no admission left and the relaunch none yet.
+    preempted = {"namespace": "team-b", "cluster_queue": "team-b-cq", "reason": "InCohortReclaimWhileBorrowing"}
     assert value("preemptions_total", **preempted) == 1
     assert sum(v for (n, _), v in after.items() if n == f"{C}_preemptions_total") == 1
     assert sum(v for (n, _), v in after.items() if n == f"{C}_evictions_total") == 0
-    assert value("relaunches_total", namespace="team-b") == 1
-    assert value("aging_steps_total", namespace="team-b", mechanism="spec-priority") == 1
+    assert value("relaunches_total", namespace="team-b", cluster_queue="team-b-cq") == 1
+    assert value("aging_steps_total", namespace="team-b", cluster_queue="team-b-cq", mechanism="spec-priority") == 1
     assert sum(v for (n, _), v in after.items() if n == f"{C}_aging_steps_total") == 1
     assert sum(v for (n, _), v in after.items() if n == f"{C}_bursts_total") == 0
     assert value("eviction_to_action_seconds_count", reason="InCohortReclaimWhileBorrowing") == 1
