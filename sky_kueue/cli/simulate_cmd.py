@@ -210,6 +210,25 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
     help="With --clusters: seconds a launch waits in one cluster's queue before SkyPilot tries the next "
     "(kubernetes.kueue.admission_timeout; default SkyPilot's 86400).",
 )
+@click.option(
+    "--oracle-runtimes",
+    is_flag=True,
+    help="With --clusters: predicted placement knows every job's true run time (an upper bound) instead of "
+    "what the plugin's estimator knows (declared, else the team's history).",
+)
+@click.option(
+    "--declared-runtimes",
+    type=click.FloatRange(min=0, max=1),
+    default=None,
+    help="With --clusters: share of jobs whose users declare a run time (default 0.3).",
+)
+@click.option(
+    "--declared-runtime-factor",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --clusters: declared over true run time, before rounding up to 5m, 10m, 15m, 30m, 1h, 2h... "
+    "(default 1).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def simulate(
     trace_source: str,
@@ -238,6 +257,9 @@ def simulate(
     no_relaunch_backoff: bool,
     clusters: int,
     failover_after: float | None,
+    oracle_runtimes: bool,
+    declared_runtimes: float | None,
+    declared_runtime_factor: float | None,
     quiet: bool,
 ) -> None:
     """Compare resubmission policies (SkyPilot today vs aging) on a trace."""
@@ -266,6 +288,13 @@ def simulate(
             errors.fail(f"--policies: {err}", EXIT_BAD_INPUT)
     if len(set(names)) != len(names):
         errors.fail(f"--policies: a policy is listed twice: {policy_list}", EXIT_BAD_INPUT)
+    placement_only = oracle_runtimes or declared_runtimes is not None or declared_runtime_factor is not None
+    if placement_only and clusters < 2:
+        errors.fail(
+            "--oracle-runtimes/--declared-runtimes/--declared-runtime-factor apply to placement over several "
+            "clusters; add --clusters N (N >= 2)",
+            EXIT_BAD_INPUT,
+        )
     if reserve_after is not None and clusters > 1:
         errors.fail("--reserve-after is modelled for one cluster; drop it or --clusters", EXIT_BAD_INPUT)
     if plot_path is not None:
@@ -320,9 +349,22 @@ def simulate(
 
     if clusters > 1:
         from sky_kueue.cli import simulate_clusters
+        from sky_kueue.sim.runtime_knowledge import DeclarationModel
 
+        declarations = DeclarationModel()
+        if declared_runtimes is not None:
+            declarations = replace(declarations, fraction=declared_runtimes)
+        if declared_runtime_factor is not None:
+            declarations = replace(declarations, factor=declared_runtime_factor)
         simulate_clusters.run(
-            trace, policies.resolve(names[0], settings, safe), clusters, config, failover_after, output
+            trace,
+            policies.resolve(names[0], settings, safe),
+            clusters,
+            config,
+            failover_after,
+            output,
+            oracle_runtimes=oracle_runtimes,
+            declarations=declarations,
         )
         return
 

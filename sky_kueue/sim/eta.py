@@ -21,6 +21,7 @@ at the moment each is submitted, two estimates of its wait until first admission
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -191,4 +192,71 @@ def summarize(
         within_s=within_s,
         model_within_accuracy=model_hits / judged if judged else None,
         naive_within_accuracy=naive_hits / judged if judged else None,
+    )
+
+
+#: Percentile of the absolute placement-ETA error reported beside the median.
+PLACEMENT_ERROR_PERCENTILE = 90.0
+
+
+@dataclass(frozen=True)
+class PlacementEta:
+    """What placement predicted for a job's wait on the cluster it put first.
+
+    Attributes:
+        job_id: the job.
+        predicted_s: the expected wait (0 when admitted at once or after preempting; None:
+            pending with no estimate, so the placement fell back to the admin's order).
+        pending: the first cluster's verdict was "pending" (a wait had to be estimated).
+        realised_s: submission to first admission (None: never admitted).
+    """
+
+    job_id: str
+    predicted_s: float | None
+    pending: bool
+    realised_s: float | None
+
+
+@dataclass(frozen=True)
+class PlacementEtaError:
+    """The placement's ETA graded against the realised waits.
+
+    Attributes:
+        placements: placements graded (admitted jobs).
+        no_estimate_fraction: share of them with no estimate (0..1).
+        median_abs_error_s / p90_abs_error_s: absolute error over those with an estimate
+            (None: none had one).
+    """
+
+    placements: int
+    no_estimate_fraction: float | None
+    median_abs_error_s: float | None
+    p90_abs_error_s: float | None
+
+    def to_json(self) -> dict[str, object]:
+        def rounded(value: float | None, digits: int) -> float | None:
+            return None if value is None else round(value, digits)
+
+        return {
+            "placements": self.placements,
+            "no_estimate_fraction": rounded(self.no_estimate_fraction, 4),
+            "median_abs_error_s": rounded(self.median_abs_error_s, 1),
+            "p90_abs_error_s": rounded(self.p90_abs_error_s, 1),
+        }
+
+
+def placement_error(records: list[PlacementEta]) -> PlacementEtaError:
+    """Median and p90 absolute error of the predicted waits, and the share with no estimate."""
+    from sky_kueue.sim.metrics import percentile  # metrics imports this module
+
+    graded = [r for r in records if r.realised_s is not None]
+    errors = sorted(
+        abs(r.predicted_s - r.realised_s) for r in graded if r.predicted_s is not None and r.realised_s is not None
+    )
+    missing = sum(1 for r in graded if r.predicted_s is None)
+    return PlacementEtaError(
+        placements=len(graded),
+        no_estimate_fraction=missing / len(graded) if graded else None,
+        median_abs_error_s=statistics.median(errors) if errors else None,
+        p90_abs_error_s=percentile(errors, PLACEMENT_ERROR_PERCENTILE) if errors else None,
     )

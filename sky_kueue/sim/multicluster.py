@@ -1,4 +1,4 @@
-"""Several Kueue clusters: the same trace split over N clusters, placed two ways.
+"""Several Kueue clusters: the same trace split over N clusters, placed four ways.
 
 Why: issue #16 places each SkyPilot task on the cluster where Kueue is predicted to admit it
 soonest, where SkyPilot alone walks its ``allowed_contexts`` in a fixed order. This module
@@ -11,17 +11,33 @@ measures what that is worth on the simulator's exact Kueue model:
   their configured order; a launch waits in the first cluster's queue and fails over to the
   next only when ``kubernetes.kueue.admission_timeout`` expires while Kueue still gates the
   pods (``sky/provision/kubernetes/instance.py``), 24 h by default;
+* **round-robin** (load-blind): job *k*'s list starts at cluster *k mod N* and goes round;
+  failover as in fixed order. It spreads work without looking at any queue;
+* **MultiKueue-like**: Kueue's MultiKueue admission check puts a copy of the Workload in every
+  worker cluster and keeps the first that reserves quota, deleting the other copies
+  (KEP-693, ``pkg/controller/admissionchecks/multikueue/workload.go``; the default
+  ``AllAtOnce`` dispatcher nominates every worker at once, the ``Incremental`` one in
+  ``pkg/controller/workloaddispatcher/incrementaldispatcher.go`` nominates 3 more every 5
+  minutes, so with 3 clusters they agree). Here a launch enters every cluster's queue and runs
+  on whichever admits it first; no SkyPilot failover (one entry point). A relaunch after a
+  preemption is dispatched to every cluster again;
 * **predicted** (sky-kueue): at submission the clusters are ranked as
   ``sky_kueue.skypilot.placement`` ranks them - admitted now, then after preempting (fewest
-  victims), then pending by expected wait - and that order is frozen into the job (the
-  admin policy runs once per managed job; SkyPilot's recoveries walk the frozen list from
-  its head, as do failovers after the same timeout).
+  victims), then pending by expected wait, then pending with no estimate (admin's order) -
+  and that order is frozen into the job (the admin policy runs once per managed job;
+  SkyPilot's recoveries walk the frozen list from its head, as do failovers after the same
+  timeout). Run times come from the plugin's estimator (:mod:`sky_kueue.sim.runtime_knowledge`:
+  declared, else the team's history, else none); with ``oracle_runtimes`` every job's true
+  run time is known instead, an upper bound on what the plugin can do.
 
 Stated simplification: a pending cluster's expected wait is the GPU-seconds of work Kueue
 will consider before the job in its ClusterQueue (the Workloads ahead of it, from
 ``whatif.quick_verdict``) plus the work running in that ClusterQueue, over the
 ClusterQueue's nominal GPUs - a cheap stand-in for the ETA model, which replays Kueue's
-cycles and would be run once per arrival and cluster.
+cycles and would be run once per arrival and cluster. A wait is unknown when any job it
+counts has no run-time estimate (the ETA model cannot say when such a holder ends). Each
+placement's predicted wait is kept and graded against the realised one
+(:func:`sky_kueue.sim.eta.placement_error`).
 """
 
 from __future__ import annotations
@@ -36,9 +52,11 @@ from sky_kueue.kueue.predictor import VerdictKind
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.kueue.whatif import quick_verdict
 from sky_kueue.sim.cluster import GPU_RESOURCE, SimCluster, at, fresh_state, make_workload
+from sky_kueue.sim.eta import PlacementEta, PlacementEtaError, placement_error
 from sky_kueue.sim.metrics import percentile
 from sky_kueue.sim.policies import ResubmissionPolicy
 from sky_kueue.sim.results import RunResult
+from sky_kueue.sim.runtime_knowledge import DeclarationModel, RuntimeKnowledge
 from sky_kueue.sim.simulator import SimConfig, Simulator, _Job, _State
 from sky_kueue.sim.traces import Trace
 
@@ -51,7 +69,17 @@ class PlacementStrategy(enum.Enum):
     """How a job's list of clusters is ordered."""
 
     FIXED_ORDER = "fixed-order"
+    ROUND_ROBIN = "round-robin"
+    MULTIKUEUE = "multikueue"
     PREDICTED = "predicted"
+
+
+#: Rank tiers of a cluster for one job (lower first), as ``sky_kueue.skypilot.placement``.
+_TIER_ADMIT_NOW = 0
+_TIER_ADMIT_AFTER_PREEMPTION = 1
+_TIER_WAIT_ESTIMATED = 2
+_TIER_WAIT_UNKNOWN = 3
+_TIER_NEVER_FITS = 4
 
 
 def split_cluster(cluster: SimCluster, parts: int) -> list[SimCluster]:
@@ -122,21 +150,51 @@ class _Engines:
     def __init__(self, engines: list[Engine]) -> None:
         self.engines = engines
         self.of_workload: dict[str, int] = {}
+        #: Workloads with a copy in every cluster (MultiKueue) until one admits: their clusters.
+        self.copies: dict[str, list[int]] = {}
         self.next_cluster = 0
+        #: The next Workload goes to every cluster (MultiKueue) instead of ``next_cluster``.
+        self.broadcast = False
         self.now = at(0.0)
 
     def has_active_heads(self) -> bool:
         return any(engine.has_active_heads() for engine in self.engines)
 
     def add_workload(self, wl: o.Workload) -> object:
+        if self.broadcast:
+            self.copies[wl.key] = list(range(len(self.engines)))
+            self.of_workload[wl.key] = 0
+            for engine in self.engines:
+                engine.add_workload(wl)
+            return None
         self.of_workload[wl.key] = self.next_cluster
         return self.engines[self.next_cluster].add_workload(wl)
 
     def update_pending_workload(self, wl: o.Workload) -> object:
+        copies = self.copies.get(wl.key)
+        if copies is not None:
+            for index in copies:
+                self.engines[index].update_pending_workload(wl)
+            return None
         return self.engines[self.of_workload[wl.key]].update_pending_workload(wl)
 
     def delete_workload(self, key: str) -> None:
+        copies = self.copies.pop(key, None)
+        if copies is not None:
+            for index in copies:
+                self.engines[index].delete_workload(key)
+            return
         self.engines[self.of_workload[key]].delete_workload(key)
+
+    def keep_copy(self, key: str, winner: int) -> None:
+        """The copy in ``winner`` was admitted: the others are withdrawn (MultiKueue)."""
+        copies = self.copies.pop(key, None)
+        if copies is None:
+            return
+        self.of_workload[key] = winner
+        for index in copies:
+            if index != winner:
+                self.engines[index].delete_workload(key)
 
     def update_admitted_priority(self, key: str, priority: int) -> bool:
         return self.engines[self.of_workload[key]].update_admitted_priority(key, priority)
@@ -166,13 +224,25 @@ class MultiClusterSimulator(Simulator):
         config: SimConfig | None = None,
         *,
         failover_timeout_s: float = SKYPILOT_ADMISSION_TIMEOUT_SECONDS,
+        oracle_runtimes: bool = False,
+        declarations: DeclarationModel | None = None,
     ) -> None:
         super().__init__(trace, policy, config)
         if self.team_reserves:
             raise ValueError("the safe-relaunch rule's team reservation is modelled in one cluster only")
+        if strategy is PlacementStrategy.MULTIKUEUE and self.safe is not None:
+            raise ValueError("the safe-relaunch rule is not modelled with MultiKueue-like placement")
         self.clusters = clusters
         self.strategy = strategy
         self.failover_timeout_s = failover_timeout_s
+        self.oracle_runtimes = oracle_runtimes
+        self.knowledge = RuntimeKnowledge(declarations or DeclarationModel(), self.config.seed)
+        #: Expected run time per job index, frozen at its first placement (None: no estimate).
+        self.expected_s: dict[int, float | None] = {}
+        #: Per placed job (predicted placement): the wait predicted on its first cluster.
+        self.predicted_wait: dict[int, tuple[float | None, bool]] = {}
+        self._round_robin = 0
+        self._settling = 0
         self.engine_set = _Engines([Engine(fresh_state(c.state), at(0.0)) for c in clusters])
         self.engine = self.engine_set  # type: ignore[assignment]  # routes by Workload
         self.placements: dict[int, _Placement] = {}
@@ -186,8 +256,15 @@ class MultiClusterSimulator(Simulator):
 
     def _order(self, job: _Job) -> list[int]:
         indices = list(range(len(self.clusters)))
-        if self.strategy is PlacementStrategy.FIXED_ORDER:
+        if self.strategy in (PlacementStrategy.FIXED_ORDER, PlacementStrategy.MULTIKUEUE):
             return indices
+        if self.strategy is PlacementStrategy.ROUND_ROBIN:
+            start = self._round_robin % len(indices)
+            self._round_robin += 1
+            return indices[start:] + indices[:start]
+        self.expected_s[job.index] = (
+            job.spec.duration_s if self.oracle_runtimes else self.knowledge.estimate(job.spec).seconds
+        )
         probe = make_workload(
             name=f"{job.spec.job_id}-probe",
             queue=job.queue,
@@ -199,32 +276,60 @@ class MultiClusterSimulator(Simulator):
             memory_bytes=job.spec.memory_bytes,
         )
         keys = {i: self._rank_key(i, probe) for i in indices}
-        return sorted(indices, key=lambda i: keys[i])
+        order = sorted(indices, key=lambda i: keys[i])  # stable: ties keep the admin's order
+        tier, wait = keys[order[0]]
+        if tier in (_TIER_ADMIT_NOW, _TIER_ADMIT_AFTER_PREEMPTION):
+            self.predicted_wait[job.index] = (0.0, False)
+        elif tier == _TIER_WAIT_ESTIMATED:
+            self.predicted_wait[job.index] = (wait, True)
+        elif tier == _TIER_WAIT_UNKNOWN:
+            self.predicted_wait[job.index] = (None, True)
+        return order
 
     def _rank_key(self, index: int, probe: o.Workload) -> tuple[int, float]:
         engine = self.engine_set.engines[index]
         engine.now = at(self.now)
         verdict = quick_verdict(engine, probe)
         if verdict.kind is VerdictKind.ADMITTED:
-            return (0, 0.0)
+            return (_TIER_ADMIT_NOW, 0.0)
         if verdict.kind is VerdictKind.ADMITTED_AFTER_PREEMPTION:
-            return (1, float(len(verdict.victims)))
+            return (_TIER_ADMIT_AFTER_PREEMPTION, float(len(verdict.victims)))
         if verdict.never_fits:
-            return (3, 0.0)
-        return (2, self._expected_wait(index, verdict.cluster_queue, verdict.ahead))
+            return (_TIER_NEVER_FITS, 0.0)
+        wait = self._expected_wait(index, verdict.cluster_queue, verdict.ahead)
+        if wait is None:
+            return (_TIER_WAIT_UNKNOWN, 0.0)
+        return (_TIER_WAIT_ESTIMATED, wait)
 
-    def _expected_wait(self, index: int, cluster_queue: str, ahead: list[str]) -> float:
-        """GPU-seconds queued ahead plus running in the ClusterQueue, over its nominal GPUs."""
+    def _runtime(self, job: _Job) -> float | None:
+        """The run time placement believes for ``job`` (its true one with oracle run times)."""
+        if self.oracle_runtimes:
+            return job.spec.duration_s
+        if job.index not in self.expected_s:
+            # Placed before run times were tracked for it (a baseline's job): as the plugin
+            # would have estimated it at its submission.
+            self.expected_s[job.index] = self.knowledge.estimate(job.spec).seconds
+        return self.expected_s[job.index]
+
+    def _expected_wait(self, index: int, cluster_queue: str, ahead: list[str]) -> float | None:
+        """GPU-seconds queued ahead plus running in the ClusterQueue, over its nominal GPUs
+        (None: a job it counts has no run-time estimate)."""
         engine = self.engine_set.engines[index]
         work = 0.0
         for key in ahead:
             job = self.by_workload.get(key)
             if job is not None:
-                work += job.alloc_gpus * job.spec.duration_s
+                runtime = self._runtime(job)
+                if runtime is None:
+                    return None
+                work += job.alloc_gpus * runtime
         for key, info in engine.holders.items():
             job = self.by_workload.get(key)
             if job is not None and info.cluster_queue == cluster_queue:
-                work += job.alloc_gpus * max(job.run_start + job.spec.duration_s - self.now, 0.0)
+                runtime = self._runtime(job)
+                if runtime is None:
+                    return None
+                work += job.alloc_gpus * max(job.run_start + runtime - self.now, 0.0)
         nominal = _nominal_gpus(engine.state.cluster_queues[cluster_queue])
         return work / max(nominal, 1)
 
@@ -233,14 +338,43 @@ class MultiClusterSimulator(Simulator):
         if placement is None:
             placement = _Placement(self._order(job))
             self.placements[job.index] = placement
-            self.first_choice[placement.cluster] += 1
+            if self.strategy is not PlacementStrategy.MULTIKUEUE:
+                self.first_choice[placement.cluster] += 1
         elif job.state is _State.RELAUNCHING:
             placement.position = 0  # a recovery walks the frozen list from its head
         self.engine_set.next_cluster = placement.cluster
-        super()._launch(job)
+        self.engine_set.broadcast = self.strategy is PlacementStrategy.MULTIKUEUE
+        try:
+            super()._launch(job)
+        finally:
+            self.engine_set.broadcast = False
 
     def wait_limit(self, job: _Job) -> float | None:
+        if self.strategy is PlacementStrategy.MULTIKUEUE:
+            return None  # one entry point (the manager): SkyPilot has no other context to try
         return self.failover_timeout_s
+
+    def _admitted(self, job: _Job, cq: str, instant: float) -> None:
+        assert job.workload is not None
+        if job.workload.key in self.engine_set.copies:
+            self.engine_set.keep_copy(job.workload.key, self._settling)
+            if job.first_admission is None:
+                self.first_choice[self._settling] += 1  # MultiKueue: where the first copy won
+        super()._admitted(job, cq, instant)
+
+    def _finish(self, job: _Job) -> None:
+        if not job.spec.fails:
+            self.knowledge.record_finished(job.spec, self.now - job.run_start, self.now)
+        super()._finish(job)
+
+    def placement_etas(self) -> list[PlacementEta]:
+        """Each predicted placement's expected wait beside the realised one (after :meth:`run`)."""
+        out = []
+        for index, (predicted, pending) in sorted(self.predicted_wait.items()):
+            job = self.jobs[index]
+            realised = None if job.first_admission is None else job.first_admission - job.spec.submit_s
+            out.append(PlacementEta(job.spec.job_id, predicted, pending, realised))
+        return out
 
     # --- safe relaunch: the team's other clusters count -------------------------------
 
@@ -280,9 +414,10 @@ class MultiClusterSimulator(Simulator):
     def _settle(self, instant: float) -> None:
         facade = self.engine
         try:
-            for engine in self.engine_set.engines:
+            for index, engine in enumerate(self.engine_set.engines):
                 if engine.has_active_heads():
                     self.engine = engine
+                    self._settling = index
                     super()._settle(instant)
         finally:
             self.engine = facade
@@ -314,38 +449,64 @@ class PlacementRun:
 
     Attributes:
         strategy: the placement strategy.
-        p50_wait_s / p95_wait_s / max_wait_s: waits over every job (nearest rank).
+        oracle_runtimes: predicted placement knew every true run time (an upper bound).
+        p50_wait_s / p95_wait_s / p99_wait_s / max_wait_s: waits over every job (nearest rank).
+        makespan_s: from the first submission to the end of the last job.
         utilisation: GPU utilisation per cluster over the loaded period (0..1).
         first_choice: jobs whose first choice was each cluster.
         failovers: launches moved to the next cluster after the admission timeout.
         goodput: GPU-seconds of runs that were not preempted over the fleet's capacity in the
             loaded period (utilisation counts preempted runs too, which are thrown away).
         preemptions: preemptions over all jobs.
+        eta_error: predicted placement's expected waits against the realised ones (None for
+            the other strategies, which predict nothing).
         run: the underlying run.
     """
 
     strategy: PlacementStrategy
+    oracle_runtimes: bool
     p50_wait_s: float
     p95_wait_s: float
+    p99_wait_s: float
     max_wait_s: float
+    makespan_s: float
     utilisation: tuple[float, ...]
     first_choice: tuple[int, ...]
     failovers: int
     goodput: float
     preemptions: int
+    eta_error: PlacementEtaError | None
+    eta_error_pending: PlacementEtaError | None
     run: RunResult = field(repr=False)
+
+    @property
+    def label(self) -> str:
+        """The strategy's name in reports; the oracle run is marked as an upper bound."""
+        if self.strategy is PlacementStrategy.PREDICTED:
+            return "predicted-oracle" if self.oracle_runtimes else "predicted"
+        return self.strategy.value
 
     def to_json(self) -> dict[str, object]:
         return {
             "strategy": self.strategy.value,
+            "label": self.label,
+            "runtimes": (
+                ("oracle (upper bound)" if self.oracle_runtimes else "estimator")
+                if self.strategy is PlacementStrategy.PREDICTED
+                else None
+            ),
             "p50_wait_s": round(self.p50_wait_s, 1),
             "p95_wait_s": round(self.p95_wait_s, 1),
+            "p99_wait_s": round(self.p99_wait_s, 1),
             "max_wait_s": round(self.max_wait_s, 1),
+            "makespan_s": round(self.makespan_s, 1),
             "utilisation": [round(u, 4) for u in self.utilisation],
             "first_choice": list(self.first_choice),
             "failovers": self.failovers,
             "goodput": round(self.goodput, 4),
             "preemptions": self.preemptions,
+            "eta_error": None if self.eta_error is None else self.eta_error.to_json(),
+            "eta_error_pending": None if self.eta_error_pending is None else self.eta_error_pending.to_json(),
             "safe_relaunch": self.run.safe.to_json(),
             "wall_s": round(self.run.wall_s, 2),
         }
@@ -360,8 +521,17 @@ def run_placement(
     *,
     failover_timeout_s: float = SKYPILOT_ADMISSION_TIMEOUT_SECONDS,
     progress: Callable[[int, int, float], None] | None = None,
+    oracle_runtimes: bool = False,
+    declarations: DeclarationModel | None = None,
 ) -> PlacementRun:
-    """Run ``trace`` over ``clusters`` parts of its cluster with one placement strategy."""
+    """Run ``trace`` over ``clusters`` parts of its cluster with one placement strategy.
+
+    Args:
+        oracle_runtimes: predicted placement knows every true run time (the upper bound)
+            instead of what the plugin's estimator knows.
+        declarations: which jobs declare a run time, and how wrong (default
+            :class:`DeclarationModel`).
+    """
     sim = MultiClusterSimulator(
         trace,
         policy,
@@ -369,15 +539,24 @@ def run_placement(
         strategy,
         config,
         failover_timeout_s=failover_timeout_s,
+        oracle_runtimes=oracle_runtimes,
+        declarations=declarations,
     )
     sim.progress = progress
     result = sim.run()
     waits = sorted(job.wait_s for job in result.jobs)
+    ends = [job.end_s for job in result.jobs if job.end_s is not None]
+    first_submit = min((job.submit_s for job in result.jobs), default=0.0)
+    predicted = strategy is PlacementStrategy.PREDICTED
+    etas = sim.placement_etas()
     return PlacementRun(
         strategy=strategy,
+        oracle_runtimes=oracle_runtimes and predicted,
         p50_wait_s=percentile(waits, 50),
         p95_wait_s=percentile(waits, 95),
+        p99_wait_s=percentile(waits, 99),
         max_wait_s=waits[-1] if waits else 0.0,
+        makespan_s=max(max(ends, default=result.end_s), result.end_s) - first_submit,
         utilisation=tuple(sim.utilisation()),
         first_choice=tuple(sim.first_choice),
         failovers=sim.failovers,
@@ -387,5 +566,7 @@ def run_placement(
             else 0.0
         ),
         preemptions=sum(job.preemptions for job in result.jobs),
+        eta_error=placement_error(etas) if predicted else None,
+        eta_error_pending=placement_error([e for e in etas if e.pending]) if predicted else None,
         run=result,
     )

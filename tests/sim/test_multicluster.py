@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
@@ -28,6 +29,7 @@ def test_split_clusters_hold_exactly_the_original_quota() -> None:
         assert sum(p.team_gpus[team] for p in parts) == gpus
 
 
+@pytest.mark.slow
 def test_prediction_spreads_work_that_fixed_order_piles_on_the_first_cluster() -> None:
     baseline = policies.resolve("baseline", AgingSettings())
     runs = {
@@ -49,11 +51,44 @@ def test_simulate_clusters_option_prints_both_placements() -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert [r["strategy"] for r in data["runs"]] == ["fixed-order", "predicted"]
+    assert [r["label"] for r in data["runs"]] == ["fixed-order", "round-robin", "multikueue", "predicted"]
     assert all(len(r["utilisation"]) == 2 for r in data["runs"])
     assert data["failover_after_s"] == 900
+    predicted = data["runs"][-1]
+    assert predicted["runtimes"] == "estimator" and data["declared_runtimes"] == {"fraction": 0.3, "factor": 1.0}
+    assert predicted["eta_error"]["placements"] == 100
+    assert set(predicted["eta_error_pending"]) == {
+        "placements",
+        "no_estimate_fraction",
+        "median_abs_error_s",
+        "p90_abs_error_s",
+    }
+    assert set(data["over_predicted"]) == {"fixed-order", "round-robin", "multikueue"}
 
 
+def test_simulate_clusters_oracle_runtimes_is_labelled_an_upper_bound() -> None:
+    args = ["simulate", "--jobs", "100", "--clusters", "2", "--failover-after", "900", "-q", "--oracle-runtimes"]
+    result = CliRunner().invoke(cli, [*args, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    predicted = json.loads(result.output)["runs"][-1]
+    assert (predicted["label"], predicted["runtimes"]) == ("predicted-oracle", "oracle (upper bound)")
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0, text.output
+    assert "predicted-oracle ETA error (true run times, an upper bound)" in text.output
+    assert "p99 wait" in text.output and "makespan" in text.output
+
+
+def test_placement_options_need_several_clusters() -> None:
+    for option in (["--oracle-runtimes"], ["--declared-runtimes", "0.5"], ["--declared-runtime-factor", "2"]):
+        result = CliRunner().invoke(cli, ["simulate", "--jobs", "20", "-q", *option])
+        assert result.exit_code == 2
+        assert "add --clusters N" in result.output
+        assert "Traceback" not in result.output
+    result = CliRunner().invoke(cli, ["simulate", "--jobs", "20", "--clusters", "2", "--declared-runtimes", "1.5"])
+    assert result.exit_code == 2 and "--declared-runtimes" in result.output
+
+
+@pytest.mark.slow
 def test_a_protection_ending_reaches_the_engine_that_holds_the_workload() -> None:
     # keep-place with a bounded protection lowers an admitted Workload outside a scheduling
     # cycle; with several clusters that call must reach the cluster that admitted it.
