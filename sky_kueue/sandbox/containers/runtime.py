@@ -47,7 +47,7 @@ from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers import images as images_module
-from sky_kueue.sandbox.containers.images import Image, ImageError, ImageNotFound, ImageStore
+from sky_kueue.sandbox.containers.images import Image, ImageError, ImageStore
 from sky_kueue.sandbox.containers.network import NetworkError, PodAddress, PodNetwork
 from sky_kueue.sandbox.workloads.expansion import expand_all
 
@@ -68,8 +68,11 @@ RESTART_BACKOFF_BASE_SECONDS = 10.0
 RESTART_BACKOFF_MAX_SECONDS = 300.0
 #: A container that ran this long before exiting restarts without back-off.
 RESTART_BACKOFF_RESET_SECONDS = 600.0
-#: How often a pod whose image is unknown looks again (``ImagePullBackOff``).
-IMAGE_RETRY_SECONDS = 10.0
+#: A pod whose image is unknown or failed to build looks again after this, doubling with each
+#: failure up to the cap (``ImagePullBackOff``); the first retry comes soon so that
+#: ``ErrImagePull`` turns into ``ImagePullBackOff`` as with a kubelet.
+IMAGE_RETRY_SECONDS = 0.5
+IMAGE_RETRY_MAX_SECONDS = 300.0
 #: How long a new container may take to reach its root filesystem.
 CONTAINER_SETUP_TIMEOUT_SECONDS = 30.0
 SETUP_POLL_SECONDS = 0.01
@@ -197,7 +200,8 @@ class PodRuntime:
 
     Args:
         store: the API server's store (status is written through its status subresource).
-        root: the sandbox's directory for pods (``<root>/<namespace>/<pod>/<container>/``).
+        root: the sandbox's directory for pods (``<root>/<namespace>/<pod>/<uid>/<container>/``:
+            by uid, as a pod re-created under its name runs while the old one still stops).
         images: where images come from.
         network: the pod network (started by the caller).
         clock: for the timestamps in status.
@@ -253,7 +257,7 @@ class PodRuntime:
                 uid=str(meta.get("uid", "")),
                 spec=dict(pod.get("spec") or {}),
                 host_ip=host_ip,
-                directory=self.root / key[0] / key[1],
+                directory=self.root / key[0] / key[1] / (str(meta.get("uid", "")) or "no-uid"),
             )
             for container in record.spec.get("containers") or []:
                 name = str(container.get("name", ""))
@@ -293,7 +297,10 @@ class PodRuntime:
         return nsenter, record.env_cache.get(container, {})
 
     def log_path(self, namespace: str, name: str, container: str) -> pathlib.Path:
-        return self.root / namespace / name / f"{container}.log"
+        """Where the current pod of that name logs the container's output."""
+        record = self.pod(namespace, name)
+        directory = record.directory if record else self.root / namespace / name / "gone"
+        return directory / f"{container}.log"
 
     def container_names(self, namespace: str, name: str) -> list[str]:
         record = self.pod(namespace, name)
@@ -351,9 +358,10 @@ class PodRuntime:
     # --- internals ---------------------------------------------------------------------------
 
     def _on_pod_event(self, event: StoreEvent) -> None:
-        if event.type is not EventType.DELETED:
-            return
         meta = event.obj.get("metadata") or {}
+        # Deleted, or deleting while a finalizer holds the object: the kubelet stops it now.
+        if event.type is not EventType.DELETED and not meta.get("deletionTimestamp"):
+            return
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         with self._lock:
             record = self._pods.get(key)
@@ -390,16 +398,19 @@ class PodRuntime:
                 try:
                     state.image = self.images.ensure(state.image_ref)
                     state.waiting_reason, state.waiting_message = "ContainerCreating", None
-                except ImageNotFound as exc:
-                    state.waiting_reason = "ErrImagePull" if failures == 0 else "ImagePullBackOff"
-                    state.waiting_message = str(exc) if failures == 0 else f'Back-off pulling image "{state.image_ref}"'
+                except ImageError as exc:  # unknown image, or its build failed (e.g. no archive)
+                    if failures == 0:
+                        state.waiting_reason, state.waiting_message = "ErrImagePull", str(exc).splitlines()[0]
+                    else:
+                        state.waiting_reason = "ImagePullBackOff"
+                        state.waiting_message = f'Back-off pulling image "{state.image_ref}"'
                     still.append(state)
             pending = still
             self._write_status(record)
             if pending:
                 failures += 1
                 with record.changed:
-                    record.changed.wait(IMAGE_RETRY_SECONDS if failures > 1 else 0.5)
+                    record.changed.wait(min(IMAGE_RETRY_MAX_SECONDS, IMAGE_RETRY_SECONDS * 2 ** (failures - 1)))
         return not record.stopping.is_set()
 
     def _start_container(self, record: PodRecord, state: ContainerState) -> None:
@@ -450,7 +461,7 @@ class PodRuntime:
             env.get("PATH", DEFAULT_PATH),
             *command,
         ]
-        log = open(self.log_path(record.namespace, record.name, state.name), "ab")  # noqa: SIM115 - owned by the child
+        log = open(record.directory / f"{state.name}.log", "ab")  # noqa: SIM115 - owned by the child
         try:
             process = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True

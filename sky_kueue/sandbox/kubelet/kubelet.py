@@ -166,17 +166,15 @@ class LocalKubelet:
                 errors.Reason.BAD_REQUEST,
                 f"unable to upgrade connection: pod {target.name} is not running ({phase})",
             )
-        if "websocket" not in (connection.headers.get("Upgrade") or "").lower():
-            raise errors.ApiError(
-                400, errors.Reason.BAD_REQUEST, "the sandbox kubelet streams over WebSockets only (no SPDY)"
-            )
         if target.subresource == "portforward":
+            _require_websocket(connection)
             self._port_forward(connection, target, query)
             return
         container = self._container(pod, (query.get("container") or [""])[-1])
         argv = query.get("command") or []
         if not argv:
             raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "you must specify at least 1 command")
+        _require_websocket(connection)
         subprotocol = exec_session.choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"))
         if subprotocol is None:
             raise errors.ApiError(
@@ -324,6 +322,13 @@ class LocalKubelet:
             connection.wfile.flush()
         except OSError:
             return  # the client stopped following
+
+
+def _require_websocket(connection: StreamConnection) -> None:
+    if "websocket" not in (connection.headers.get("Upgrade") or "").lower():
+        raise errors.ApiError(
+            400, errors.Reason.BAD_REQUEST, "the sandbox kubelet streams over WebSockets only (no SPDY)"
+        )
 
 
 def _write_chunk(wfile: Any, data: bytes) -> None:
