@@ -43,5 +43,15 @@ BURSTS_PER_TEAM = SharedFigure(
     "bursts (sky_kueue_controller_bursts_total)",
 )
 
-#: Every figure both show, in the plot's order.
+#: A distribution per team (p50 and p99), not a count: the dashboard's quantiles of the
+#: controller's histogram; the simulator's per-job time from a preemption to the next admission.
+WAIT_AFTER_PREEMPTION = SharedFigure(
+    "Wait after preemption",
+    "sky_kueue_controller_wait_after_preemption_seconds",
+    "wait after preemption, seconds (sky_kueue_controller_wait_after_preemption_seconds)",
+)
+
+#: Every per-team count both show, in the plot's order.
 SHARED_FIGURES: tuple[SharedFigure, ...] = (PREEMPTIONS_PER_TEAM, RELAUNCHES_PER_TEAM, JOBS_STARVING, BURSTS_PER_TEAM)
+#: Every per-team distribution (p50, p99) both show.
+SHARED_DISTRIBUTIONS: tuple[SharedFigure, ...] = (WAIT_AFTER_PREEMPTION,)

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from sky_kueue.controller.history import StoreWriteStats
 from sky_kueue.controller.metrics import ControllerMetrics, WatchRequests
+from sky_kueue.sim.figure_names import SHARED_DISTRIBUTIONS, WAIT_AFTER_PREEMPTION
 from sky_kueue.skypilot.policy_metrics import PolicyMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "configs" / "grafana" / "sky-kueue-dashboard.json"
@@ -83,6 +84,10 @@ def test_every_dashboard_query_names_an_existing_metric() -> None:
         "sky_kueue_controller_starving_jobs",
         "sky_kueue_controller_eviction_to_action_seconds_bucket",
         "sky_kueue_controller_bursts_total",
+        "sky_kueue_controller_wait_after_preemption_seconds_bucket",
+        "sky_kueue_controller_burst_predicted_cost_usd_total",
+        "sky_kueue_controller_burst_predicted_gpu_hours_total",
+        "sky_kueue_controller_burst_unpriced_total",
         "sky_kueue_policy_requests_total",
         "kueue_pending_workloads",
         "kueue_admission_wait_time_seconds_bucket",
@@ -94,3 +99,16 @@ def test_every_dashboard_query_names_an_existing_metric() -> None:
 def test_the_query_parser_finds_series_not_functions_or_labels() -> None:
     expr = 'histogram_quantile(0.95, sum by (le, cluster_queue) (rate(x_bucket{a="b"}[5m]))) / on(pod) y'
     assert _metric_names(expr) == {"x_bucket", "y"}
+
+
+def test_the_wait_after_preemption_panel_is_the_simulators_figure_p50_and_p99_per_team() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    (panel,) = [p for p in panels if p["title"] == WAIT_AFTER_PREEMPTION.title]
+    assert WAIT_AFTER_PREEMPTION in SHARED_DISTRIBUTIONS
+    exprs = [target["expr"] for target in panel["targets"]]
+    assert [re.match(r"histogram_quantile\((0\.\d+),", e).group(1) for e in exprs] == ["0.5", "0.99"]  # type: ignore[union-attr]
+    for expr in exprs:
+        assert _metric_names(expr) == {WAIT_AFTER_PREEMPTION.metric + "_bucket"}
+        assert "by (le, team)" in expr
+    assert panel["fieldConfig"]["defaults"]["unit"] == "s"
+    assert WAIT_AFTER_PREEMPTION.metric in WAIT_AFTER_PREEMPTION.axis_label
