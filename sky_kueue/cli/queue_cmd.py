@@ -5,7 +5,9 @@ by side, one column per cluster: a team on several clusters sees where its work 
 
 Per ClusterQueue: quota (nominal, usage, borrowed, lent per flavor and resource), admitted
 and pending workloads with priority, age, position, predicted outcome, Kueue's reason, the
-SkyPilot job behind each pod group, and preemption counts (:mod:`sky_kueue.mirror.view`).
+SkyPilot job behind each pod group, and preemption counts (:mod:`sky_kueue.mirror.view`);
+for each pending Workload, its ETA and where the run times behind it came from
+(:mod:`sky_kueue.cli.queue_eta`: ``ETA 12m (declared)``, ``ETA unknown: no run times``).
 
 Without ``--watch`` the cluster is listed once. With ``--watch`` the queue mirror keeps a
 copy through watch streams and the view is redrawn when that copy changes (coalescing bursts
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -30,12 +32,14 @@ from sky_kueue.cli import errors, options
 from sky_kueue.cli.errors import EXIT_BAD_INPUT, EXIT_CLUSTER_ERROR
 
 if TYPE_CHECKING:
+    from sky_kueue.cli.queue_eta import QueuePicture
     from sky_kueue.kueue.objects import KueueConfig
     from sky_kueue.mirror.connection import Connection
     from sky_kueue.mirror.discovery import KueueApi
     from sky_kueue.mirror.store import MirrorStore
-    from sky_kueue.mirror.view import QueueView
 
+#: What a watch loop builds and shows (the command's :class:`QueuePicture`; tests' own).
+_Shown = TypeVar("_Shown")
 #: How long ``--watch`` waits for the initial list of every kind (seconds).
 SYNC_TIMEOUT_SECONDS = 60.0
 #: After a change, wait this long for more before redrawing (seconds): bursts redraw once.
@@ -153,7 +157,7 @@ class _ClusterPicture:
     """One context's view, or why there is none."""
 
     context: str
-    view: QueueView | None
+    view: QueuePicture | None
     problem: str | None = None
 
 
@@ -194,7 +198,12 @@ def _show_several(kubeconfig: Path | None, contexts: list[str], options: _ViewOp
     else:
         from sky_kueue.cli import queue_view
 
-        queue_view.console().print(queue_view.render_side_by_side([(p.context, p.view, p.problem) for p in pictures]))
+        queue_view.console().print(
+            queue_view.render_side_by_side(
+                [(p.context, p.view.view if p.view else None, p.problem) for p in pictures],
+                {p.context: p.view.etas for p in pictures if p.view is not None},
+            )
+        )
     if all(p.view is None for p in pictures):
         raise SystemExit(EXIT_CLUSTER_ERROR)
 
@@ -222,17 +231,21 @@ def _config(mode: str | None) -> KueueConfig | None:
     return parse.parse_header(f"# kueue-config: {mode}")
 
 
-def _build(conn: Connection, api: KueueApi, store: MirrorStore, options: _ViewOptions) -> QueueView:
-    """The view of the store's current state (visibility positions when served).
+def _build(conn: Connection, api: KueueApi, store: MirrorStore, options: _ViewOptions) -> QueuePicture:
+    """The view of the store's current state (visibility positions when served), with the
+    pending Workloads' ETAs unless ``--no-predict``.
 
     Raises:
         ModelError: a queue-level object the model cannot read.
     """
+    from sky_kueue.cli.queue_eta import PendingEta, QueuePicture, pending_etas, pending_keys
     from sky_kueue.mirror import export, view, visibility
     from sky_kueue.mirror.kinds import KindName
+    from sky_kueue.skypilot.runtime_annotations import with_pod_runtimes
 
     notes: list[str] = []
-    docs = export.documents(store, warnings=notes)
+    # The run times the policy wrote on the pods, onto their pod groups' Workloads (for the ETA).
+    docs = with_pod_runtimes(export.documents(store, warnings=notes), store.items(KindName.POD))
     shown = options.cluster_queues or [
         str((cq.get("metadata") or {}).get("name")) for cq in store.items(KindName.CLUSTER_QUEUE)
     ]
@@ -247,18 +260,22 @@ def _build(conn: Connection, api: KueueApi, store: MirrorStore, options: _ViewOp
         cluster_queues=options.cluster_queues,
         namespace=options.namespace,
     )
+    etas: dict[str, PendingEta] = {}
+    if result.predicted:
+        etas, eta_notes = pending_etas(docs, pending_keys(result), now=result.taken_at, config=options.config)
+        notes += eta_notes
     if notes:
         result = replace(result, notes=(*result.notes, *notes))
-    return result
+    return QueuePicture(result, etas)
 
 
-def _emit(result: QueueView, output: str) -> None:
+def _emit(result: QueuePicture, output: str) -> None:
     if output == "json":
         click.echo(json.dumps(result.to_json(), separators=(",", ":")))
         return
     from sky_kueue.cli import queue_view
 
-    queue_view.console().print(queue_view.render(result))
+    queue_view.console().print(queue_view.render(result.view, result.etas))
 
 
 def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, max_redraws: int | None) -> None:
@@ -275,7 +292,7 @@ def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, 
         for warning in mirror.warnings:
             click.echo(f"warning: {warning}", err=True)
 
-        def build() -> QueueView:
+        def build() -> QueuePicture:
             return _build(conn, api, mirror.store, options)
 
         health = _Health(mirror)
@@ -292,8 +309,8 @@ def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, 
 
                 with Live(console=queue_view.console(), auto_refresh=False, screen=False) as live:
 
-                    def show(result: QueueView) -> None:
-                        live.update(queue_view.render(result), refresh=True)
+                    def show(result: QueuePicture) -> None:
+                        live.update(queue_view.render(result.view, result.etas), refresh=True)
 
                     watch_loop(mirror.store, build, show, max_redraws=max_redraws, on_idle=health.check)
         except KeyboardInterrupt:
@@ -327,8 +344,8 @@ class _Health:
 
 def watch_loop(
     store: MirrorStore,
-    build: Callable[[], QueueView],
-    show: Callable[[QueueView], None],
+    build: Callable[[], _Shown],
+    show: Callable[[_Shown], None],
     *,
     max_redraws: int | None = None,
     quiet_seconds: float = REDRAW_QUIET_SECONDS,

@@ -9,6 +9,8 @@ pending in queue order). Upper-case headers, ages like ``kubectl get`` (``5m``, 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -16,6 +18,9 @@ from rich.text import Text
 
 from sky_kueue.kueue import quantity
 from sky_kueue.mirror.view import POSITIONS_VISIBILITY, ClusterQueueView, QueueView, WorkloadRow
+
+if TYPE_CHECKING:
+    from sky_kueue.cli.queue_eta import PendingEta
 
 #: Longest Kueue message shown in a table cell (characters).
 MAX_MESSAGE_CHARS = 90
@@ -66,16 +71,24 @@ def _reason(row: WorkloadRow) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def _workload_table(cq: ClusterQueueView, predicted: bool) -> Table:
+def _eta_cell(etas: Mapping[str, PendingEta], row: WorkloadRow) -> str:
+    """``12m (declared)``, ``unknown: no run times``; ``-`` when not estimated (admitted)."""
+    eta = etas.get(row.key)
+    return "-" if eta is None else eta.text().removeprefix("ETA ")
+
+
+def _workload_table(cq: ClusterQueueView, predicted: bool, etas: Mapping[str, PendingEta] | None = None) -> Table:
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     headers = ["WORKLOAD", "STATE", "PRIORITY", "AGE", "POS", "SKYPILOT", "PREEMPTED"]
     if predicted:
         headers.append("PREDICTED")
+    if etas is not None:
+        headers.append("ETA")
     headers.append("REASON")
     for header in headers:
         table.add_column(
             header,
-            no_wrap=header not in ("REASON", "PREDICTED"),
+            no_wrap=header not in ("REASON", "PREDICTED", "ETA"),
             justify="right" if header in ("PRIORITY", "AGE", "POS", "PREEMPTED") else "left",
         )
     for row in (*cq.admitted, *cq.pending):
@@ -90,13 +103,16 @@ def _workload_table(cq: ClusterQueueView, predicted: bool) -> Table:
         ]
         if predicted:
             cells.append(row.predicted or "-")
+        if etas is not None:
+            cells.append(_eta_cell(etas, row))
         cells.append(_reason(row) or "-")
         table.add_row(*cells)
     return table
 
 
-def render(view: QueueView) -> RenderableType:
-    """The whole view as one renderable."""
+def render(view: QueueView, etas: Mapping[str, PendingEta] | None = None) -> RenderableType:
+    """The whole view as one renderable; ``etas``: the pending Workloads' ETAs (an ETA column
+    when predicted)."""
     parts: list[RenderableType] = []
     if not view.cluster_queues:
         parts.append(Text("No ClusterQueues match."))
@@ -110,7 +126,7 @@ def render(view: QueueView) -> RenderableType:
         parts.extend([title, _quota_table(cq)])
         if cq.admitted or cq.pending:
             parts.append(Text(""))
-            parts.append(_workload_table(cq, view.predicted))
+            parts.append(_workload_table(cq, view.predicted, etas if view.predicted else None))
         parts.append(Text(""))
     source = "Kueue's visibility API" if view.positions_from == POSITIONS_VISIBILITY else "the model's queue order"
     parts.append(Text(f"positions: {source}; as of {view.taken_at.strftime('%Y-%m-%d %H:%M:%S %Z')}", style="dim"))
@@ -119,16 +135,20 @@ def render(view: QueueView) -> RenderableType:
     return Group(*parts)
 
 
-def render_side_by_side(clusters: list[tuple[str, QueueView | None, str | None]]) -> RenderableType:
+def render_side_by_side(
+    clusters: list[tuple[str, QueueView | None, str | None]],
+    etas: Mapping[str, Mapping[str, PendingEta]] | None = None,
+) -> RenderableType:
     """Several clusters, one column each: the context as a title, then its view (or why
-    there is none)."""
+    there is none); ``etas``: per context, its pending Workloads' ETAs."""
     grid = Table.grid(padding=(0, 4))
     for _ in clusters:
         grid.add_column(vertical="top")
     cells: list[RenderableType] = []
     for context, view, problem in clusters:
         title = Text.assemble(("context ", "bold"), (context, "bold magenta"))
-        body: RenderableType = render(view) if view is not None else Text(f"error: {problem}", style="red")
+        shown = (etas or {}).get(context)
+        body: RenderableType = render(view, shown) if view is not None else Text(f"error: {problem}", style="red")
         cells.append(Group(title, body))
     grid.add_row(*cells)
     return grid
