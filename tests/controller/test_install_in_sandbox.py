@@ -115,9 +115,6 @@ class Cluster:
         assert done.returncode == 0, f"kubectl {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
         return done.stdout
 
-    def kubectl_apply(self, manifest: str) -> str:
-        return self.kubectl("apply", "-f", "-", stdin=manifest)
-
     def controller_pods(self) -> list[Any]:
         return [
             p
@@ -219,12 +216,12 @@ def test_the_controller_installs_from_its_manifests_and_fails_over(controller_im
         cluster = Cluster(sandbox)
         sandbox.apply(seed_cluster())
         # kueue-system: where Kueue runs on a real cluster (the gate-detection Role lives there).
-        # `kubectl create` sends protobuf, which the sandbox does not read: render, then apply.
+        # The README's steps as written (`kubectl create` sends protobuf bodies).
         for namespace in ("kueue-system", NAMESPACE):
-            cluster.kubectl_apply(cluster.kubectl("create", "namespace", namespace, "--dry-run=client", "-o", "yaml"))
-        config = ["create", "configmap", "sky-kueue-config", "-n", NAMESPACE]
-        config += [f"--from-file=sky-kueue.yaml={PLUGIN_CONFIG}", "--dry-run=client", "-o", "yaml"]
-        cluster.kubectl_apply(cluster.kubectl(*config))
+            cluster.kubectl("create", "namespace", namespace)
+        cluster.kubectl(
+            "create", "configmap", "sky-kueue-config", "-n", NAMESPACE, f"--from-file=sky-kueue.yaml={PLUGIN_CONFIG}"
+        )
         applied = cluster.kubectl("apply", "-k", str(MANIFESTS))
         assert "deployment.apps/sky-kueue-controller created" in applied
         stage("applied")
@@ -246,8 +243,8 @@ def test_the_controller_installs_from_its_manifests_and_fails_over(controller_im
             )
             stage("first preemption recorded")
 
-            # (the official client: kubectl sends DeleteOptions as protobuf, which the sandbox does not read)
-            cluster.core.delete_namespaced_pod(leader, NAMESPACE)
+            # --wait=false: return once the deletion is accepted, not when the pod is gone.
+            cluster.kubectl("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
             _wait(
                 f"{follower} to take the Lease from {leader}",
                 TAKEOVER_TIMEOUT_SECONDS,
