@@ -8,6 +8,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from sky_kueue.controller.burst_cost import (
@@ -24,7 +25,7 @@ from sky_kueue.controller.events import ControllerEvent, ControllerEventKind
 from sky_kueue.controller.metric_teams import MetricTeam, MetricTeams, metric_teams
 from sky_kueue.controller.metrics import KUEUE_WAIT_BUCKETS_SECONDS, UNKNOWN_CLUSTER_QUEUE, ControllerMetrics
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
-from sky_kueue.skypilot.config import parse_config
+from sky_kueue.skypilot.config import ConfigError, parse_config
 
 from .builders import T0, WorkloadBuilder, skypilot_pod
 from .test_engine import GROUP, SETTINGS, engine_for
@@ -225,3 +226,38 @@ kubernetes: {gpu_resource: amd.com/gpu}
     assert alpha is not None and alpha.pricing == BurstPricing(("gcp", "aws"), {"gcp": Decimal("2.93")})
     beta = teams.team("ns-b")
     assert beta is not None and beta.pricing is None
+
+
+_PRICED_TEAM = """
+teams:
+  alpha:
+    namespace: ns-a
+    local_queue: a-lq
+    priority_classes: {allowed: [p], default: p}
+    burst:
+      max_queue_wait_seconds: 60
+      clouds: [aws, gcp]
+      price_per_gpu_hour_usd: %s
+"""
+
+
+@pytest.mark.parametrize(
+    ("prices", "message"),
+    [
+        ("{azure: 1}", "teams.alpha.burst.price_per_gpu_hour_usd.azure: 'azure' is not one of the team's burst.clouds"),
+        ("{aws: -1}", "teams.alpha.burst.price_per_gpu_hour_usd.aws: Input should be greater than or equal to 0"),
+        ("{aws: .nan}", "teams.alpha.burst.price_per_gpu_hour_usd.aws: Input should be a finite number"),
+        ("{aws: cheap}", "teams.alpha.burst.price_per_gpu_hour_usd.aws: Input should be a valid decimal"),
+        ("{aws: 30000}", "teams.alpha.burst.price_per_gpu_hour_usd.aws: Input should be less than or equal to 10000"),
+    ],
+)
+def test_a_bad_burst_price_is_a_one_line_error_naming_the_key(prices: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_PRICED_TEAM % prices)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_burst_price_is_read_exactly() -> None:
+    config = parse_config(_PRICED_TEAM % "{aws: 3.06, gcp: 0}")
+    burst = config.teams["alpha"].burst
+    assert burst is not None and burst.price_per_gpu_hour_usd == {"aws": Decimal("3.06"), "gcp": Decimal(0)}
