@@ -317,4 +317,8 @@ def remove_tree(path: pathlib.Path) -> None:
         subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
     if mounts_under(path):
         raise ImageError(f"cannot remove {path}: mounts remain below it")
-    shutil.rmtree(path, ignore_errors=False)
+    # rm is several times faster than shutil.rmtree on a rootfs's tens of thousands of files,
+    # and --one-file-system keeps it from descending into anything mounted meanwhile.
+    done = subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        raise ImageError(f"cannot remove {path}: {done.stderr.decode(errors='replace').strip()}")
