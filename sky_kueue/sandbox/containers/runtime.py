@@ -550,6 +550,10 @@ class PodRuntime:
                     os.killpg(state.process.pid, signal.SIGKILL)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     state.process.wait(CONTAINER_SETUP_TIMEOUT_SECONDS)
+        for state in running:
+            assert state.process is not None
+            if state.terminated is None and state.process.returncode is not None:
+                self._record_exit(record, state, state.process.returncode)
 
     def _container_env(self, record: PodRecord, spec: Mapping[str, Any], image: Image) -> dict[str, str]:
         pod = self.store.try_get("pods", record.name, record.namespace) or {"metadata": {}, "spec": record.spec}
@@ -613,6 +617,10 @@ class PodRuntime:
         if record.stopping.is_set():
             return
         statuses = [state.status() for state in record.containers.values()]
+        for status in statuses:  # requests and limits are reported, not enforced (no cgroups)
+            resources = _container_spec(record.spec, str(status["name"])).get("resources") or {}
+            if resources:
+                status["resources"] = dict(resources)
         phase = pod_phase(record.restart_policy, statuses)
         stamp = now_stamp(self.clock)
         ready = all(s["ready"] for s in statuses) and bool(statuses)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 
 import pytest
@@ -215,3 +216,31 @@ def test_the_proxy_refuses_a_non_registry_host_from_inside_a_pod(box: Sandbox) -
     assert result.returncode == 1 and "403 Forbidden" in result.stderr
     assert box.containers is not None and box.containers.proxy is not None
     assert "CONNECT example.com:443" in box.containers.proxy.refused
+
+
+def test_logs_follow_streams_until_the_container_exits(box: Sandbox) -> None:
+    script = "for i in 1 2 3; do echo line-$i; sleep 0.3; done"
+    box.apply(pod("talker", ["sh", "-c", script], restartPolicy="Never"))
+    wait_for(lambda: status(box, "talker").get("phase") in ("Running", "Succeeded"), what="talker started")
+    followed = kubectl(box, "logs", "-f", "talker")
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.split() == ["line-1", "line-2", "line-3"]
+
+
+def test_deletion_sends_sigterm_first_and_requests_are_reported(box: Sandbox) -> None:
+    assert box.containers is not None and box.containers.runtime is not None
+    script = "trap 'echo got-term > /dev/termination-log; exit 0' TERM; while true; do sleep 0.1; done"
+    spec = pod("polite", ["sh", "-c", script], terminationGracePeriodSeconds=60)
+    spec["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2", "memory": "1Gi"}}
+    box.apply(spec)
+    wait_for(lambda: status(box, "polite").get("phase") == "Running", what="Running")
+    reported = status(box, "polite")["containerStatuses"][0]["resources"]
+    assert reported == {"requests": {"cpu": "2", "memory": "1Gi"}}
+    record = box.containers.runtime.pod("default", "polite")
+    assert record is not None
+    started = time.monotonic()
+    box.store.delete("pods", "polite", "default")
+    wait_for(lambda: not record.directory.exists(), what="the pod to be cleaned up")
+    assert time.monotonic() - started < 30  # it exited on SIGTERM, well before its 60 s grace
+    assert record.containers["main"].terminated is not None
+    assert record.containers["main"].terminated["exitCode"] == 0
