@@ -72,20 +72,11 @@ def object_meta(name: str, namespace: str = "", *extra: bytes) -> bytes:
 # ---- the decoder ----------------------------------------------------------------------------
 
 
-def test_a_configmap_decodes_like_its_json_and_unknown_fields_are_skipped() -> None:
-    unknown = (
-        vfield(90, 7)  # varint
-        + tag(91, 1)
-        + (12345).to_bytes(8, "little")  # fixed64
-        + tag(92, 5)
-        + (6789).to_bytes(4, "little")  # fixed32
-        + lfield(93, b"\x00\xff opaque")  # length-delimited
-    )
+def test_a_configmap_decodes_like_its_json() -> None:
     meta = object_meta("settings", "team-a", entry(11, "app", "web"), entry(12, "note", "x"), lfield(14, "f1"))
     raw = (
-        lfield(1, meta + unknown)
+        lfield(1, meta)
         + entry(2, "a", "1")
-        + unknown
         + entry(2, "b", "two")
         + entry(3, "blob", b"\x00\x01\xfe")
         + vfield(4, 0)  # immutable: a pointer, so false is kept
@@ -107,6 +98,33 @@ def test_a_configmap_decodes_like_its_json_and_unknown_fields_are_skipped() -> N
         "binaryData": {"blob": base64.b64encode(b"\x00\x01\xfe").decode()},
         "immutable": False,
     }
+
+
+@pytest.mark.parametrize(
+    ("unknown", "number"),
+    [
+        (vfield(90, 7), 90),  # varint
+        (tag(91, 1) + (12345).to_bytes(8, "little"), 91),  # fixed64
+        (tag(92, 5) + (6789).to_bytes(4, "little"), 92),  # fixed32
+        (lfield(93, b"\x00\xff opaque"), 93),  # length-delimited
+    ],
+)
+def test_a_field_without_a_table_entry_is_refused_not_dropped(unknown: bytes, number: int) -> None:
+    raw = lfield(1, object_meta("settings", "team-a")) + entry(2, "a", "1") + unknown
+
+    with pytest.raises(ApiError) as refused:
+        protobuf_body.decode(envelope("v1", "ConfigMap", raw))
+
+    assert refused.value.code == 415
+    assert f"field {number} of ConfigMap is not among the fields the sandbox decodes" in str(refused.value)
+    assert "send this object as JSON" in str(refused.value)
+
+
+def test_an_unknown_field_inside_metadata_names_its_path() -> None:
+    raw = lfield(1, object_meta("settings", "team-a", vfield(90, 1)))
+
+    with pytest.raises(ApiError, match=r"field 90 of ConfigMap\.metadata is not among"):
+        protobuf_body.decode(envelope("v1", "ConfigMap", raw))
 
 
 def test_secret_bytes_become_base64_as_json_carries_them() -> None:

@@ -27,7 +27,9 @@ in field 1; ``intstr.IntOrString`` is ``type`` 1 (0 int, 1 string), ``intVal`` 2
 ``metav1.Time`` is ``seconds`` 1, ``nanos`` 2.
 
 The tables cover what kubectl's ``create`` generators fill (and ``DeleteOptions`` for client-go
-typed deletes); a field not in a table is skipped, as protobuf readers skip unknown fields. The
+typed deletes). A field not in a table is refused (415, naming the field and telling the client to
+send JSON) rather than skipped as a protobuf reader would: skipping it would store the object
+without that field and lose the client's data without a word. The
 wire format itself (varint, 64-bit, length-delimited, 32-bit; protobuf.dev "Encoding") is read
 by hand: the project carries no protobuf runtime and needs none of its generality.
 """
@@ -80,6 +82,11 @@ class FieldKind(enum.Enum):
     MAP_QUANTITY = "map<string,Quantity>"
     INT_OR_STRING = "IntOrString"
     TIME = "Time"
+    #: An object's ``status`` on a create or update of the object itself: read (its wire type
+    #: checked) and dropped, because the API server resets status there and changes it only
+    #: through the ``status`` subresource (each type's ``PrepareForCreate``/
+    #: ``PrepareForUpdate`` in ``pkg/registry``); kubectl's ``create`` sends an empty one.
+    RESET_STATUS = "status (reset by the server)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +140,7 @@ TABLES: dict[str, dict[int, Field]] = {
         1: _string("name"),
         2: _string("generateName"),
         3: _string("namespace"),
+        4: _string("selfLink"),  # deprecated, always empty, but on the wire
         5: _string("uid"),
         6: _string("resourceVersion"),
         7: _int("generation"),
@@ -162,7 +170,7 @@ TABLES: dict[str, dict[int, Field]] = {
         3: _string("values", repeated=True),
     },
     # api/core/v1/generated.proto
-    "Namespace": {1: _OBJECT_META, 2: _message("spec", "NamespaceSpec")},
+    "Namespace": {1: _OBJECT_META, 2: _message("spec", "NamespaceSpec"), 3: Field("status", FieldKind.RESET_STATUS)},
     "NamespaceSpec": {1: _string("finalizers", repeated=True)},
     "ConfigMap": {
         1: _OBJECT_META,
@@ -193,13 +201,16 @@ TABLES: dict[str, dict[int, Field]] = {
         7: _string("fieldPath"),
     },
     "LocalObjectReference": {1: _string("name")},
-    "Pod": {1: _OBJECT_META, 2: _message("spec", "PodSpec")},
+    "Pod": {1: _OBJECT_META, 2: _message("spec", "PodSpec"), 3: Field("status", FieldKind.RESET_STATUS)},
     "PodTemplateSpec": {1: _OBJECT_META, 2: _message("spec", "PodSpec")},
     "PodSpec": {
         2: _message("containers", "Container", repeated=True),
         20: _message("initContainers", "Container", repeated=True),
         3: _string("restartPolicy"),
         4: _int("terminationGracePeriodSeconds", pointer=True),
+        11: _bool("hostNetwork"),
+        12: _bool("hostPID"),
+        13: _bool("hostIPC"),
         5: _int("activeDeadlineSeconds", pointer=True),
         6: _string("dnsPolicy"),
         7: Field("nodeSelector", FieldKind.MAP_STRING),
@@ -245,12 +256,14 @@ TABLES: dict[str, dict[int, Field]] = {
         1: Field("limits", FieldKind.MAP_QUANTITY),
         2: Field("requests", FieldKind.MAP_QUANTITY),
     },
-    "Service": {1: _OBJECT_META, 2: _message("spec", "ServiceSpec")},
+    "Service": {1: _OBJECT_META, 2: _message("spec", "ServiceSpec"), 3: Field("status", FieldKind.RESET_STATUS)},
     "ServiceSpec": {
         1: _message("ports", "ServicePort", repeated=True),
         2: Field("selector", FieldKind.MAP_STRING),
         3: _string("clusterIP"),
         18: _string("clusterIPs", repeated=True),
+        12: _int("healthCheckNodePort"),
+        13: _bool("publishNotReadyAddresses"),
         4: _string("type"),
         5: _string("externalIPs", repeated=True),
         7: _string("sessionAffinity"),
@@ -270,7 +283,7 @@ TABLES: dict[str, dict[int, Field]] = {
         5: _int("nodePort"),
     },
     # api/apps/v1/generated.proto
-    "Deployment": {1: _OBJECT_META, 2: _message("spec", "DeploymentSpec")},
+    "Deployment": {1: _OBJECT_META, 2: _message("spec", "DeploymentSpec"), 3: Field("status", FieldKind.RESET_STATUS)},
     "DeploymentSpec": {
         1: _int("replicas", pointer=True),
         2: _message("selector", "LabelSelector", pointer=True),
@@ -290,7 +303,7 @@ TABLES: dict[str, dict[int, Field]] = {
         2: Field("maxSurge", FieldKind.INT_OR_STRING, pointer=True),
     },
     # api/batch/v1/generated.proto
-    "Job": {1: _OBJECT_META, 2: _message("spec", "JobSpec")},
+    "Job": {1: _OBJECT_META, 2: _message("spec", "JobSpec"), 3: Field("status", FieldKind.RESET_STATUS)},
     "JobSpec": {
         1: _int("parallelism", pointer=True),
         2: _int("completions", pointer=True),
@@ -516,7 +529,8 @@ def _is_empty(value: Any) -> bool:
 def decode_message(payload: bytes, table: str, where: str = "") -> dict[str, Any]:
     """Decodes one message with the named table into its JSON-shaped dict.
 
-    Fields the table does not know are skipped; an empty non-pointer scalar is dropped (JSON's
+    A field the table does not know is refused (:func:`_undecoded_field`); an empty non-pointer
+    scalar is dropped (JSON's
     ``omitempty``); nested messages stay, even when empty, as Go's JSON writes structs.
     """
     fields: Mapping[int, Field] = TABLES[table]
@@ -525,9 +539,12 @@ def decode_message(payload: bytes, table: str, where: str = "") -> dict[str, Any
     for number, wire, raw in _Reader(payload, where).fields():
         field = fields.get(number)
         if field is None:
-            continue
+            raise _undecoded_field(number, where)
         path = f"{where}.{field.name}"
         value: Any
+        if field.kind is FieldKind.RESET_STATUS:
+            _length_delimited(wire, raw, path)
+            continue
         if field.kind in (FieldKind.MAP_STRING, FieldKind.MAP_BYTES, FieldKind.MAP_QUANTITY):
             key, entry = _map_entry(_length_delimited(wire, raw, path), field, path)
             result.setdefault(field.name, {})[key] = entry
@@ -553,6 +570,17 @@ def decode_message(payload: bytes, table: str, where: str = "") -> dict[str, Any
         else:
             result.pop(field.name, None)
     return result
+
+
+def _undecoded_field(number: int, where: str) -> errors.ApiError:
+    return errors.unsupported_media_type(
+        PROTOBUF_MEDIA_TYPE,
+        ["application/json", "application/yaml"],
+        detail=(
+            f"field {number} of {where} is not among the fields the sandbox decodes from protobuf "
+            "(it would be lost); send this object as JSON"
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
