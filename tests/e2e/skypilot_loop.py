@@ -14,13 +14,13 @@ start sshd and install Ray and SkyPilot) never completes: that loop stops after 
 
 With ``--containers`` (root; :mod:`sky_kueue.sandbox.containers`) every pod's container runs
 its command in namespaces of its own on SkyPilot's default image, built locally from
-:mod:`sky_kueue.sandbox.containers.recipes_skypilot` (first stage; cached for later runs). The
-loop goes on: team-a's job runs and succeeds, which frees the quota; the relaunched dev job is
-admitted, SkyPilot's runtime setup completes in its pod, its ``run:`` ends and the job is
-SUCCEEDED in SkyPilot's jobs table and ``sky jobs queue``; the sky-kueue controller records the
-job's Workload as finished in its JobHistory. The tasks are ``tests/e2e/tasks/*.yaml`` (the
-templates' resources; the dev run lasts a minute so that team-a preempts its first attempt,
-team-a's has no multi-gigabyte ``pip install torch``).
+:mod:`sky_kueue.sandbox.containers.recipes_skypilot` (in a thread while the sandbox and
+SkyPilot start; cached for later runs). The loop goes on: team-a's job runs and succeeds, which
+frees the quota; the relaunched dev job is admitted, SkyPilot's runtime setup completes in its
+pod, its ``run:`` ends and the job is SUCCEEDED in SkyPilot's jobs table and ``sky jobs
+queue``; the sky-kueue controller records the job's Workload as finished in its JobHistory.
+The tasks are ``tests/e2e/tasks/*.yaml`` (the templates' resources; the dev run lasts 40 s so
+that team-a preempts its first attempt, team-a's has no multi-gigabyte ``pip install torch``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -194,33 +195,64 @@ def _latest_provision_log(home: pathlib.Path) -> str:
     return logs[-1].read_text(errors="replace") if logs else ""
 
 
-def build_image(evidence: Evidence) -> None:
-    """Make sure SkyPilot's default image is in the sandbox's image store (built, or cached)."""
-    # Registers the recipe for SkyPilot's image references.
-    from sky_kueue.sandbox.containers import recipes_skypilot
-    from sky_kueue.sandbox.containers.images import ImageError, ImageStore
+@dataclass
+class ImageBuild:
+    """SkyPilot's default image, made ready in a thread while the sandbox and SkyPilot start.
 
-    store = ImageStore()
-    cached = store.cached(SKYPILOT_IMAGE)
-    started = time.monotonic()
-    try:
-        image = store.ensure(SKYPILOT_IMAGE)
-    except ImageError as exc:
-        raise StageFailed(f"building the image {SKYPILOT_IMAGE}: {exc}") from exc
-    size = subprocess.run(["du", "-sh", str(image.rootfs)], capture_output=True, text=True, check=False)
-    evidence.record(
-        f"SkyPilot's default image ({SKYPILOT_IMAGE} -> recipe {recipes_skypilot.SKYPILOT_RUNTIME_IMAGE}) "
-        "in the sandbox's image store",
-        f"{'cached' if cached else f'built in {time.monotonic() - started:.0f} s'}; {image.rootfs}; "
-        f"size {(size.stdout.split() or ['?'])[0]}",
-    )
+    Why a thread: a first build takes minutes (the Debian base, then uv, Ray and SkyPilot's
+    dependencies), and so do the SkyPilot API server's start, ``sky check`` and the first
+    launch; pods need the image only once Kueue admits them, and the runtime then waits on the
+    same build's lock. :meth:`finish` records the stage (or fails it)."""
+
+    cached: bool
+    started: float = field(default_factory=time.monotonic)
+    done: threading.Event = field(default_factory=threading.Event)
+    rootfs: pathlib.Path | None = None
+    seconds: float = 0.0
+    error: str = ""
+
+    @classmethod
+    def start(cls) -> ImageBuild:
+        # Importing registers the recipe for SkyPilot's image references.
+        from sky_kueue.sandbox.containers import recipes_skypilot  # noqa: F401
+        from sky_kueue.sandbox.containers.images import ImageStore
+
+        store = ImageStore()
+        build = cls(cached=store.cached(SKYPILOT_IMAGE))
+        threading.Thread(target=build._run, args=(store,), name="e2e-image-build", daemon=True).start()
+        return build
+
+    def _run(self, store: Any) -> None:
+        from sky_kueue.sandbox.containers.images import ImageError
+
+        try:
+            self.rootfs = store.ensure(SKYPILOT_IMAGE).rootfs
+        except ImageError as exc:
+            self.error = str(exc)
+        finally:
+            self.seconds = time.monotonic() - self.started
+            self.done.set()
+
+    def finish(self, evidence: Evidence) -> None:
+        from sky_kueue.sandbox.containers import recipes_skypilot
+
+        while not self.done.wait(POLL_SECONDS):
+            pass
+        if self.rootfs is None:
+            raise StageFailed(f"building the image {SKYPILOT_IMAGE}: {self.error}")
+        size = subprocess.run(["du", "-sh", str(self.rootfs)], capture_output=True, text=True, check=False)
+        evidence.record(
+            f"SkyPilot's default image ({SKYPILOT_IMAGE} -> recipe {recipes_skypilot.SKYPILOT_RUNTIME_IMAGE}) "
+            "in the sandbox's image store",
+            f"{'cached' if self.cached else f'built in {self.seconds:.0f} s (beside the stages above)'}; "
+            f"{self.rootfs}; size {(size.stdout.split() or ['?'])[0]}",
+        )
 
 
 def run(root: pathlib.Path, evidence: Evidence, options: LoopOptions | None = None) -> None:
     """Drive the loop; raises :class:`StageFailed` at the first stage that does not happen."""
     options = options or LoopOptions()
-    if options.containers:
-        build_image(evidence)
+    image = ImageBuild.start() if options.containers else None
     with skypilot_world(root, options.containers) as (box, env, home):
         nodes = [n["metadata"]["name"] for n in box.store.list("nodes").items]
         kubelet = "containers in namespaces of their own" if options.containers else "a local kubelet"
@@ -249,7 +281,7 @@ def run(root: pathlib.Path, evidence: Evidence, options: LoopOptions | None = No
             stderr=(root / "controller.log").open("w"),
         )
         try:
-            _drive(box, env, home, state, evidence, options)
+            _drive(box, env, home, state, evidence, options, image)
         finally:
             controller.terminate()
             controller.wait(30)
@@ -282,6 +314,7 @@ def _drive(
     state: pathlib.Path,
     evidence: Evidence,
     options: LoopOptions,
+    image: ImageBuild | None = None,
 ) -> None:
     history = WorkloadHistory()
     box.store.add_commit_hook(history, WORKLOADS)
@@ -297,6 +330,8 @@ def _drive(
         "sky jobs launch team-b's dev job (policy applied by SkyPilot's server)",
         next((line.strip() for line in launch.stdout.splitlines() if "Managed Job ID" in line), launch.stdout[-300:]),
     )
+    if image is not None:
+        image.finish(evidence)
 
     dev_pod = _wait(
         "team-b's pod to be admitted and Running",
