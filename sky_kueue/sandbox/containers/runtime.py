@@ -47,6 +47,7 @@ from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers import images as images_module
+from sky_kueue.sandbox.containers import volumes
 from sky_kueue.sandbox.containers.images import Image, ImageError, ImageStore
 from sky_kueue.sandbox.containers.network import NetworkError, PodAddress, PodNetwork
 from sky_kueue.sandbox.workloads.expansion import expand_all
@@ -84,11 +85,12 @@ APT_PROXY_FILE = "/etc/apt/apt.conf.d/80sky-kueue-proxy"
 
 #: Runs as the container's PID 1 in its fresh namespaces until it execs the command.
 #: $1 chroot binary, $2 overlay|copy, $3 lower, $4 upper, $5 work, $6 root, $7 hostname,
-#: $8 working directory, $9 the container's PATH; then the command.
+#: $8 working directory, $9 the container's PATH, $10 volume mounts (lines of
+#: ``bind|tmpfs<TAB>source<TAB>target``), $11 ``uid:gid`` to run as (empty: root); then the command.
 CONTAINER_INIT = r"""
 set -eu
-chroot_bin=$1 mode=$2 lower=$3 upper=$4 work=$5 root=$6 host=$7 wd=$8 cpath=$9
-shift 9
+chroot_bin=$1 mode=$2 lower=$3 upper=$4 work=$5 root=$6 host=$7 wd=$8 cpath=$9 mounts=${10} user=${11}
+shift 11
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 if [ "$mode" = overlay ]; then
   mount -t overlay overlay -o "lowerdir=$lower,upperdir=$upper,workdir=$work" "$root"
@@ -111,8 +113,20 @@ ln -s /proc/self/fd/0 "$root/dev/stdin"
 ln -s /proc/self/fd/1 "$root/dev/stdout"
 ln -s /proc/self/fd/2 "$root/dev/stderr"
 chmod 1777 "$root/tmp"
+tab=$(printf '\t')
+if [ -n "$mounts" ]; then
+  printf '%s\n' "$mounts" | while IFS="$tab" read -r kind source target; do
+    mkdir -p "$root$target"
+    if [ "$kind" = tmpfs ]; then
+      mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs "$root$target"
+    else
+      mount --bind "$source" "$root$target"
+    fi
+  done
+fi
 export PATH="$cpath"
-exec "$chroot_bin" "$root" /bin/sh -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' sh "$wd" "$@"
+exec "$chroot_bin" ${user:+--userspec="$user"} "$root" \
+  /bin/sh -c 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"' sh "$wd" "$@"
 """
 
 
@@ -281,9 +295,12 @@ class PodRuntime:
         state = record.containers.get(container) if record else None
         if record is None or state is None or state.init_pid is None or state.terminated is not None:
             raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"container {container} in pod {name} is not running")
+        user = _userspec(record.spec, _container_spec(record.spec, container))
+        as_user = [f"--setuid={user.split(':')[0]}", f"--setgid={user.split(':')[1]}"] if user else []
         nsenter = [
             "nsenter",
             f"--target={state.init_pid}",
+            *as_user,
             "--mount",
             "--uts",
             "--ipc",
@@ -427,7 +444,11 @@ class PodRuntime:
             subprocess.run(["cp", "-a", "--reflink=auto", f"{lower}/.", str(rootfs)], check=True)
         env = self._container_env(record, spec, state.image)
         record.env_cache[state.name] = env
-        self._write_files(target, self._files(record, spec))
+        pod = self.store.try_get("pods", record.name, record.namespace) or {"metadata": {}, "spec": record.spec}
+        volume_setup = volumes.setup(pod, spec, record.directory, self._lookup)
+        for note in volume_setup.notes:
+            LOG.warning("pod %s/%s container %s: %s", record.namespace, record.name, state.name, note)
+        self._write_files(target, {**self._files(record, spec), **volume_setup.files})
         # $(VAR) references in command and args, from the container's environment (the kubelet's).
         command = expand_all(container_command(spec, state.image), env)
         workdir = str(spec.get("workingDir") or state.image.recipe.workdir)
@@ -459,6 +480,8 @@ class PodRuntime:
             record.name[:63],
             workdir,
             env.get("PATH", DEFAULT_PATH),
+            "\n".join(m.spec_line() for m in volume_setup.mounts),
+            _userspec(record.spec, spec),
             *command,
         ]
         log = open(record.directory / f"{state.name}.log", "ab")  # noqa: SIM115 - owned by the child
@@ -506,6 +529,9 @@ class PodRuntime:
             if all(s.terminated is not None and s.name not in restart_at for s in record.containers.values()):
                 return
             time.sleep(0.05)
+
+    def _lookup(self, resource: str, name: str, namespace: str) -> Mapping[str, Any] | None:
+        return self.store.try_get(resource, name, namespace)
 
     def _backoff(self, state: ContainerState) -> float:
         return float(
@@ -560,7 +586,8 @@ class PodRuntime:
         status = pod.setdefault("status", {})
         if record.address is not None:
             status["podIP"] = record.address.address
-        env: dict[str, str] = {"PATH": DEFAULT_PATH, "HOSTNAME": record.name[:63], "HOME": "/root"}
+        home = "/root" if not _userspec(record.spec, spec) else "/"  # Kubernetes' HOME for a user without passwd
+        env: dict[str, str] = {"PATH": DEFAULT_PATH, "HOSTNAME": record.name[:63], "HOME": home}
         env.update(image.env)
         if self.api_address is not None:
             env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"] = (
@@ -707,6 +734,15 @@ def _container_spec(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
         if container.get("name") == name:
             return dict(container)
     return {}
+
+
+def _userspec(pod_spec: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+    """``uid:gid`` from ``runAsUser``/``runAsGroup`` (the container's over the pod's), or ""."""
+    merged = {**(pod_spec.get("securityContext") or {}), **(container.get("securityContext") or {})}
+    user, group = merged.get("runAsUser"), merged.get("runAsGroup")
+    if user is None or (int(user) == 0 and group is None):
+        return ""
+    return f"{int(user)}:{int(group or 0)}"
 
 
 def _grace_seconds(spec: Mapping[str, Any]) -> float:

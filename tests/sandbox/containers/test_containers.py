@@ -244,3 +244,42 @@ def test_deletion_sends_sigterm_first_and_requests_are_reported(box: Sandbox) ->
     assert time.monotonic() - started < 30  # it exited on SIGTERM, well before its 60 s grace
     assert record.containers["main"].terminated is not None
     assert record.containers["main"].terminated["exitCode"] == 0
+
+
+def test_config_map_secret_and_empty_dir_volumes_and_run_as_user(box: Sandbox) -> None:
+    box.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": "default"},
+                "data": {"config.yaml": "mode: rank\n"},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "creds", "namespace": "default"},
+                "data": {"token": "c2VjcmV0"},  # "secret"
+            },
+        ]
+    )
+    spec = pod("volumed", None)
+    spec["spec"]["securityContext"] = {"runAsUser": 65532, "runAsGroup": 65532}
+    spec["spec"]["volumes"] = [
+        {"name": "config", "configMap": {"name": "settings"}},
+        {"name": "creds", "secret": {"secretName": "creds"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    spec["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "config", "mountPath": "/etc/app", "readOnly": True},
+        {"name": "creds", "mountPath": "/var/run/creds"},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]
+    box.apply(spec)
+    wait_for(lambda: status(box, "volumed").get("phase") == "Running", what="Running")
+    script = "cat /etc/app/config.yaml /var/run/creds/token; echo; touch /scratch/x && echo wrote; id -u; echo $HOME"
+    result = kubectl(box, "exec", "volumed", "--", "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["mode: rank", "secret", "wrote", "65532", "/"]
+    first = kubectl(box, "exec", "volumed", "--", "awk", "/^Uid:/ {print $2}", "/proc/1/status")
+    assert first.stdout.strip() == "65532"  # PID 1 itself runs as the user
