@@ -46,8 +46,8 @@ from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
+from sky_kueue.sandbox.containers import empty_dirs
 from sky_kueue.sandbox.containers import images as images_module
-from sky_kueue.sandbox.containers import volumes
 from sky_kueue.sandbox.containers.images import Image, ImageError, ImageStore
 from sky_kueue.sandbox.containers.network import NetworkError, PodAddress, PodNetwork
 from sky_kueue.sandbox.workloads.expansion import expand_all
@@ -445,10 +445,10 @@ class PodRuntime:
         env = self._container_env(record, spec, state.image)
         record.env_cache[state.name] = env
         pod = self.store.try_get("pods", record.name, record.namespace) or {"metadata": {}, "spec": record.spec}
-        volume_setup = volumes.setup(pod, spec, record.directory, self._lookup)
-        for note in volume_setup.notes:
+        mounts = empty_dirs.plan(pod, spec, record.directory)
+        for note in mounts.notes:
             LOG.warning("pod %s/%s container %s: %s", record.namespace, record.name, state.name, note)
-        self._write_files(target, {**self._files(record, spec), **volume_setup.files})
+        self._write_files(target, self._files(record, spec))
         # $(VAR) references in command and args, from the container's environment (the kubelet's).
         command = expand_all(container_command(spec, state.image), env)
         workdir = str(spec.get("workingDir") or state.image.recipe.workdir)
@@ -480,7 +480,7 @@ class PodRuntime:
             record.name[:63],
             workdir,
             env.get("PATH", DEFAULT_PATH),
-            "\n".join(m.spec_line() for m in volume_setup.mounts),
+            "\n".join(m.spec_line() for m in mounts.mounts),
             _userspec(record.spec, spec),
             *command,
         ]
@@ -529,9 +529,6 @@ class PodRuntime:
             if all(s.terminated is not None and s.name not in restart_at for s in record.containers.values()):
                 return
             time.sleep(0.05)
-
-    def _lookup(self, resource: str, name: str, namespace: str) -> Mapping[str, Any] | None:
-        return self.store.try_get(resource, name, namespace)
 
     def _backoff(self, state: ContainerState) -> float:
         return float(
