@@ -212,8 +212,9 @@ class ControllerMetrics:
         )
         self.wait_after_preemption = Histogram(
             f"{PREFIX}_wait_after_preemption_seconds",
-            "Seconds from a job's preemption until a Workload of the job was admitted again, per team "
-            "and the ClusterQueue admitting it (Kueue's admission-wait buckets)",
+            "Seconds from a job's first preemption to the capacity it kept (the admission it finished "
+            "in, or its burst), observed when it finishes or bursts, per team and the ClusterQueue of "
+            "that admission (Kueue's admission-wait buckets); the simulator's wait after preemption",
             ["team", "cluster_queue"],
             buckets=KUEUE_WAIT_BUCKETS_SECONDS,
             registry=self.registry,
@@ -289,7 +290,9 @@ class ControllerMetrics:
                 namespace=namespace, cluster_queue=queue, reason=eviction.reason or UNKNOWN_REASON
             ).inc()
         if outcome.job_key is not None and outcome.recorded_any(FactKind.ADMITTED):
-            self._observe_readmission(outcome.job_key, detection.workload.running_since or event.at, namespace, queue)
+            self.preempted_at.admitted(outcome.job_key, detection.workload.running_since or event.at, queue)
+        if outcome.job_key is not None and outcome.recorded_any(FactKind.FINISHED):
+            self._observe_kept(outcome.job_key, namespace, None)
         decision = outcome.decision
         queued_fresh = any(
             fact.kind is FactKind.QUEUED and fact.key is not None and fact.key.evictions == 0
@@ -304,6 +307,8 @@ class ControllerMetrics:
         if outcome.burst is not None:
             self.bursts.labels(namespace=namespace, cluster_queue=queue, reason=outcome.burst.reason).inc()
             self._count_burst_cost(event, namespace)
+            if outcome.job_key is not None:
+                self._observe_kept(outcome.job_key, namespace, event.at)
         self._count_hold(outcome)
         job = outcome.job_key
         if job is None:
@@ -313,12 +318,11 @@ class ControllerMetrics:
         elif detection.workload.holds_quota or outcome.recorded_any(FactKind.FINISHED):
             self.starvation.done_waiting(job)
 
-    def _observe_readmission(self, job_key: str, admitted_at: float, namespace: str, queue: str) -> None:
-        preempted_at = self.preempted_at.admitted(job_key)
-        if preempted_at is not None and admitted_at >= preempted_at:
-            self.wait_after_preemption.labels(team=self.teams.team_name(namespace), cluster_queue=queue).observe(
-                admitted_at - preempted_at
-            )
+    def _observe_kept(self, job_key: str, namespace: str, burst_at: float | None) -> None:
+        kept = self.preempted_at.kept(job_key, burst_at)
+        if kept is not None:
+            wait, queue = kept
+            self.wait_after_preemption.labels(team=self.teams.team_name(namespace), cluster_queue=queue).observe(wait)
 
     def _count_burst_cost(self, event: ControllerEvent, namespace: str) -> None:
         team = self.teams.team(namespace)
@@ -351,26 +355,62 @@ class ControllerMetrics:
             self.held.released(uid)
 
 
+@dataclass
+class _PreemptedJob:
+    first_preempted_at: float
+    last_preempted_at: float
+    last_admitted_at: float | None = None
+    cluster_queue: str = UNKNOWN_CLUSTER_QUEUE
+
+
 class PreemptedJobs:
-    """When each job was last preempted, until a Workload of it is admitted again (bounded and
-    thread-safe; the oldest job is forgotten first)."""
+    """Per preempted job: its first and last preemption and its last admission since, until the
+    job keeps capacity (bounded and thread-safe; the oldest job is forgotten first).
+
+    Why this shape: the figure is the simulator's (``JobResult.wait_after_preemption_s``): the
+    first preemption to the capacity the job *kept*, its final admission or its burst. A
+    readmission that is preempted again is not capacity kept, so the wait is known only when
+    the job finishes in an admission made after its last preemption, or bursts.
+    """
 
     def __init__(self, max_jobs: int = MAX_TRACKED_JOBS) -> None:
         self._max_jobs = max_jobs
-        self._at: OrderedDict[str, float] = OrderedDict()
+        self._jobs: OrderedDict[str, _PreemptedJob] = OrderedDict()
         self._lock = threading.Lock()
 
     def preempted(self, job_key: str, at: float) -> None:
         with self._lock:
-            self._at.pop(job_key, None)
-            self._at[job_key] = at
-            while len(self._at) > self._max_jobs:
-                self._at.popitem(last=False)
+            job = self._jobs.pop(job_key, None)
+            if job is None:
+                job = _PreemptedJob(at, at)
+            else:
+                job.last_preempted_at = max(job.last_preempted_at, at)
+            self._jobs[job_key] = job
+            while len(self._jobs) > self._max_jobs:
+                self._jobs.popitem(last=False)
 
-    def admitted(self, job_key: str) -> float | None:
-        """The job's preemption time, forgotten now that it is admitted (None: none known)."""
+    def admitted(self, job_key: str, at: float, cluster_queue: str) -> None:
+        """A Workload of the job was admitted at ``at`` (ignored for a job never preempted)."""
         with self._lock:
-            return self._at.pop(job_key, None)
+            job = self._jobs.get(job_key)
+            if job is not None and at >= job.last_preempted_at:
+                job.last_admitted_at, job.cluster_queue = at, cluster_queue
+
+    def kept(self, job_key: str, at: float | None = None) -> tuple[float, str] | None:
+        """The job kept capacity: its wait after preemption and the admitting ClusterQueue, and
+        the job is forgotten. ``at`` is a burst's time; without it, the job finished, which
+        counts only when its last admission came after its last preemption (else: None, and
+        the job is still remembered)."""
+        with self._lock:
+            job = self._jobs.get(job_key)
+            if job is None:
+                return None
+            if at is None:
+                if job.last_admitted_at is None or job.last_admitted_at < job.last_preempted_at:
+                    return None
+                at = job.last_admitted_at
+            del self._jobs[job_key]
+            return max(0.0, at - job.first_preempted_at), job.cluster_queue
 
 
 class HeldJobs:

@@ -19,10 +19,12 @@ from sky_kueue.sim.figure_names import (
     JOBS_STARVING,
     PREEMPTIONS_PER_TEAM,
     RELAUNCHES_PER_TEAM,
+    SHARED_DISTRIBUTIONS,
     SHARED_FIGURES,
+    WAIT_AFTER_PREEMPTION,
     SharedFigure,
 )
-from sky_kueue.sim.metrics import StarvationRule
+from sky_kueue.sim.metrics import StarvationRule, percentile
 from sky_kueue.sim.results import JobOutcome, JobResult
 
 #: Width of the group of bars of one team (the runs' bars share it).
@@ -36,6 +38,12 @@ _PER_JOB: dict[SharedFigure, Callable[[JobResult], int]] = {
     JOBS_STARVING: lambda job: int(_STARVATION.starved(job)),
     BURSTS_PER_TEAM: lambda job: int(job.outcome is JobOutcome.BURST),
 }
+#: Per job, its sample of each shared distribution (None: the job has none).
+_PER_JOB_SAMPLE: dict[SharedFigure, Callable[[JobResult], float | None]] = {
+    WAIT_AFTER_PREEMPTION: lambda job: job.wait_after_preemption_s,
+}
+#: The quantiles a distribution is drawn with (the dashboard's panel shows the same two).
+DISTRIBUTION_QUANTILES = (50, 99)
 
 
 class PlotError(RuntimeError):
@@ -84,6 +92,23 @@ def per_team(comparison: Comparison, shared: SharedFigure) -> dict[str, dict[str
     return values
 
 
+def per_team_quantiles(comparison: Comparison, shared: SharedFigure) -> dict[str, dict[str, dict[int, float]]]:
+    """``shared``'s p50 and p99 per run and team, over the jobs that have a sample (teams
+    without one are left out of that run, as the dashboard shows no series for them)."""
+    values: dict[str, dict[str, dict[int, float]]] = {}
+    for name, run in comparison.runs.items():
+        samples: dict[str, list[float]] = {}
+        for job in run.jobs:
+            sample = _PER_JOB_SAMPLE[shared](job)
+            if sample is not None:
+                samples.setdefault(job.team, []).append(sample)
+        values[name] = {
+            team: {q: percentile(sorted(found), q) for q in DISTRIBUTION_QUANTILES}
+            for team, found in sorted(samples.items())
+        }
+    return values
+
+
 def figure(comparison: Comparison) -> Any:
     """The matplotlib figure (close it with ``pyplot.close``).
 
@@ -92,7 +117,7 @@ def figure(comparison: Comparison) -> Any:
     """
     plt = require_matplotlib()
     classes = list(reversed(comparison.class_order))
-    columns = max(len(classes), len(SHARED_FIGURES))
+    columns = max(len(classes), len(SHARED_FIGURES), 1 + len(SHARED_DISTRIBUTIONS))
     fig, axes = plt.subplots(3, columns, figsize=(5 * columns, 12), squeeze=False)
     for col, class_name in enumerate(classes):
         ax = axes[0][col]
@@ -133,7 +158,9 @@ def figure(comparison: Comparison) -> Any:
     timeline_ax.legend(loc="upper left", fontsize="small")
     for col in range(len(classes), columns):
         axes[0][col].axis("off")
-    for col in range(1, columns):
+    for col, shared in enumerate(SHARED_DISTRIBUTIONS, start=1):
+        team_quantiles(axes[1][col], shared, per_team_quantiles(comparison, shared))
+    for col in range(1 + len(SHARED_DISTRIBUTIONS), columns):
         axes[1][col].axis("off")
     for col, shared in enumerate(SHARED_FIGURES):
         team_bars(axes[2][col], shared, per_team(comparison, shared))
@@ -158,3 +185,23 @@ def team_bars(ax: Any, shared: SharedFigure, values: dict[str, dict[str, int]]) 
     ax.set_ylabel(shared.axis_label, fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="upper right", fontsize="small")
+
+
+def team_quantiles(ax: Any, shared: SharedFigure, values: dict[str, dict[str, dict[int, float]]]) -> None:
+    """Per team, one bar per run at p50 with a marker at p99, titled as the dashboard's panel."""
+    teams = sorted({team for by_team in values.values() for team in by_team})
+    width = TEAM_GROUP_WIDTH / max(len(values), 1)
+    for index, (name, by_team) in enumerate(values.items()):
+        positions = [t + index * width for t, team in enumerate(teams) if team in by_team]
+        present = [team for team in teams if team in by_team]
+        color = f"C{index}"  # matplotlib's colour cycle: the run's bar and its p99 mark match
+        ax.bar(positions, [by_team[team][50] for team in present], width=width, color=color, label=f"{name} p50")
+        ax.scatter(
+            positions, [by_team[team][99] for team in present], marker="_", s=200, color=color, label=f"{name} p99"
+        )
+    ax.set_xticks([t + (TEAM_GROUP_WIDTH - width) / 2 for t in range(len(teams))], teams)
+    ax.set_title(shared.title)
+    ax.set_xlabel("team")
+    ax.set_ylabel(shared.axis_label, fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="best", fontsize="small")

@@ -92,7 +92,7 @@ def _pods(runtime: str | None) -> list[Any]:
     return [pod]
 
 
-def test_wait_after_preemption_is_eviction_to_readmission_per_team_and_cluster_queue(
+def test_wait_after_preemption_is_first_preemption_to_the_admission_the_job_finished_in(
     store: SqliteHistoryStore, clock: ManualClock
 ) -> None:
     metrics = ControllerMetrics(clock=clock, teams=TEAMS)
@@ -101,19 +101,28 @@ def test_wait_after_preemption_is_eviction_to_readmission_per_team_and_cluster_q
     job.preempted_once()
     assert _value(metrics.registry, "preemptions_total", namespace="team-b", cluster_queue="team-b-cq",
                   reason="InCohortReclamation") == 1  # fmt: skip
-    relaunch = _gpu_workload("w1", "2").pending(T0 + 1_010)
-    job.reconcile(relaunch, 1_010)
     labels = {"team": "bees", "cluster_queue": "team-b-cq"}
-    assert _value(metrics.registry, "wait_after_preemption_seconds_count", **labels) == 0  # still waiting
-    job.reconcile(relaunch.admitted(T0 + 1_600, "team-b-cq"), 1_600)
+    # The first relaunch is admitted at 1,300 s and preempted again at 1,400 s: not capacity kept.
+    first = _gpu_workload("w1", "2").pending(T0 + 1_010)
+    job.reconcile(first, 1_010)
+    job.reconcile(first.admitted(T0 + 1_300, "team-b-cq"), 1_300)
+    job.reconcile(first.preempted(T0 + 1_400, preemptor_uid="uid-prod", reason="InCohortReclamation"), 1_400)
+    job.reconcile(first.finished(T0 + 1_405, message="Pods succeeded: 0/2."), 1_405)
+    assert _value(metrics.registry, "wait_after_preemption_seconds_count", **labels) == 0
+    # The second relaunch is admitted at 1,600 s and finishes there: 1,600 - 1,000 (the first preemption).
+    second = _gpu_workload("w2", "2").pending(T0 + 1_410)
+    job.reconcile(second, 1_410)
+    job.reconcile(second.admitted(T0 + 1_600, "team-b-cq"), 1_600)
+    assert _value(metrics.registry, "wait_after_preemption_seconds_count", **labels) == 0  # not kept yet
+    job.reconcile(second.finished(T0 + 5_000, message="Pods succeeded: 2/2."), 5_000)
     assert _value(metrics.registry, "wait_after_preemption_seconds_count", **labels) == 1
     assert _value(metrics.registry, "wait_after_preemption_seconds_sum", **labels) == 600.0
     # Kueue's admission-wait buckets: 600 s falls in (320, 640].
     assert _value(metrics.registry, "wait_after_preemption_seconds_bucket", le="320.0", **labels) == 0
     assert _value(metrics.registry, "wait_after_preemption_seconds_bucket", le="640.0", **labels) == 1
     assert len(KUEUE_WAIT_BUCKETS_SECONDS) == 14 and KUEUE_WAIT_BUCKETS_SECONDS[-1] == 2.5 * 2**12
-    # Observed once per preemption: a later snapshot of the same admission adds nothing.
-    job.reconcile(relaunch.admitted(T0 + 1_600, "team-b-cq"), 1_700)
+    # Observed once per job: a later snapshot of the same finish adds nothing.
+    job.reconcile(second.finished(T0 + 5_000, message="Pods succeeded: 2/2."), 5_100)
     assert _value(metrics.registry, "wait_after_preemption_seconds_count", **labels) == 1
 
 
@@ -129,7 +138,7 @@ def test_an_admission_without_a_preemption_before_it_is_no_wait_after_preemption
     samples = [s for f in metrics.registry.collect() for s in f.samples if s.name.startswith(f"{C}_wait_after")]
     assert samples == []
     # A Workload whose ClusterQueue is unknown is labelled so, not dropped.
-    assert metrics.preempted_at.admitted("anything") is None
+    assert metrics.preempted_at.kept("anything") is None
     assert UNKNOWN_CLUSTER_QUEUE == "unknown"
 
 

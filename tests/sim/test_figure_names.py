@@ -18,7 +18,9 @@ from sky_kueue.sim.figure_names import (
     JOBS_STARVING,
     PREEMPTIONS_PER_TEAM,
     RELAUNCHES_PER_TEAM,
+    SHARED_DISTRIBUTIONS,
     SHARED_FIGURES,
+    WAIT_AFTER_PREEMPTION,
 )
 from sky_kueue.sim.results import JobOutcome
 
@@ -46,10 +48,24 @@ class _Axes:
         return lambda *args, **kwargs: None
 
 
-def _job(team: str, *, preemptions: int = 0, launches: int = 1, wait_s: float = 0.0, burst: bool = False) -> Any:
+def _job(
+    team: str,
+    *,
+    preemptions: int = 0,
+    launches: int = 1,
+    wait_s: float = 0.0,
+    burst: bool = False,
+    after_preemption_s: float | None = None,
+) -> Any:
     outcome = JobOutcome.BURST if burst else JobOutcome.FINISHED
     return SimpleNamespace(
-        team=team, preemptions=preemptions, launches=launches, wait_s=wait_s, duration_s=60.0, outcome=outcome
+        team=team,
+        preemptions=preemptions,
+        launches=launches,
+        wait_s=wait_s,
+        duration_s=60.0,
+        outcome=outcome,
+        wait_after_preemption_s=after_preemption_s,
     )
 
 
@@ -63,7 +79,7 @@ def _comparison() -> Comparison:
 def test_the_dashboard_has_a_panel_per_shared_figure_querying_its_series() -> None:
     panels = json.loads(DASHBOARD.read_text())["panels"]
     titles = [panel["title"] for panel in panels]
-    for shared in SHARED_FIGURES:
+    for shared in SHARED_FIGURES + SHARED_DISTRIBUTIONS:
         assert titles.count(shared.title) == 1, (shared.title, titles)
         panel = panels[titles.index(shared.title)]
         assert any(shared.metric in target["expr"] for target in panel["targets"]), panel["targets"]
@@ -93,3 +109,23 @@ def test_the_plot_counts_per_team_as_the_controller_counts() -> None:
     # Starving: waited more than 10x the run and more than an hour.
     assert plots.per_team(comparison, JOBS_STARVING)["baseline"] == {"a": 1, "b": 0}
     assert plots.per_team(comparison, BURSTS_PER_TEAM)["keep-place"] == {"a": 1, "b": 0}
+
+
+def test_the_plot_draws_wait_after_preemption_as_the_dashboards_p50_and_p99_per_team() -> None:
+    waits = [100.0 * (i + 1) for i in range(100)]  # 100 s .. 10,000 s
+    baseline = [_job("a", preemptions=1, launches=2, after_preemption_s=w) for w in waits] + [_job("b")]
+    policy = [_job("a", preemptions=1, launches=2, after_preemption_s=50.0), _job("b", preemptions=1)]
+    runs = {"baseline": SimpleNamespace(jobs=baseline), "keep-place": SimpleNamespace(jobs=policy)}
+    comparison = cast(Comparison, SimpleNamespace(runs=runs))
+
+    quantiles = plots.per_team_quantiles(comparison, WAIT_AFTER_PREEMPTION)
+
+    # Team b has no job with a wait after preemption (never preempted; preempted, never readmitted).
+    assert set(quantiles["baseline"]) == {"a"} and set(quantiles["keep-place"]) == {"a"}
+    assert quantiles["baseline"]["a"][50] < quantiles["baseline"]["a"][99] <= 10_000.0
+    assert quantiles["baseline"]["a"][99] >= 9_900.0
+    assert quantiles["keep-place"]["a"] == {50: 50.0, 99: 50.0}
+    ax = _Axes()
+    plots.team_quantiles(ax, WAIT_AFTER_PREEMPTION, quantiles)
+    assert (ax.title, ax.ylabel) == (WAIT_AFTER_PREEMPTION.title, WAIT_AFTER_PREEMPTION.axis_label)
+    assert ax.bar_labels == ["baseline p50", "keep-place p50"]
