@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
-from sky_kueue.sandbox.kubelet import downward, exec_session, portforward
+from sky_kueue.sandbox.kubelet import downward, exec_session, portforward, spdy_portforward
 from sky_kueue.sandbox.kubelet.websocket import WebSocket, accept_key
 
 if TYPE_CHECKING:
@@ -244,6 +244,10 @@ class LocalKubelet:
 
     def _port_forward(self, connection: StreamConnection, target: StreamTarget, query: Mapping[str, list[str]]) -> None:
         assert self.runtime is not None
+        offered = [name.strip() for name in (connection.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        if spdy_portforward.SUBPROTOCOL in offered:  # kubectl: SPDY in the WebSocket, ports in its streams
+            self._spdy_port_forward(connection, target)
+            return
         try:
             ports = portforward.parse_ports(query.get("ports") or [])
         except ValueError as exc:
@@ -270,6 +274,22 @@ class LocalKubelet:
         )
         connection.close_connection = True
         portforward.serve(WebSocket(connection.rfile, connection.wfile), address, ports)
+
+    def _spdy_port_forward(self, connection: StreamConnection, target: StreamTarget) -> None:
+        assert self.runtime is not None
+        address = self.runtime.pod_ip(target.namespace, target.name)
+        if address is None:
+            raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"pod {target.name} has no network yet")
+        connection.switch_protocols(
+            {
+                "Upgrade": "websocket",
+                "Connection": "Upgrade",
+                "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
+                "Sec-WebSocket-Protocol": spdy_portforward.SUBPROTOCOL,
+            }
+        )
+        connection.close_connection = True
+        spdy_portforward.SpdyPortForward(WebSocket(connection.rfile, connection.wfile), address).serve()
 
     def _container_log(
         self, connection: StreamConnection, pod: Mapping[str, Any], target: StreamTarget, query: Mapping[str, list[str]]

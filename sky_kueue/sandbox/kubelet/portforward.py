@@ -4,8 +4,8 @@ The protocol (``kubernetes/pkg/kubelet/cri/streaming/portforward/websocket.go``)
 names ``ports=P1&ports=P2...``; port *i* gets data channel ``2i`` and error channel ``2i+1``;
 the server's first frame on each channel is the channel byte and the port number as two bytes,
 little-endian; after that, channel bytes prefix the payload both ways. One TCP connection per
-port per WebSocket, to the pod's address. kubectl's own ``port-forward`` speaks SPDY (tunnelled
-in WebSockets since 1.30) and is not served.
+port per WebSocket, to the pod's address. kubectl's own ``port-forward`` speaks SPDY tunnelled
+in a WebSocket instead: :mod:`.spdy_portforward`.
 """
 
 from __future__ import annotations

@@ -283,3 +283,25 @@ def test_config_map_secret_and_empty_dir_volumes_and_run_as_user(box: Sandbox) -
     assert result.stdout.splitlines() == ["mode: rank", "secret", "wrote", "65532", "/"]
     first = kubectl(box, "exec", "volumed", "--", "awk", "/^Uid:/ {print $2}", "/proc/1/status")
     assert first.stdout.strip() == "65532"  # PID 1 itself runs as the user
+
+
+def test_kubectl_port_forward_speaks_spdy_in_the_websocket_to_the_pod(box: Sandbox) -> None:
+    box.apply(pod("kpf", ["python3", "-m", "http.server", "8080", "--directory", "/etc"]))
+    wait_for(lambda: status(box, "kpf").get("phase") == "Running", what="Running")
+    wait_for(lambda: kubectl(box, "exec", "kpf", "--", "python3", "-c", _CONNECT_8080).returncode == 0)
+    forward = subprocess.Popen(
+        ["kubectl", "--kubeconfig", str(box.kubeconfig_path), "port-forward", "pod/kpf", ":8080"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        line = forward.stdout.readline()  # "Forwarding from 127.0.0.1:NNNNN -> 8080"
+        local_port = int(line.split("127.0.0.1:")[1].split()[0])
+        for _ in range(2):  # each connection gets its own pair of streams
+            with urllib.request.urlopen(f"http://127.0.0.1:{local_port}/debian_version", timeout=10) as reply:
+                assert reply.read().decode().startswith("12.")
+    finally:
+        forward.terminate()
+        forward.wait(10)
