@@ -22,7 +22,7 @@ import json
 import random
 import statistics
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -114,15 +114,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     jobs = QUICK_JOBS if args.quick else JOBS
     cases = [(jobs, failover, seed) for failover in FAILOVER_SECONDS for seed in SEEDS]
+    runs: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        runs = list(pool.map(one_run, *zip(*cases, strict=True)))
-    for data in runs:
-        rows = {row["label"]: row for row in data["runs"]}
-        print(
-            f"failover {data['failover_after_s']:>7.0f}s seed {data['seed']} (load {data['realized_load']}): p99 "
-            + ", ".join(f"{label} {row['p99_wait_s']:.0f}s" for label, row in rows.items()),
-            file=sys.stderr,
-        )
+        futures = [pool.submit(one_run, *case) for case in cases]
+        for future in as_completed(futures):
+            data = future.result()
+            runs.append(data)
+            rows = {row["label"]: row for row in data["runs"]}
+            print(
+                f"failover {data['failover_after_s']:>7.0f}s seed {data['seed']} (load {data['realized_load']}): p99 "
+                + ", ".join(f"{label} {row['p99_wait_s']:.0f}s" for label, row in rows.items()),
+                file=sys.stderr,
+                flush=True,
+            )
+    runs.sort(key=lambda r: (-r["failover_after_s"], r["seed"]))
     document = {"jobs": jobs, "load": LOAD, "clusters": CLUSTERS, "runs": runs}
     text = json.dumps(document, indent=2)
     if args.output is not None:
