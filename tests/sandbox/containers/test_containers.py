@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.stream import portforward
 
 from sky_kueue.sandbox.containers import network as network_module
+from sky_kueue.sandbox.containers import node as node_module
 from sky_kueue.sandbox.sandbox import Sandbox
 from tests.sandbox.containers.conftest import (
     kubectl,
@@ -305,3 +306,12 @@ def test_kubectl_port_forward_speaks_spdy_in_the_websocket_to_the_pod(box: Sandb
     finally:
         forward.terminate()
         forward.wait(10)
+
+
+def test_a_second_sandbox_on_the_same_root_is_refused_and_the_first_keeps_running(box: Sandbox) -> None:
+    assert box.containers is not None
+    second = Sandbox(containers=True, kubelet_root=box.containers.root, name="second")
+    with pytest.raises(node_module.ContainersUnavailable, match="already runs"):
+        second.start()
+    box.apply(pod("still-served", None))
+    wait_for(lambda: status(box, "still-served").get("phase") == "Running", what="the first sandbox to serve")
