@@ -395,15 +395,33 @@ class PodRuntime:
             if record.stopping.is_set():
                 return
             for state in record.containers.values():
-                self._start_container(record, state)
+                if not self._start_with_config(record, state):
+                    return
             self._write_status(record)
             self._supervise(record)
-        except (NetworkError, ImageError, OSError, RuntimeError_) as exc:
+        except (NetworkError, ImageError, OSError, RuntimeError_, subprocess.SubprocessError) as exc:
             LOG.warning("pod %s/%s: %s", record.namespace, record.name, exc)
             for state in record.containers.values():
                 if state.process is None and state.terminated is None:
                     state.waiting_reason, state.waiting_message = "CreateContainerError", str(exc).splitlines()[0]
             self._write_status(record)
+
+    def _start_with_config(self, record: PodRecord, state: ContainerState) -> bool:
+        """Start the container, retrying while what its files come from is missing (a volume's
+        ConfigMap or Secret not created yet: ``CreateContainerConfigError``, as a kubelet
+        retries); False if the pod was stopped meanwhile."""
+        failures = 0
+        while not record.stopping.is_set():
+            try:
+                self._start_container(record, state)
+                return True
+            except LookupError as exc:
+                failures += 1
+                state.waiting_reason, state.waiting_message = "CreateContainerConfigError", str(exc)
+                self._write_status(record)
+                with record.changed:
+                    record.changed.wait(min(IMAGE_RETRY_MAX_SECONDS, IMAGE_RETRY_SECONDS * 2 ** (failures - 1)))
+        return False
 
     def _pull_images(self, record: PodRecord) -> bool:
         """Build (or find) every container's image; False if the pod was stopped meanwhile."""

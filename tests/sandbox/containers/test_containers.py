@@ -315,3 +315,26 @@ def test_a_second_sandbox_on_the_same_root_is_refused_and_the_first_keeps_runnin
         second.start()
     box.apply(pod("still-served", None))
     wait_for(lambda: status(box, "still-served").get("phase") == "Running", what="the first sandbox to serve")
+
+
+def test_a_missing_config_map_is_create_container_config_error_until_it_exists(box: Sandbox) -> None:
+    spec = pod("waits-for-config", ["sh", "-c", "cat /etc/late/value; sleep infinity"])
+    spec["spec"]["volumes"] = [{"name": "late", "configMap": {"name": "late-config"}}]
+    spec["spec"]["containers"][0]["volumeMounts"] = [{"name": "late", "mountPath": "/etc/late"}]
+    box.apply(spec)
+
+    def reason() -> str | None:
+        statuses = status(box, "waits-for-config").get("containerStatuses") or [{}]
+        return statuses[0].get("state", {}).get("waiting", {}).get("reason")
+
+    wait_for(lambda: reason() == "CreateContainerConfigError", what="CreateContainerConfigError")
+    box.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "late-config", "namespace": "default"},
+            "data": {"value": "arrived"},
+        }
+    )
+    wait_for(lambda: status(box, "waits-for-config").get("phase") == "Running", what="Running once it exists")
+    wait_for(lambda: kubectl(box, "logs", "waits-for-config").stdout == "arrived", what="the file in the container")
