@@ -338,3 +338,66 @@ def test_a_missing_config_map_is_create_container_config_error_until_it_exists(b
     )
     wait_for(lambda: status(box, "waits-for-config").get("phase") == "Running", what="Running once it exists")
     wait_for(lambda: kubectl(box, "logs", "waits-for-config").stdout == "arrived", what="the file in the container")
+
+
+def test_sandbox_up_containers_serves_pods_and_sigterm_leaves_nothing(tmp_path: pathlib.Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    name = f"cli-{os.getpid()}"
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sky_kueue.cli.main",
+            "sandbox",
+            "up",
+            "--containers",
+            "--name",
+            name,
+            "--kubeconfig",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert up.stdout is not None
+        assert "listening on" in up.stdout.readline()
+        run = subprocess.run(
+            [
+                "kubectl",
+                "--kubeconfig",
+                str(kubeconfig),
+                "run",
+                "hello",
+                "--image=debian:bookworm",
+                "--restart=Never",
+                "--command",
+                "--",
+                "sh",
+                "-c",
+                "echo hi from $(hostname)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+
+        def logs() -> str:
+            done = subprocess.run(
+                ["kubectl", "--kubeconfig", str(kubeconfig), "logs", "hello"], capture_output=True, text=True
+            )
+            return done.stdout
+
+        assert wait_for(logs, what="the pod's output") == "hi from hello\n"
+        root = (node_module.DEFAULT_STATE_ROOT / name).expanduser()
+        state = network_module.NetworkState.load(root / network_module.STATE_FILE)
+        assert state.bridge in links() and state.namespaces and set(state.namespaces) <= netns_names()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        output, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, output
+    assert mounts_mentioning(root) == []
+    assert not (root / network_module.STATE_FILE).exists()
+    assert not set(state.namespaces) & netns_names() and f"{state.bridge}:" not in links()
