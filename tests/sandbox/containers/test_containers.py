@@ -342,7 +342,7 @@ def test_a_missing_config_map_is_create_container_config_error_until_it_exists(b
 
 def test_sandbox_up_containers_serves_pods_and_sigterm_leaves_nothing(tmp_path: pathlib.Path) -> None:
     kubeconfig = tmp_path / "kc"
-    name = f"cli-{os.getpid()}"
+    name = f"pytest-cli-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"  # stable: a killed run is cleaned by the next
     up = subprocess.Popen(
         [
             sys.executable,
