@@ -18,6 +18,11 @@ carries the run's realised load. Modes:
   bursts from a hold instead (when no safe place is predicted within the relaunch's limit).
   Criteria: ``relaunch_starved`` 0, no job preempted more than 3 times, p99 wait after
   preemption at least 5x lower; burst GPU-hours and cost reported.
+* with ``--team``, in the cluster: ``rank+team`` (``rank`` plus the safe-relaunch rule's
+  team-scoped nominal reservation: a starved relaunch held for nominal quota also holds back its
+  own team's pending work of its class or lower) and its variants ``rank+team/newer``,
+  ``/long`` and ``/cap`` (:data:`TEAM_VARIANTS`), judged on the in-cluster criteria;
+  ``--in-cluster-only`` skips the burst mode.
 * with ``--extra``: ``checkpoint`` (jobs checkpoint every :data:`CHECKPOINT_EVERY_SECONDS`,
   every policy, no criteria) and ``reserve`` (a Workload waiting :data:`RESERVE_AFTER_SECONDS`
   reserves its cohort, judged on the in-cluster criteria against the plain baseline).
@@ -27,7 +32,7 @@ time (:mod:`sky_kueue.sim.metrics`); wasted GPU-hours per preempted job are the 
 runs' GPU-hours over the jobs preempted at least once.
 
 Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2,3,4] [--workers 2]
-[--markdown] [--extra]`` (JSON on stdout; ``--markdown`` prints the tables instead). One
+[--markdown] [--extra] [--team] [--in-cluster-only]`` (JSON on stdout; ``--markdown`` prints the tables instead). One
 (trace, seed) per task, ``--workers`` processes.
 """
 
@@ -58,7 +63,10 @@ TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 DEFAULT_SEEDS = "0,1,2,3,4"
 DEFAULT_WORKERS = 2
-IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", "rank+team")
+IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe")
+#: ``--team``: the safe-relaunch rule's team-scoped nominal reservation, measured not to pay
+#: (benchmarks/README.md), so off by default to keep the run under 10 minutes.
+TEAM_POLICY = "rank+team"
 #: Variants of ``rank+team`` (the safe-relaunch rule's team-scoped nominal reservation, scope
 #: ``head``): name suffix -> settings changed. ``newer``: hold only the team work created after
 #: the relaunch; ``long``: reserve only when the safe wait predicted without it is unknown or
@@ -179,10 +187,13 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
     return named
 
 
-def _in_cluster_policies(settings: AgingSettings) -> list[str | policies.ResubmissionPolicy]:
-    """The in-cluster policies, then each ``rank+team`` variant of :data:`TEAM_VARIANTS`."""
+def _in_cluster_policies(settings: AgingSettings, *, team_variants: bool) -> list[str | policies.ResubmissionPolicy]:
+    """The in-cluster policies; with ``team_variants`` also ``rank+team`` and its :data:`TEAM_VARIANTS`."""
     named: list[str | policies.ResubmissionPolicy] = list(IN_CLUSTER_POLICIES)
-    team = policies.resolve("rank+team", settings)
+    if not team_variants:
+        return named
+    named.append(TEAM_POLICY)
+    team = policies.resolve(TEAM_POLICY, settings)
     assert isinstance(team, policies.RegistryPolicy) and team.safe_relaunch is not None
     for suffix, changes in TEAM_VARIANTS.items():
         named.append(replace(team, name=f"rank+team/{suffix}", safe_relaunch=replace(team.safe_relaunch, **changes)))
@@ -196,16 +207,16 @@ def _load(label: str, seed: int) -> Trace:
     raise ValueError(f"unknown trace {label!r}")
 
 
-def run_one(task: tuple[str, int, bool, bool]) -> list[Row]:
+def run_one(task: tuple[str, int, bool, bool, bool]) -> list[Row]:
     """Every mode's rows for one (trace, seed); one process's work."""
-    name, seed, extra, in_cluster_only = task
+    name, seed, extra, in_cluster_only, team_variants = task
     started = time.perf_counter()
     trace = _load(name, seed)
     load, _ = trace.realized_load()
     high = trace.class_order()[-1]
     burst_settings = policies.with_burst_defaults(AgingSettings())
     modes: list[tuple[str, list[str | policies.ResubmissionPolicy], dict[str, Any], AgingSettings]] = [
-        ("in-cluster", _in_cluster_policies(AgingSettings()), {}, AgingSettings()),
+        ("in-cluster", _in_cluster_policies(AgingSettings(), team_variants=team_variants), {}, AgingSettings()),
     ]
     if not in_cluster_only:
         modes.append(("burst", _burst_policies(burst_settings), {"allow_burst": True}, burst_settings))
@@ -236,10 +247,15 @@ def run_one(task: tuple[str, int, bool, bool]) -> list[Row]:
 
 
 def run(
-    seeds: list[int], *, workers: int = DEFAULT_WORKERS, extra: bool = False, in_cluster_only: bool = False
+    seeds: list[int],
+    *,
+    workers: int = DEFAULT_WORKERS,
+    extra: bool = False,
+    in_cluster_only: bool = False,
+    team_variants: bool = False,
 ) -> list[Row]:
     """All rows, in (trace, seed) order, computed by ``workers`` processes."""
-    tasks = [(name, seed, extra, in_cluster_only) for name, _, _ in TRACES for seed in seeds]
+    tasks = [(name, seed, extra, in_cluster_only, team_variants) for name, _, _ in TRACES for seed in seeds]
     if workers <= 1:
         results = [run_one(task) for task in tasks]
     else:
@@ -370,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="processes (1: in this one)")
     parser.add_argument("--extra", action="store_true", help="also the checkpoint and reservation modes")
     parser.add_argument("--in-cluster-only", action="store_true", help="only the in-cluster mode (no burst)")
+    parser.add_argument("--team", action="store_true", help="also rank+team and its variants (in the cluster)")
     parser.add_argument("--markdown", action="store_true", help="print the README's tables instead of JSON")
     args = parser.parse_args(argv)
     try:
@@ -379,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.workers < 1:
         parser.error(f"--workers: expected at least 1, got {args.workers}")
-    rows = run(seeds, workers=args.workers, extra=args.extra, in_cluster_only=args.in_cluster_only)
+    rows = run(
+        seeds, workers=args.workers, extra=args.extra, in_cluster_only=args.in_cluster_only, team_variants=args.team
+    )
     if args.markdown:
         print(markdown(rows))
         print(f"\nwall time {time.perf_counter() - started:.0f} s, {args.workers} workers", file=sys.stderr)

@@ -159,3 +159,24 @@ def test_the_reservation_is_modelled_in_one_cluster_only() -> None:
             PlacementStrategy.FIXED_ORDER,
             NO_DELAY,
         )
+
+
+def test_counter_example_nominal_quota_does_not_shield_from_the_teams_own_higher_class() -> None:
+    """Why the reservation cannot halve the storms' max preemptions: about half of the top job's
+    preemptions there are InClusterQueue, by its own team's higher class, and a place in nominal
+    quota is no shield against that (``withinClusterQueue: LowerPriority``). The reservation never
+    holds a higher class back (no harm to it), so every one of a's high-class arrivals still
+    preempts the relaunch that was released into nominal quota."""
+    builder = TraceBuilder().team("a", gpus=4, cohort="org").team("b", gpus=4, cohort="org")
+    builder.job("a-big", at=0, gpus=4, run=3000, team="a")
+    for index in range(5):
+        builder.job(f"a-high-{index}", at=500 + 700 * index, gpus=4, run=200, klass="high", team="a")
+    builder.job("b-owner", at=0, gpus=4, run=6000, klass="high", team="b")
+    trace = builder.trace()
+    safe = SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=900)
+    baseline = Simulator(trace, policies.resolve("baseline"), NO_DELAY).run()
+    run = Simulator(trace, policies.resolve("baseline+team", safe=safe), NO_DELAY).run()
+    assert run.safe.released_safe >= 4  # each relaunch waited for, and got, nominal quota...
+    assert by_id(run)["a-big"].preemptions == by_id(baseline)["a-big"].preemptions == 5  # ...and was preempted anyway
+    assert run.preemptions_by_reason == {"InClusterQueue": 5}
+    assert all(by_id(run)[f"a-high-{i}"].wait_s <= 1 for i in range(5))
