@@ -12,7 +12,9 @@ today, side by side, on realistic traces (issue 7). One concept per module:
 * :mod:`~sky_kueue.sim.relaunch`: SkyPilot's relaunch delay after a preemption;
 * :mod:`~sky_kueue.sim.policies`: ``baseline`` and adapters to the controller's aging registry,
   ``+safe`` for the controller's safe-relaunch rule, whose input
-  :mod:`~sky_kueue.sim.safe_hold` builds (would Kueue admit the relaunch without borrowing?);
+  :mod:`~sky_kueue.sim.safe_hold` builds (would Kueue admit the relaunch without borrowing?),
+  ``+team`` for that rule with its team-scoped nominal reservation (simulator only: measured
+  not to pay, ``benchmarks/README.md``);
 * :mod:`~sky_kueue.sim.events` and :mod:`~sky_kueue.sim.simulator`: the discrete-event loop;
 * :mod:`~sky_kueue.sim.results`, :mod:`~sky_kueue.sim.metrics`, :mod:`~sky_kueue.sim.eta`:
   per-job records, per-class metrics and targets, ETA accuracy;

@@ -67,7 +67,9 @@ next nominal quota the team frees goes to the relaunch. Other teams' work is nev
 ``team_reservation_min_wait_seconds`` reserves only when the safe wait predicted *without*
 the reservation is unknown or longer than that; ``team_reservation_max_held`` caps how many
 Workloads one reservation holds back (the first ones in Kueue's order, which would take the
-quota first).
+quota first). Measured in the simulator (``rank+team``, ``benchmarks/anti_starvation.py
+--team``), it does not pay: the controller does not apply it and :meth:`SafeRelaunchSettings.
+from_mapping` does not accept its keys (benchmarks/README.md, "team reservation").
 
 A held job is re-decided by the caller whenever the cluster changes (an admission, a
 completion, a preemption) and at least at its hold deadline (:attr:`SafeRelaunchDecision.
