@@ -33,13 +33,11 @@ from dataclasses import dataclass
 
 from sky_kueue.kueue import objects as o
 from sky_kueue.sim.cluster import (
-    DEFAULT_CPU_PER_GPU_MILLI,
-    DEFAULT_MEMORY_PER_GPU_BYTES,
     ClusterSpec,
     TeamSpec,
     build_cluster,
 )
-from sky_kueue.sim.traces import DEV_STARVATION, JobSpec, Trace, TraceError
+from sky_kueue.sim.traces import DEV_STARVATION, JobDraft, Trace, TraceError, jobs_from_drafts
 
 OWNER_GPUS = 32
 DEV_GPUS = 8
@@ -83,7 +81,7 @@ def generate(params: DevStarvationParams, rng: random.Random) -> Trace:
         )
     )
     window = params.hours * 3600.0
-    drafts: list[tuple[float, int, float, str, str]] = []
+    drafts: list[JobDraft] = []
     at = rng.uniform(low_gap, high_gap)
     while at < window:
         for i in range(rng.randint(*OWNER_WAVE_JOBS)):
@@ -100,20 +98,7 @@ def generate(params: DevStarvationParams, rng: random.Random) -> Trace:
         )
         drafts.append((rng.random() * window, gpus, run, "low", "dev"))
         work += gpus * run
-    drafts.sort(key=lambda d: d[0])
-    jobs = tuple(
-        JobSpec(
-            job_id=f"job-{index:05d}",
-            submit_s=round(submit, 3),
-            duration_s=round(run, 3),
-            gpus=gpus,
-            cpu_milli=gpus * DEFAULT_CPU_PER_GPU_MILLI,
-            memory_bytes=gpus * DEFAULT_MEMORY_PER_GPU_BYTES,
-            priority_class=priority_class,
-            team=team,
-        )
-        for index, (submit, gpus, run, priority_class, team) in enumerate(drafts)
-    )
+    jobs = jobs_from_drafts(drafts)
     description = (
         f"{DEV_STARVATION}: {len(jobs)} jobs over {params.hours:g} h; owners {OWNER_GPUS} GPUs returning every "
         f"{low_gap / 60:g}-{high_gap / 60:g} min (high), dev {DEV_GPUS} GPUs offered "

@@ -30,13 +30,11 @@ from dataclasses import dataclass
 
 from sky_kueue.kueue import objects as o
 from sky_kueue.sim.cluster import (
-    DEFAULT_CPU_PER_GPU_MILLI,
-    DEFAULT_MEMORY_PER_GPU_BYTES,
     ClusterSpec,
     TeamSpec,
     build_cluster,
 )
-from sky_kueue.sim.traces import RECLAIM_STORM, RECLAIM_STORM_HOT, JobSpec, Trace, TraceError
+from sky_kueue.sim.traces import RECLAIM_STORM, RECLAIM_STORM_HOT, JobDraft, Trace, TraceError, jobs_from_drafts
 
 #: Class value up to which borrowing may preempt (the medium class's value).
 BORROW_MAX_PRIORITY_THRESHOLD = 100
@@ -98,7 +96,7 @@ def generate(params: StormParams, rng: random.Random) -> Trace:
         )
     )
     window = params.hours * 3600.0
-    drafts: list[tuple[float, int, float, str, str]] = []
+    drafts: list[JobDraft] = []
     burst_at = params.burst_every_hours * 3600.0 / 2
     while burst_at < window:
         start = min(max(0.0, burst_at + rng.uniform(-BURST_JITTER_SECONDS, BURST_JITTER_SECONDS)), window)
@@ -123,20 +121,7 @@ def generate(params: StormParams, rng: random.Random) -> Trace:
         LIGHT_MEDIAN_RUN_SECONDS,
         LIGHT_CLASS_MIX,
     )
-    drafts.sort(key=lambda d: d[0])
-    jobs = tuple(
-        JobSpec(
-            job_id=f"job-{index:05d}",
-            submit_s=round(at, 3),
-            duration_s=round(run, 3),
-            gpus=gpus,
-            cpu_milli=gpus * DEFAULT_CPU_PER_GPU_MILLI,
-            memory_bytes=gpus * DEFAULT_MEMORY_PER_GPU_BYTES,
-            priority_class=priority_class,
-            team=team,
-        )
-        for index, (at, gpus, run, priority_class, team) in enumerate(drafts)
-    )
+    jobs = jobs_from_drafts(drafts)
     description = (
         f"{params.name}: {len(jobs)} jobs over {params.hours:g} h; team-a {TEAM_A_GPUS} GPUs with prod bursts every "
         f"{params.burst_every_hours:g} h, team-b {TEAM_B_GPUS} GPUs offered {params.team_b_load:g}x, team-c "
@@ -154,13 +139,13 @@ def _steady(
     gpu_weights: tuple[tuple[int, float], ...],
     median_run_s: float,
     class_mix: tuple[tuple[str, float], ...],
-) -> list[tuple[float, int, float, str, str]]:
+) -> list[JobDraft]:
     """Jobs bringing ``work_gpu_seconds`` in total, arriving uniformly over the window."""
     sizes = [g for g, _ in gpu_weights]
     weights = [w for _, w in gpu_weights]
     classes = [c for c, _ in class_mix]
     class_weights = [w for _, w in class_mix]
-    out: list[tuple[float, int, float, str, str]] = []
+    out: list[JobDraft] = []
     work = 0.0
     while work < work_gpu_seconds:
         gpus = rng.choices(sizes, weights)[0]

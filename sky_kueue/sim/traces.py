@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sky_kueue.sim.cluster import SimCluster
+from sky_kueue.sim.cluster import DEFAULT_CPU_PER_GPU_MILLI, DEFAULT_MEMORY_PER_GPU_BYTES, SimCluster
 
 
 class TraceError(ValueError):
@@ -44,6 +44,33 @@ class JobSpec:
     team: str
     #: The job's code fails after ``duration_s``; SkyPilot does not recover user failures.
     fails: bool = False
+
+
+#: A storm generator's job before it has an id: (submit s, GPUs, run s, priority class, team).
+JobDraft = tuple[float, int, float, str, str]
+
+
+def jobs_from_drafts(drafts: list[JobDraft]) -> tuple[JobSpec, ...]:
+    """Jobs numbered in submission order, sized with the default CPU and memory per GPU.
+
+    Why one function: the storm generators (:mod:`sky_kueue.sim.reclaim_storm`,
+    :mod:`sky_kueue.sim.dev_starvation`) draw their jobs from several streams and in any
+    order; they all hand the drafts here, so ids, rounding and sizing stay the same.
+    """
+    ordered = sorted(drafts, key=lambda draft: draft[0])
+    return tuple(
+        JobSpec(
+            job_id=f"job-{index:05d}",
+            submit_s=round(submit, 3),
+            duration_s=round(run, 3),
+            gpus=gpus,
+            cpu_milli=gpus * DEFAULT_CPU_PER_GPU_MILLI,
+            memory_bytes=gpus * DEFAULT_MEMORY_PER_GPU_BYTES,
+            priority_class=priority_class,
+            team=team,
+        )
+        for index, (submit, gpus, run, priority_class, team) in enumerate(ordered)
+    )
 
 
 @dataclass(frozen=True)
