@@ -59,6 +59,14 @@ def allows_all_contexts(
     workspace's scope (else the global one), or :data:`ALLOW_ALL_ENV` set to true."""
     if environ is not None and environ.get(ALLOW_ALL_ENV, "").lower() in ("1", "true", "yes"):
         return True
+    value = _allowed_contexts_setting(skypilot_config, workspace)
+    return isinstance(value, str) and value.strip().lower() == ALL_CONTEXTS
+
+
+def _allowed_contexts_setting(skypilot_config: Mapping[str, Any], workspace: str | None) -> Any:
+    """The ``kubernetes.allowed_contexts`` value in force, as written (a list, ``all``, or
+    None when unset): the workspace's if it sets one, else the global one (SkyPilot 0.14.1
+    ``Kubernetes.existing_allowed_contexts``, ``sky/clouds/kubernetes.py``)."""
     scopes: list[Any] = []
     workspaces = skypilot_config.get("workspaces")
     if workspace and isinstance(workspaces, Mapping):
@@ -68,8 +76,8 @@ def allows_all_contexts(
         kubernetes = scope.get("kubernetes") if isinstance(scope, Mapping) else None
         value = kubernetes.get("allowed_contexts") if isinstance(kubernetes, Mapping) else None
         if value is not None:
-            return isinstance(value, str) and value.strip().lower() == ALL_CONTEXTS
-    return False
+            return value
+    return None
 
 
 def discovered_contexts(
@@ -106,19 +114,9 @@ def listed_allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str |
         The listed names, or None when unset or ``all`` (SkyPilot then decides from the
         kubeconfig, which a pure function cannot read).
     """
-    scopes: list[Any] = []
-    workspaces = skypilot_config.get("workspaces")
-    if workspace and isinstance(workspaces, Mapping):
-        scopes.append(workspaces.get(workspace))
-    scopes.append(skypilot_config)
-    for scope in scopes:
-        kubernetes = scope.get("kubernetes") if isinstance(scope, Mapping) else None
-        value = kubernetes.get("allowed_contexts") if isinstance(kubernetes, Mapping) else None
-        if value is None:
-            continue
-        if isinstance(value, list):
-            return tuple(str(v) for v in value if v)
-        return None
+    value = _allowed_contexts_setting(skypilot_config, workspace)
+    if isinstance(value, list):
+        return tuple(str(v) for v in value if v)
     return None
 
 
