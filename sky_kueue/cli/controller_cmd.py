@@ -111,10 +111,10 @@ def run(
     from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
     from sky_kueue.controller.events import Observer
-    from sky_kueue.controller.hold_config import HoldConfigError, load_hold_teams
+    from sky_kueue.controller.hold_config import load_hold_teams
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
-    from sky_kueue.controller.metric_teams import MetricTeamsError, load_metric_teams
+    from sky_kueue.controller.metric_teams import load_metric_teams
     from sky_kueue.controller.metrics import ControllerMetrics
     from sky_kueue.skypilot.config import resolve_config_path
 
@@ -125,7 +125,7 @@ def run(
         holds = load_hold_teams(loaded.path)  # teams.<t>.safe_after_preemptions / safe_max_hold_seconds
         # The metrics' team labels and burst prices (teams.<t>.burst.price_per_gpu_hour_usd).
         metric_teams = load_metric_teams(loaded.path) if metrics_port is not None else None
-    except (ConfigFileError, HoldConfigError, MetricTeamsError) as err:
+    except ConfigFileError as err:
         raise UserError(str(err)) from None
     try:
         lease_settings = leader.LeaseSettings(

@@ -16,8 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings, SettingsError
+
+if TYPE_CHECKING:
+    from sky_kueue.skypilot.config import PluginConfig
 
 
 class ConfigFileError(ValueError):
@@ -44,15 +48,9 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
     Raises:
         ConfigFileError: missing or unreadable file, invalid config, or a bad aging setting.
     """
-    config_path = Path(os.path.expanduser(os.fspath(path)))
-    if not config_path.is_file():
-        raise ConfigFileError(f"config file {config_path} does not exist")
-    from sky_kueue.skypilot.config import ConfigError, burst_context, load_config  # pydantic: only when read
+    config_path, config = read_plugin_config(path)
+    from sky_kueue.skypilot.config import burst_context  # pydantic: only when a file is read
 
-    try:
-        config = load_config(config_path)
-    except ConfigError as err:
-        raise ConfigFileError(str(err)) from None
     try:
         ladder = config.aging_ladder()
     except KeyError as err:
@@ -78,3 +76,24 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
             if (context := burst_context(infra)) is not None
         ),
     )
+
+
+def read_plugin_config(path: str | os.PathLike[str]) -> tuple[Path, PluginConfig]:
+    """The file's path (``~`` expanded) and its config, validated as the admin policy validates it.
+
+    Why one reader: the controller reads ``sky-kueue.yaml`` for the aging settings (here), the
+    teams' safe-relaunch holds (:mod:`.hold_config`) and the metrics' teams
+    (:mod:`.metric_teams`); a missing or invalid file is reported the same way by all three.
+
+    Raises:
+        ConfigFileError: missing or unreadable file, or an invalid config (one line).
+    """
+    config_path = Path(os.path.expanduser(os.fspath(path)))
+    if not config_path.is_file():
+        raise ConfigFileError(f"config file {config_path} does not exist")
+    from sky_kueue.skypilot.config import ConfigError, load_config  # pydantic: only when a file is read
+
+    try:
+        return config_path, load_config(config_path)
+    except ConfigError as err:
+        raise ConfigFileError(str(err)) from None

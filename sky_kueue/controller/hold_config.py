@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
+from sky_kueue.controller.config_file import read_plugin_config
 from sky_kueue.controller.hold import OWN_CLUSTER, HoldTeams, TeamHold
 
 if TYPE_CHECKING:
     from sky_kueue.skypilot.config import PluginConfig
 
 log = logging.getLogger(__name__)
-
-
-class HoldConfigError(ValueError):
-    """The config file cannot be used; the message is one line naming file and key."""
 
 
 def hold_teams(config: PluginConfig) -> HoldTeams:
@@ -58,14 +54,6 @@ def load_hold_teams(path: str | os.PathLike[str]) -> HoldTeams:
     """Reads ``sky-kueue.yaml`` (validated as the admin policy validates it) for the holds.
 
     Raises:
-        HoldConfigError: missing or unreadable file, or an invalid config (one line).
+        ConfigFileError: missing or unreadable file, or an invalid config (one line).
     """
-    config_path = Path(os.path.expanduser(os.fspath(path)))
-    if not config_path.is_file():
-        raise HoldConfigError(f"config file {config_path} does not exist")
-    from sky_kueue.skypilot.config import ConfigError, load_config  # pydantic: only when a file is read
-
-    try:
-        return hold_teams(load_config(config_path))
-    except ConfigError as err:
-        raise HoldConfigError(str(err)) from None
+    return hold_teams(read_plugin_config(path)[1])

@@ -11,17 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sky_kueue.controller.burst_cost import DEFAULT_GPU_RESOURCE, BurstPricing
+from sky_kueue.controller.config_file import read_plugin_config
 
 if TYPE_CHECKING:
     from sky_kueue.skypilot.config import PluginConfig
-
-
-class MetricTeamsError(ValueError):
-    """The config file cannot be used; the message is one line naming file and key."""
 
 
 @dataclass(frozen=True)
@@ -63,14 +59,6 @@ def load_metric_teams(path: str | os.PathLike[str]) -> MetricTeams:
     """Reads ``sky-kueue.yaml`` (validated as the admin policy validates it) for the teams.
 
     Raises:
-        MetricTeamsError: missing or unreadable file, or an invalid config (one line).
+        ConfigFileError: missing or unreadable file, or an invalid config (one line).
     """
-    config_path = Path(os.path.expanduser(os.fspath(path)))
-    if not config_path.is_file():
-        raise MetricTeamsError(f"config file {config_path} does not exist")
-    from sky_kueue.skypilot.config import ConfigError, load_config  # pydantic: only when a file is read
-
-    try:
-        return metric_teams(load_config(config_path))
-    except ConfigError as err:
-        raise MetricTeamsError(str(err)) from None
+    return metric_teams(read_plugin_config(path)[1])

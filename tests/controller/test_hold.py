@@ -15,10 +15,11 @@ import pytest
 from sky_kueue.controller.actuators import ActuationOutcome
 from sky_kueue.controller.aging.safe_relaunch import DEFAULT_SAFE_MAX_HOLD_SECONDS, Placement, SafeRelaunchSettings
 from sky_kueue.controller.clock import ManualClock
+from sky_kueue.controller.config_file import ConfigFileError
 from sky_kueue.controller.detection import WorkloadFacts
 from sky_kueue.controller.engine import AgingEngine
 from sky_kueue.controller.hold import HOLD_ANNOTATION, HoldAction, HoldKeeper, HoldTeams, TeamHold
-from sky_kueue.controller.hold_config import HoldConfigError, hold_teams, load_hold_teams
+from sky_kueue.controller.hold_config import hold_teams, load_hold_teams
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.skypilot import config as plugin_config
 
@@ -214,7 +215,7 @@ def test_bad_safe_relaunch_settings_are_one_line_errors_naming_the_key(
     )
     path = tmp_path / "sky-kueue.yaml"
     path.write_text(text)
-    with pytest.raises(HoldConfigError) as caught:
+    with pytest.raises(ConfigFileError) as caught:
         load_hold_teams(path)
     message = str(caught.value)
     assert expected in message and "\n" not in message and str(path) in message
