@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pathlib
 import re
+import subprocess
+import sys
 
 import sky
 from sky.skylet import constants
@@ -71,3 +73,14 @@ def test_skypilot_image_references_map_to_the_recipe() -> None:
 
 def test_a_new_skypilot_release_changes_the_image_key() -> None:
     assert recipes_skypilot.runtime_recipe("0.14.1").digest() != recipes_skypilot.runtime_recipe("0.14.2").digest()
+
+
+def test_a_containers_sandbox_knows_skypilots_image_without_the_e2e() -> None:
+    # A fresh interpreter that only imports the sandbox (as ``sandbox up --containers`` does).
+    probe = (
+        "from sky_kueue.sandbox import sandbox; from sky_kueue.sandbox.containers import recipe; "
+        f"print(recipe.lookup({KUBERNETES_IMAGES[0][1]!r}).name)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-800:]
+    assert done.stdout.strip() == recipes_skypilot.SKYPILOT_RUNTIME_IMAGE

@@ -26,11 +26,17 @@ from typing import IO, Any
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers import images as images_module
+from sky_kueue.sandbox.containers import recipes_skypilot
 from sky_kueue.sandbox.containers.images import ImageStore
 from sky_kueue.sandbox.containers.network import REQUIRED_TOOLS, NetworkError, PodNetwork, cleanup_leftovers
 from sky_kueue.sandbox.containers.proxy import DEFAULT_PROXY_PORT, RegistryProxy
 from sky_kueue.sandbox.containers.relay import ApiRelay
 from sky_kueue.sandbox.containers.runtime import PodRuntime
+
+#: Recipes every containers sandbox can build, registered by importing their modules: the
+#: image SkyPilot's Kubernetes pods name by default (``sandbox up --containers`` then
+#: ``sky launch`` finds it instead of ErrImagePull).
+PRESET_RECIPES = (recipes_skypilot.SKYPILOT_RUNTIME,)
 
 DEFAULT_STATE_ROOT = pathlib.Path("~/.local/state/sky-kueue/sandboxes")
 #: Where the automatic subnet choice starts (10.<N>.0.0/16, N counting up to 254).
