@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
 
@@ -169,27 +169,24 @@ class HoldOutcome:
 
 def hold_patch(facts: WorkloadFacts, reason: str) -> WorkloadPatch:
     """``spec.active: false`` and the reason, on this Workload only (UID precondition)."""
-    ref = WorkloadRef.of(facts)
-    return WorkloadPatch(
-        target=ref,
-        body={"metadata": {"uid": facts.uid, "annotations": {HOLD_ANNOTATION: reason}}, "spec": {"active": False}},
-        mechanism=ActuatorKind.RECORD_ONLY,
-        boost=0,
-        effective_priority=facts.priority,
-        summary=f"spec.active false on {ref} ({reason})",
-    )
+    return _active_patch(facts, active=False, annotation=reason, reason=reason)
 
 
 def release_patch(facts: WorkloadFacts, reason: str) -> WorkloadPatch:
     """``spec.active: true`` and the hold annotation removed (a merge patch's null)."""
+    return _active_patch(facts, active=True, annotation=None, reason=reason)
+
+
+def _active_patch(facts: WorkloadFacts, *, active: bool, annotation: str | None, reason: str) -> WorkloadPatch:
+    """``spec.active`` and :data:`HOLD_ANNOTATION` (None removes it) on this Workload only."""
     ref = WorkloadRef.of(facts)
     return WorkloadPatch(
         target=ref,
-        body={"metadata": {"uid": facts.uid, "annotations": {HOLD_ANNOTATION: None}}, "spec": {"active": True}},
+        body={"metadata": {"uid": facts.uid, "annotations": {HOLD_ANNOTATION: annotation}}, "spec": {"active": active}},
         mechanism=ActuatorKind.RECORD_ONLY,
         boost=0,
         effective_priority=facts.priority,
-        summary=f"spec.active true on {ref} ({reason})",
+        summary=f"spec.active {'true' if active else 'false'} on {ref} ({reason})",
     )
 
 
@@ -309,16 +306,7 @@ class HoldKeeper:
         )
         reason = HoldReason.BORROWING if own.admits_now else HoldReason.NO_NOMINAL_QUOTA
         outcome = self._patch(HoldAction.HELD, team, record, hold_patch(facts, record.reason))
-        return HoldOutcome(
-            HoldAction.HELD,
-            team.team,
-            record,
-            decision,
-            hold_reason=reason,
-            patch=outcome.patch,
-            actuation=outcome.actuation,
-            notes=outcome.notes,
-        )
+        return replace(outcome, decision=decision, hold_reason=reason)
 
     # --- release ------------------------------------------------------------------------
 
@@ -348,17 +336,7 @@ class HoldKeeper:
             burst_record = burst(detection, self._burst_record(decision, history, now))
         released = self._release(detection, team, record, kind, now, reason, decision.cluster)
         outcome = self._patch(HoldAction.RELEASED, team, released, release_patch(facts, reason))
-        return HoldOutcome(
-            HoldAction.RELEASED,
-            team.team,
-            released,
-            decision,
-            release_kind=kind,
-            patch=outcome.patch,
-            actuation=outcome.actuation,
-            burst=burst_record,
-            notes=outcome.notes,
-        )
+        return replace(outcome, decision=decision, release_kind=kind, burst=burst_record)
 
     @staticmethod
     def _burst_record(decision: SafeRelaunchDecision, history: JobHistory, now: float) -> BurstRecord:
