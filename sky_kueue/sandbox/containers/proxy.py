@@ -15,9 +15,10 @@ import logging
 import select
 import socket
 import socketserver
-import threading
 from collections.abc import Iterable
 from urllib.parse import urlsplit
+
+from sky_kueue.sandbox.containers.tcp_server import BackgroundTcpServer
 
 LOG = logging.getLogger(__name__)
 
@@ -135,11 +136,10 @@ def _reply(client: socket.socket, code: int, reason: str, body: str = "") -> Non
         )
 
 
-class RegistryProxy(socketserver.ThreadingTCPServer):
+class RegistryProxy(BackgroundTcpServer):
     """The proxy server; ``start()`` serves in a thread, ``stop()`` closes it."""
 
-    daemon_threads = True
-    allow_reuse_address = True
+    thread_name = "sky-kueue-registry-proxy"
 
     def __init__(self, host: str, port: int = DEFAULT_PROXY_PORT, allowed_hosts: Iterable[str] = ALLOWED_HOSTS):
         super().__init__((host, port), _Handler)
@@ -147,7 +147,6 @@ class RegistryProxy(socketserver.ThreadingTCPServer):
         #: Exact ``(host, port)`` pairs also tunnelled (see :meth:`allow_endpoint`).
         self.allowed_endpoints: set[tuple[str, int]] = set()
         self.refused: list[str] = []
-        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -165,14 +164,3 @@ class RegistryProxy(socketserver.ThreadingTCPServer):
         if (host.lower(), port) in self.allowed_endpoints:
             return True
         return host.lower().rstrip(".") in self.allowed_hosts and port in ALLOWED_PORTS
-
-    def start(self) -> RegistryProxy:
-        self._thread = threading.Thread(target=self.serve_forever, name="sky-kueue-registry-proxy", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
-            self._thread.join()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import socketserver
-import threading
 
 from sky_kueue.sandbox.containers.proxy import pipe_both_ways
+from sky_kueue.sandbox.containers.tcp_server import BackgroundTcpServer
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -31,28 +31,15 @@ class _Handler(socketserver.BaseRequestHandler):
                 upstream.shutdown(socket.SHUT_RDWR)
 
 
-class ApiRelay(socketserver.ThreadingTCPServer):
+class ApiRelay(BackgroundTcpServer):
     """Relays ``(host, port)`` to ``target``; ``start()``/``stop()``."""
 
-    daemon_threads = True
-    allow_reuse_address = True
+    thread_name = "sky-kueue-api-relay"
 
     def __init__(self, host: str, port: int, target: tuple[str, int]) -> None:
         super().__init__((host, port), _Handler)
         self.target = target
-        self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return int(self.server_address[1])
-
-    def start(self) -> ApiRelay:
-        self._thread = threading.Thread(target=self.serve_forever, name="sky-kueue-api-relay", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
-            self._thread.join()
