@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import yaml
@@ -32,6 +33,11 @@ from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller.aging import AgingSettings, SettingsError
 from sky_kueue.controller.aging.safe_relaunch import DEFAULT_SAFE_MAX_HOLD_SECONDS, SafeRelaunchSettings
 from sky_kueue.kueue.errors import ModelError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Settings = TypeVar("_Settings", bound="DataclassInstance")
 
 
 def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
@@ -51,6 +57,13 @@ def _settings(config: Path | None, overrides: tuple[str, ...]) -> AgingSettings:
         return AgingSettings.from_mapping(values, where="--aging-set")
     except SettingsError as err:
         errors.fail(str(err), EXIT_BAD_INPUT)
+
+
+def _given(defaults: _Settings, **options: object) -> _Settings:
+    """``defaults`` with the fields whose option was given (an option left out is None and
+    keeps the default), so every ``--x`` that overrides one setting reads the same way."""
+    given = {name: value for name, value in options.items() if value is not None}
+    return replace(defaults, **given) if given else defaults
 
 
 def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeRelaunchSettings | None:
@@ -263,8 +276,6 @@ def simulate(
     quiet: bool,
 ) -> None:
     """Compare resubmission policies (SkyPilot today vs aging) on a trace."""
-    from dataclasses import replace
-
     from sky_kueue.sim import compare, eta, metrics, policies, report, simulator, traces
     from sky_kueue.sim.relaunch import RelaunchModel
 
@@ -308,21 +319,16 @@ def simulate(
         trace = traces.load_trace(trace_source, seed=seed, jobs=jobs, hours=hours, load=load, cluster_yaml=cluster_yaml)
     except (traces.TraceError, ModelError) as err:
         errors.fail(str(err), EXIT_BAD_INPUT)
-    config = simulator.SimConfig(seed=seed, relaunch=RelaunchModel(backoff=not no_relaunch_backoff))
-    if cycle_interval is not None:
-        config = replace(config, cycle_interval_s=cycle_interval)
-    if burst_after is not None:
-        config = replace(config, wait_limit_s=burst_after)
-    if burst_cost is not None:
-        config = replace(config, burst_cost_per_gpu_hour=burst_cost)
+    config = _given(
+        simulator.SimConfig(seed=seed, relaunch=RelaunchModel(backoff=not no_relaunch_backoff)),
+        cycle_interval_s=cycle_interval,
+        wait_limit_s=burst_after,
+        burst_cost_per_gpu_hour=burst_cost,
+    )
     config = replace(
         config, allow_burst=allow_burst, checkpoint_every_s=checkpoint_every, reserve_after_s=reserve_after
     )
-    rule = metrics.StarvationRule()
-    if starve_factor is not None:
-        rule = replace(rule, runtime_multiple=starve_factor)
-    if starve_after is not None:
-        rule = replace(rule, min_wait_s=starve_after)
+    rule = _given(metrics.StarvationRule(), runtime_multiple=starve_factor, min_wait_s=starve_after)
     within = eta_within if eta_within is not None else eta.DEFAULT_ETA_WITHIN_SECONDS
 
     from rich.console import Console
@@ -351,11 +357,7 @@ def simulate(
         from sky_kueue.cli import simulate_clusters
         from sky_kueue.sim.runtime_knowledge import DeclarationModel
 
-        declarations = DeclarationModel()
-        if declared_runtimes is not None:
-            declarations = replace(declarations, fraction=declared_runtimes)
-        if declared_runtime_factor is not None:
-            declarations = replace(declarations, factor=declared_runtime_factor)
+        declarations = _given(DeclarationModel(), fraction=declared_runtimes, factor=declared_runtime_factor)
         simulate_clusters.run(
             trace,
             policies.resolve(names[0], settings, safe),
