@@ -12,8 +12,9 @@ from kubernetes import client
 from kubernetes.stream import stream
 
 from sky_kueue.sandbox import seed
-from sky_kueue.sandbox.kubelet.exec_session import choose_subprotocol, exit_status
-from sky_kueue.sandbox.kubelet.websocket import accept_key, unmask
+from sky_kueue.sandbox.kubelet import portforward
+from sky_kueue.sandbox.kubelet.exec_session import SUBPROTOCOLS, exit_status
+from sky_kueue.sandbox.kubelet.websocket import accept_key, choose_subprotocol, unmask
 from sky_kueue.sandbox.sandbox import Sandbox
 
 KUBECTL_TIMEOUT_SECONDS = 30
@@ -112,8 +113,10 @@ def test_protocol_pieces() -> None:
     # RFC 6455 §1.3's worked example.
     assert accept_key("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
     assert unmask(unmask(b"payload!", b"\x01\x02\x03\x04"), b"\x01\x02\x03\x04") == b"payload!"
-    assert choose_subprotocol("v4.channel.k8s.io, v5.channel.k8s.io") == "v5.channel.k8s.io"
-    assert choose_subprotocol("channel.k8s.io") is None
+    assert choose_subprotocol("v4.channel.k8s.io, v5.channel.k8s.io", SUBPROTOCOLS) == "v5.channel.k8s.io"
+    assert choose_subprotocol("channel.k8s.io", SUBPROTOCOLS) is None
+    assert choose_subprotocol(None, SUBPROTOCOLS) is None
+    assert choose_subprotocol("portforward.k8s.io, v4.channel.k8s.io", portforward.SUBPROTOCOLS) == "v4.channel.k8s.io"
     assert exit_status(0)["status"] == "Success"
     assert exit_status(2)["details"]["causes"] == [{"reason": "ExitCode", "message": "2"}]
 

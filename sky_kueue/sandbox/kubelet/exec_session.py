@@ -27,15 +27,6 @@ CLOSE_WAIT_SECONDS = 2.0
 READ_CHUNK_BYTES = 64 * 1024
 
 
-def choose_subprotocol(offered: str | None) -> str | None:
-    """The subprotocol to answer with, from the client's ``Sec-WebSocket-Protocol`` list."""
-    names = [name.strip() for name in (offered or "").split(",") if name.strip()]
-    for candidate in SUBPROTOCOLS:
-        if candidate in names:
-            return candidate
-    return None
-
-
 def exit_status(returncode: int) -> dict[str, Any]:
     """The channel-3 document for a finished command, as the kubelet writes it."""
     if returncode == 0:

@@ -32,7 +32,7 @@ from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.kubelet import downward, exec_session, portforward, spdy_portforward
-from sky_kueue.sandbox.kubelet.websocket import WebSocket, accept_key
+from sky_kueue.sandbox.kubelet.websocket import WebSocket, accept_key, choose_subprotocol, offered_subprotocols
 
 if TYPE_CHECKING:
     from sky_kueue.sandbox.containers.runtime import PodRuntime
@@ -175,30 +175,14 @@ class LocalKubelet:
         if not argv:
             raise errors.ApiError(400, errors.Reason.BAD_REQUEST, "you must specify at least 1 command")
         _require_websocket(connection)
-        subprotocol = exec_session.choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"))
-        if subprotocol is None:
-            raise errors.ApiError(
-                400,
-                errors.Reason.BAD_REQUEST,
-                f"unsupported WebSocket subprotocol; offer one of {', '.join(exec_session.SUBPROTOCOLS)}",
-            )
+        subprotocol = _negotiate(connection, exec_session.SUBPROTOCOLS)
         home = self.workspace(target.namespace, target.name)
         env = self.environment(pod, container, home)
         if self.runtime is not None:
             # the command runs inside the container: its namespaces, root and environment
             argv, env = self.runtime.exec_argv(target.namespace, target.name, str(container.get("name", "")), argv)
-        connection.switch_protocols(
-            {
-                "Upgrade": "websocket",
-                "Connection": "Upgrade",
-                "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
-                "Sec-WebSocket-Protocol": subprotocol,
-            }
-        )
-        connection.close_connection = True
-        socket = WebSocket(connection.rfile, connection.wfile)
         exec_session.run_exec(
-            socket,
+            _accept_websocket(connection, subprotocol),
             subprotocol,
             argv,
             cwd=str(home),
@@ -244,7 +228,7 @@ class LocalKubelet:
 
     def _port_forward(self, connection: StreamConnection, target: StreamTarget, query: Mapping[str, list[str]]) -> None:
         assert self.runtime is not None
-        offered = [name.strip() for name in (connection.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+        offered = offered_subprotocols(connection.headers.get("Sec-WebSocket-Protocol"))
         if spdy_portforward.SUBPROTOCOL in offered:  # kubectl: SPDY in the WebSocket, ports in its streams
             self._spdy_port_forward(connection, target)
             return
@@ -257,39 +241,16 @@ class LocalKubelet:
         address = self.runtime.pod_ip(target.namespace, target.name)
         if address is None:
             raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"pod {target.name} has no network yet")
-        subprotocol = portforward.choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"))
-        if subprotocol is None:
-            raise errors.ApiError(
-                400,
-                errors.Reason.BAD_REQUEST,
-                f"unsupported WebSocket subprotocol; offer one of {', '.join(portforward.SUBPROTOCOLS)}",
-            )
-        connection.switch_protocols(
-            {
-                "Upgrade": "websocket",
-                "Connection": "Upgrade",
-                "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
-                "Sec-WebSocket-Protocol": subprotocol,
-            }
-        )
-        connection.close_connection = True
-        portforward.serve(WebSocket(connection.rfile, connection.wfile), address, ports)
+        subprotocol = _negotiate(connection, portforward.SUBPROTOCOLS)
+        portforward.serve(_accept_websocket(connection, subprotocol), address, ports)
 
     def _spdy_port_forward(self, connection: StreamConnection, target: StreamTarget) -> None:
         assert self.runtime is not None
         address = self.runtime.pod_ip(target.namespace, target.name)
         if address is None:
             raise errors.ApiError(400, errors.Reason.BAD_REQUEST, f"pod {target.name} has no network yet")
-        connection.switch_protocols(
-            {
-                "Upgrade": "websocket",
-                "Connection": "Upgrade",
-                "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
-                "Sec-WebSocket-Protocol": spdy_portforward.SUBPROTOCOL,
-            }
-        )
-        connection.close_connection = True
-        spdy_portforward.SpdyPortForward(WebSocket(connection.rfile, connection.wfile), address).serve()
+        socket = _accept_websocket(connection, spdy_portforward.SUBPROTOCOL)
+        spdy_portforward.SpdyPortForward(socket, address).serve()
 
     def _container_log(
         self, connection: StreamConnection, pod: Mapping[str, Any], target: StreamTarget, query: Mapping[str, list[str]]
@@ -349,6 +310,32 @@ def _require_websocket(connection: StreamConnection) -> None:
         raise errors.ApiError(
             400, errors.Reason.BAD_REQUEST, "the sandbox kubelet streams over WebSockets only (no SPDY)"
         )
+
+
+def _negotiate(connection: StreamConnection, supported: tuple[str, ...]) -> str:
+    """The subprotocol to answer with, or a 400 naming the ones served."""
+    subprotocol = choose_subprotocol(connection.headers.get("Sec-WebSocket-Protocol"), supported)
+    if subprotocol is None:
+        raise errors.ApiError(
+            400,
+            errors.Reason.BAD_REQUEST,
+            f"unsupported WebSocket subprotocol; offer one of {', '.join(supported)}",
+        )
+    return subprotocol
+
+
+def _accept_websocket(connection: StreamConnection, subprotocol: str) -> WebSocket:
+    """Answer the upgrade with ``subprotocol`` (101) and take the connection over as a WebSocket."""
+    connection.switch_protocols(
+        {
+            "Upgrade": "websocket",
+            "Connection": "Upgrade",
+            "Sec-WebSocket-Accept": accept_key(connection.headers.get("Sec-WebSocket-Key") or ""),
+            "Sec-WebSocket-Protocol": subprotocol,
+        }
+    )
+    connection.close_connection = True
+    return WebSocket(connection.rfile, connection.wfile)
 
 
 def _write_chunk(wfile: Any, data: bytes) -> None:

@@ -23,14 +23,6 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 READ_CHUNK_BYTES = 64 * 1024
 
 
-def choose_subprotocol(offered: str | None) -> str | None:
-    names = [name.strip() for name in (offered or "").split(",") if name.strip()]
-    for candidate in SUBPROTOCOLS:
-        if candidate in names:
-            return candidate
-    return None
-
-
 def parse_ports(values: Sequence[str]) -> list[int]:
     """The ports of the query (``ports=80&ports=8080`` or ``ports=80,8080``).
 

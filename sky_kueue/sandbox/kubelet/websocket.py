@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import BinaryIO
@@ -43,6 +44,24 @@ def accept_key(client_key: str) -> str:
     """``Sec-WebSocket-Accept`` for a client's ``Sec-WebSocket-Key``."""
     digest = hashlib.sha1((client_key.strip() + _ACCEPT_GUID).encode("ascii")).digest()
     return base64.b64encode(digest).decode("ascii")
+
+
+def offered_subprotocols(header: str | None) -> list[str]:
+    """The names in a client's ``Sec-WebSocket-Protocol`` header (RFC 6455 §11.3.4), in order."""
+    return [name.strip() for name in (header or "").split(",") if name.strip()]
+
+
+def choose_subprotocol(offered: str | None, supported: Sequence[str]) -> str | None:
+    """The first of ``supported`` (listed in the server's preference order) that the client offers.
+
+    One negotiation for every streaming subresource (exec, port-forward): RFC 6455 §4.2.2 lets
+    the server answer with any one name the client offered, and ``None`` means none fits.
+    """
+    names = offered_subprotocols(offered)
+    for candidate in supported:
+        if candidate in names:
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)
