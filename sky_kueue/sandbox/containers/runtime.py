@@ -50,6 +50,7 @@ from sky_kueue.sandbox.containers import empty_dirs
 from sky_kueue.sandbox.containers import images as images_module
 from sky_kueue.sandbox.containers.images import Image, ImageError, ImageStore
 from sky_kueue.sandbox.containers.network import NetworkError, PodAddress, PodNetwork
+from sky_kueue.sandbox.kueue_emulation.binding import host_ip_of
 from sky_kueue.sandbox.workloads.expansion import expand_all
 
 LOG = logging.getLogger(__name__)
@@ -261,7 +262,7 @@ class PodRuntime:
         """Take over a pod the scheduler bound (idempotent: a pod already owned is left alone)."""
         meta = pod.get("metadata") or {}
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        host_ip = _host_ip(node)
+        host_ip = host_ip_of(node)
         with self._lock:
             if self._closed or key in self._pods:
                 return
@@ -766,15 +767,6 @@ def _grace_seconds(spec: Mapping[str, Any]) -> float:
         return float(value) if value is not None else DEFAULT_GRACE_SECONDS
     except (TypeError, ValueError):
         return DEFAULT_GRACE_SECONDS
-
-
-def _host_ip(node: Mapping[str, Any] | None) -> str | None:
-    if node is None:
-        return None
-    for address in (node.get("status") or {}).get("addresses") or []:
-        if address.get("type") == "InternalIP":
-            return str(address.get("address"))
-    return None
 
 
 _overlay_checked: dict[str, bool] = {}

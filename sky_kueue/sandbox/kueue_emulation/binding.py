@@ -134,6 +134,10 @@ def container_statuses(pod: Mapping[str, Any], stamp: str) -> list[Obj]:
 
 
 def host_ip_of(node: Mapping[str, Any] | None) -> str | None:
+    """A pod's ``status.hostIP``: its node's ``InternalIP`` address (None without a node or one).
+
+    Both the binding here and the container runtime's kubelet report it, from the same node.
+    """
     if node is None:
         return None
     for address in (node.get("status") or {}).get("addresses") or []:
