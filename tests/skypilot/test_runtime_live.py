@@ -1,5 +1,6 @@
-"""On live sandboxes, with run times only where the policy writes them (the pods), a cluster
-with two jobs queued ahead ranks after one whose queue is empty (issue 26, "done means")."""
+"""On three live sandboxes, with run times only where the policy writes them (the pods), a
+cluster with two jobs queued ahead ranks after one whose queue is empty, and one whose running
+work ends sooner ranks first (issue 26, "done means")."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from sky_kueue.skypilot.decision import Placement
 from sky_kueue.skypilot.engine import evaluate
 from tests.skypilot.builders import SEED_SCENARIO, SEED_SETUP, config, request, task
 
-BUSY, QUIET = "busy", "quiet"
+BUSY, QUIET, SOONER = "busy", "quiet", "sooner"
 #: How long the test waits for the mirrors to hold every object (seconds); never slept through.
 FOLLOW_TIMEOUT_SECONDS = 20.0
 
@@ -84,17 +85,22 @@ def write_kubeconfig(path: Path, servers: dict[str, str]) -> Path:
 @pytest.fixture
 def kubeconfig(tmp_path: Path) -> Iterator[Path]:
     started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=10)
-    long_run, hour = rendered_annotations("3h"), rendered_annotations("1h")
+    long_run, short_run, hour = rendered_annotations("3h"), rendered_annotations("2h"), rendered_annotations("1h")
     try:
-        with Sandbox(run_emulator=False) as busy, Sandbox(run_emulator=False) as quiet:
-            for box in (busy, quiet):
+        with (
+            Sandbox(run_emulator=False) as busy,
+            Sandbox(run_emulator=False) as quiet,
+            Sandbox(run_emulator=False) as sooner,
+        ):
+            for box, run in ((busy, long_run), (quiet, long_run), (sooner, short_run)):
                 box.apply(SEED_SETUP)
-                # two 5-CPU jobs fill team-b's cohort (10 CPUs) for 3 h from 10 minutes ago
+                # two 5-CPU jobs fill team-b's cohort (10 CPUs) for 3 h (sooner: 2 h) from 10 minutes ago
                 box.apply([job("filler-0", started), job("filler-1", started)])
-                box.apply([pod("filler-0", long_run), pod("filler-1", long_run)])
+                box.apply([pod("filler-0", run), pod("filler-1", run)])
             busy.apply([job("queued-0", None), job("queued-1", None)])
             busy.apply([pod("queued-0", hour), pod("queued-1", hour)])
-            yield write_kubeconfig(tmp_path / "kubeconfig", {BUSY: busy.url, QUIET: quiet.url})
+            servers = {BUSY: busy.url, QUIET: quiet.url, SOONER: sooner.url}
+            yield write_kubeconfig(tmp_path / "kubeconfig", servers)
     finally:
         cluster_view.close_live_mirrors()
 
@@ -102,9 +108,9 @@ def kubeconfig(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.slow
 def test_a_cluster_with_jobs_queued_ahead_ranks_after_an_empty_queue(kubeconfig: Path) -> None:
     plugin_config = config(
-        kubernetes={"contexts": [BUSY, QUIET]},
+        kubernetes={"contexts": [BUSY, QUIET, SOONER]},
         cluster={"kubeconfig": str(kubeconfig)},
-        teams={"team-b": {"clusters": [{"context": BUSY}, {"context": QUIET}]}},
+        teams={"team-b": {"clusters": [{"context": BUSY}, {"context": QUIET}, {"context": SOONER}]}},
     )
     views = cluster_view.build_views(plugin_config)
     deadline = time.monotonic() + FOLLOW_TIMEOUT_SECONDS
@@ -120,9 +126,10 @@ def test_a_cluster_with_jobs_queued_ahead_ranks_after_an_empty_queue(kubeconfig:
             break
         assert time.monotonic() < deadline, ranked
         time.sleep(0.1)
-    (first, quiet_wait, quiet_basis), (second, busy_wait, busy_basis) = ranked
-    assert (first, second) == (QUIET, BUSY)  # the admin listed busy first
-    assert quiet_basis == busy_basis == "declared"
-    assert quiet_wait is not None and busy_wait is not None
+    (first, sooner_wait, sooner_basis), (second, quiet_wait, quiet_basis), (third, busy_wait, busy_basis) = ranked
+    assert (first, second, third) == (SOONER, QUIET, BUSY)  # the admin listed busy, quiet, sooner
+    assert sooner_basis == quiet_basis == busy_basis == "declared"
+    assert sooner_wait is not None and quiet_wait is not None and busy_wait is not None
+    assert abs(sooner_wait - (2 * 3600 - 600)) <= 5  # its fillers end 1 h 50 min from now
     assert abs(quiet_wait - (3 * 3600 - 600)) <= 5  # the fillers end 2 h 50 min from now
     assert abs(busy_wait - quiet_wait - 3600) <= 5  # then the two queued 1 h jobs, side by side
