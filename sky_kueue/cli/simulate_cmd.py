@@ -150,6 +150,26 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
 )
 @click.option("--burst-cost", type=click.FloatRange(min=0), default=None, help="Cloud price per GPU-hour (USD).")
 @click.option(
+    "--cloud-startup",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds from a burst decision to the job running in the cloud (default 600: SkyPilot waits up to "
+    "90-300 s for a new node per attempt, then installs its runtime and the task pulls a multi-GB GPU image). "
+    "Billed, counted as wait.",
+)
+@click.option(
+    "--cloud-startup-jitter",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Add a seeded uniform 0..S seconds to each burst's start-up (default 0).",
+)
+@click.option(
+    "--cloud-capacity",
+    type=click.IntRange(min=0),
+    default=None,
+    help="GPUs the cloud grants at once (default unlimited); a burst beyond them waits, counted as wait.",
+)
+@click.option(
     "--allow-burst",
     is_flag=True,
     help="Let the controller's policies send preempted jobs to a cloud: after burst_after_preemptions "
@@ -258,6 +278,9 @@ def simulate(
     cycle_interval: float | None,
     burst_after: float | None,
     burst_cost: float | None,
+    cloud_startup: float | None,
+    cloud_startup_jitter: float | None,
+    cloud_capacity: int | None,
     allow_burst: bool,
     checkpoint_every: float | None,
     reserve_after: float | None,
@@ -324,6 +347,9 @@ def simulate(
         cycle_interval_s=cycle_interval,
         wait_limit_s=burst_after,
         burst_cost_per_gpu_hour=burst_cost,
+        cloud_startup_s=cloud_startup,
+        cloud_startup_jitter_s=cloud_startup_jitter,
+        cloud_capacity_gpus=cloud_capacity,
     )
     config = replace(
         config, allow_burst=allow_burst, checkpoint_every_s=checkpoint_every, reserve_after_s=reserve_after

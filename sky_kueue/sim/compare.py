@@ -9,12 +9,13 @@ includes it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
 from sky_kueue.sim import eta as eta_mod
 from sky_kueue.sim import policies
+from sky_kueue.sim.burst_cost import BurstCost, burst_costs
 from sky_kueue.sim.metrics import PolicyMetrics, StarvationRule, TargetCheck, check_targets, summarize
 from sky_kueue.sim.results import RunResult
 from sky_kueue.sim.simulator import ProgressFn, SimConfig, Simulator
@@ -34,6 +35,8 @@ class Comparison:
     #: Against the baseline run, for every other policy (empty without a baseline).
     targets: dict[str, TargetCheck]
     reference: str | None
+    #: What bursting cost, for every policy that burst (:mod:`sky_kueue.sim.burst_cost`).
+    bursting: dict[str, BurstCost] = field(default_factory=dict)
 
 
 def compare(
@@ -104,4 +107,5 @@ def compare(
         metrics=summaries,
         targets=targets,
         reference=reference,
+        bursting=burst_costs(summaries, reference),
     )

@@ -38,6 +38,8 @@ class EventKind(enum.IntEnum):
     SAFE_TIMEOUT = 8
     #: The controller saw a reserving relaunch admitted: its team's held-back work is reactivated.
     TEAM_RELEASE = 9
+    #: A cloud run ended: its GPUs return to the cloud's capacity for waiting bursts.
+    CLOUD_FREE = 10
 
 
 @dataclass(frozen=True, order=True)

@@ -137,7 +137,7 @@ class PolicyMetrics:
     p50_wait_after_preemption_s: float = 0.0
     p99_wait_after_preemption_s: float = 0.0
     max_wait_after_preemption_s: float = 0.0
-    #: GPU-hours run in the cloud by jobs that burst (their remaining run time).
+    #: GPU-hours billed in the cloud for jobs that burst: their start-up plus their remaining run time.
     burst_gpu_hours: float = 0.0
     #: Completion-time inflation of preempted jobs that completed (module doc): p50, p99, max,
     #: and how many such jobs there were.
@@ -268,7 +268,10 @@ def summarize(
         p50_wait_after_preemption_s=percentile(after, 50),
         p99_wait_after_preemption_s=percentile(after, 99),
         max_wait_after_preemption_s=after[-1] if after else 0.0,
-        burst_gpu_hours=sum(j.gpus * j.remaining_s for j in run.jobs if j.outcome is JobOutcome.BURST) / 3600.0,
+        burst_gpu_hours=sum(
+            j.gpus * (j.cloud_startup_s + j.remaining_s) for j in run.jobs if j.outcome is JobOutcome.BURST
+        )
+        / 3600.0,
         p50_inflation=percentile(inflation, 50),
         p99_inflation=percentile(inflation, 99),
         max_inflation=inflation[-1] if inflation else 0.0,

@@ -30,6 +30,11 @@ PREEMPTED_COLUMNS: tuple[str, ...] = (
     *("policy", "preempted", "relaunch-starved", "inflation p50", "p99", "max", "wasted GPU-h/job"),
     *("holds", "released safe", "timed out"),
 )
+#: Columns of the bursting table (one row per policy that burst).
+BURST_COLUMNS: tuple[str, ...] = (
+    *("policy", "bursts", "cloud GPU-h", "cloud $", "on-prem goodput vs ref", "starved avoided"),
+    "$ per starved job avoided",
+)
 #: Columns of the targets table (one row per policy).
 TARGET_COLUMNS = ("policy", "starved", "low max wait", "x lower", "high p95", "change", "util delta", "all met")
 
@@ -63,11 +68,15 @@ def to_json(comparison: Comparison) -> dict[str, Any]:
             "relaunch_backoff": config.relaunch.backoff,
             "wait_limit_s": config.wait_limit_s,
             "burst_cost_per_gpu_hour": config.burst_cost_per_gpu_hour,
+            "cloud_startup_s": config.cloud_startup_s,
+            "cloud_startup_jitter_s": config.cloud_startup_jitter_s,
+            "cloud_capacity_gpus": config.cloud_capacity_gpus,
         },
         "classes": comparison.class_order,
         "reference": comparison.reference,
         "policies": {name: m.to_json() for name, m in comparison.metrics.items()},
         "targets": {name: t.to_json() for name, t in comparison.targets.items()},
+        "bursting": {name: b.to_json() for name, b in comparison.bursting.items()},
     }
 
 
@@ -170,6 +179,8 @@ def render(comparison: Comparison) -> Group:
                 _mark(t.met),
             )
         parts.append(targets)
+    if comparison.bursting:
+        parts.append(_bursting_table(comparison))
     with_eta = {name: m.eta for name, m in comparison.metrics.items() if m.eta is not None}
     if with_eta:
         eta_table = Table(title="ETA at submission against the actual wait until first admission")
@@ -188,6 +199,29 @@ def render(comparison: Comparison) -> Group:
             )
         parts.append(eta_table)
     return Group(*parts)
+
+
+def _bursting_table(comparison: Comparison) -> Table:
+    config = comparison.config
+    capacity = "unlimited" if config.cloud_capacity_gpus is None else f"{config.cloud_capacity_gpus} GPUs"
+    jitter = f" + up to {duration(config.cloud_startup_jitter_s)}" if config.cloud_startup_jitter_s > 0 else ""
+    table = _policy_table(
+        f"Bursting: what it cost (cloud start-up {duration(config.cloud_startup_s)}{jitter}, capacity {capacity}, "
+        f"${config.burst_cost_per_gpu_hour:g}/GPU-h)",
+        BURST_COLUMNS,
+    )
+    for name, b in comparison.bursting.items():
+        delta = b.onprem_goodput_delta_points
+        table.add_row(
+            name,
+            str(b.bursts),
+            f"{b.cloud_gpu_hours:.1f}",
+            f"{b.cloud_usd:.0f}",
+            "-" if delta is None else f"{delta:+.2f} pt",
+            "-" if b.starved_jobs_avoided is None else str(b.starved_jobs_avoided),
+            "-" if b.usd_per_starved_job_avoided is None else f"{b.usd_per_starved_job_avoided:.0f}",
+        )
+    return table
 
 
 #: Width of the tables when stdout is not a terminal (a file or a pipe has no width).

@@ -48,6 +48,8 @@ class JobResult:
     max_boost: int
     launches: int
     burst_cost: float = 0.0
+    #: A burst job's cloud start-up (decision or capacity to running), billed but not running.
+    cloud_startup_s: float = 0.0
     end_s: float | None = None
     #: Run time still needed when the job ended or the simulation stopped (checkpoints
     #: shorten it; the duration otherwise). A burst job ran this much in the cloud.

@@ -36,7 +36,14 @@ policies see the same delay for the same preemption of the same job.
 
 Simplifications, stated: the controller's reaction and pod start-up take no time; a
 preempted run restarts from scratch (no checkpoints); a victim releases its quota at
-once (no termination grace period); cloud capacity is unlimited.
+once (no termination grace period).
+
+**The cloud** is not instant: a job sent there starts :attr:`SimConfig.cloud_startup_s`
+(plus a seeded jitter up to :attr:`SimConfig.cloud_startup_jitter_s`) after the burst
+decision, and the cloud holds at most :attr:`SimConfig.cloud_capacity_gpus` GPUs (None:
+unlimited). A burst that finds no capacity waits, first come first served, until a cloud
+run ends; the job is not running meanwhile, so that time (and the start-up) counts as
+wait. The start-up is billed, as a provisioned node is (:mod:`sky_kueue.sim.burst_cost`).
 """
 
 from __future__ import annotations
@@ -77,6 +84,16 @@ DEFAULT_CYCLE_INTERVAL_SECONDS = 1.0
 DEFAULT_DRAIN_SECONDS = 7 * 86_400.0
 #: Price of a GPU-hour in the public cloud a job bursts to (on-demand, USD).
 DEFAULT_BURST_COST_PER_GPU_HOUR = 4.0
+#: Seconds from the burst decision to the job running on a fresh cloud GPU node. Ten minutes:
+#: SkyPilot itself waits up to 90 s (AWS, Azure) to 300 s (Lambda, Kubernetes) for a new node
+#: to make progress before failing over (SkyPilot 0.14.1
+#: ``sky/backends/cloud_vm_ray_backend.py`` ``_NODES_LAUNCHING_PROGRESS_TIMEOUT``), then
+#: installs its runtime on the node and runs the task's setup, and a GPU training image
+#: (CUDA + framework) is several GB to pull. Capacity errors and failover make it longer;
+#: ``simulate --cloud-startup-jitter`` models that spread.
+DEFAULT_CLOUD_STARTUP_SECONDS = 600.0
+#: Extra start-up drawn uniformly in [0, this] per burst (0: every burst takes the same time).
+DEFAULT_CLOUD_STARTUP_JITTER_SECONDS = 0.0
 #: Safety stop for cycles at one instant (each cycle pops one head per ClusterQueue).
 MAX_CYCLES_PER_INSTANT = 100_000
 #: Call the progress callback after this many event-loop steps.
@@ -103,6 +120,12 @@ class SimConfig:
     drain_s: float = DEFAULT_DRAIN_SECONDS
     relaunch: RelaunchModel = field(default_factory=RelaunchModel)
     burst_cost_per_gpu_hour: float = DEFAULT_BURST_COST_PER_GPU_HOUR
+    #: Burst decision to the job running in the cloud (module docstring).
+    cloud_startup_s: float = DEFAULT_CLOUD_STARTUP_SECONDS
+    #: Each burst's start-up gets a seeded uniform extra in [0, this].
+    cloud_startup_jitter_s: float = DEFAULT_CLOUD_STARTUP_JITTER_SECONDS
+    #: GPUs the cloud grants at once (None: unlimited); a burst beyond them waits.
+    cloud_capacity_gpus: int | None = None
     #: Burst after this many seconds in Kueue per launch attempt, for every team
     #: (overrides the trace's per-team limits; None keeps them).
     wait_limit_s: float | None = None
@@ -126,6 +149,8 @@ class _State(enum.Enum):
     QUEUED = "queued"
     RUNNING = "running"
     RELAUNCHING = "relaunching"
+    #: Sent to the cloud, waiting for cloud capacity (``SimConfig.cloud_capacity_gpus``).
+    CLOUD_WAITING = "cloud-waiting"
     DONE = "done"
 
 
@@ -162,6 +187,8 @@ class _Job:
     outcome: JobOutcome | None = None
     end_s: float | None = None
     burst_cost: float = 0.0
+    #: Start-up of the job's cloud run (billed, not running).
+    cloud_startup_s: float = 0.0
     #: Deactivated by another job's reservation: the Workload is not in Kueue's queues.
     held_back: bool = False
     #: Held by the safe-relaunch rule since this time (None: not held; the Workload is in Kueue).
@@ -179,6 +206,11 @@ class _Job:
 
 def _rng(seed: int, job_id: str, preemption: int) -> random.Random:
     return random.Random(f"{seed}/{job_id}/{preemption}")
+
+
+def _cloud_rng(seed: int, job_id: str) -> random.Random:
+    """The RNG of a job's cloud start-up jitter (a job bursts at most once)."""
+    return random.Random(f"{seed}/{job_id}/cloud")
 
 
 class Simulator:
@@ -244,6 +276,13 @@ class Simulator:
         self.safe_held: dict[int, None] = {}
         self._quota_freed = False
         self._ran = False
+        if self.config.cloud_startup_s < 0 or self.config.cloud_startup_jitter_s < 0:
+            raise ValueError("the cloud start-up and its jitter are seconds >= 0")
+        if self.config.cloud_capacity_gpus is not None and self.config.cloud_capacity_gpus < 0:
+            raise ValueError("the cloud capacity is a number of GPUs >= 0")
+        #: GPUs the cloud has granted (starting or running), and bursts waiting for capacity.
+        self.cloud_used_gpus = 0
+        self.cloud_waiting: dict[int, None] = {}
 
     # --- setup ------------------------------------------------------------------------
 
@@ -354,6 +393,9 @@ class Simulator:
                 self._end_team_reservation(job)  # released into Kueue but not admitted within the bound
         elif kind is EventKind.TEAM_RELEASE:
             self._sync_team_holds(job.queue.cluster_queue)
+        elif kind is EventKind.CLOUD_FREE:
+            self.cloud_used_gpus -= job.alloc_gpus
+            self._grant_cloud()
 
     def _settle(self, instant: float) -> None:
         """Runs Kueue cycles at one instant until no head can change anything."""
@@ -847,12 +889,40 @@ class Simulator:
         self._end_team_reservation(job)
 
     def _to_cloud(self, job: _Job) -> None:
-        """SkyPilot runs the job's remaining work in a public cloud, starting now."""
-        now = self.now
-        job.wait_s += now - job.waiting_since
-        job.last_admission_s = now
-        job.burst_cost = job.alloc_gpus * job.remaining_s / 3600.0 * self.config.burst_cost_per_gpu_hour
-        self._end(job, JobOutcome.BURST, now + job.remaining_s)
+        """SkyPilot sends the job's remaining work to a public cloud: it starts once the cloud
+        has capacity for it and a node came up (module docstring); it waits until then."""
+        job.state = _State.CLOUD_WAITING
+        self.cloud_waiting[job.index] = None
+        self._grant_cloud()
+
+    def _cloud_fits(self, job: _Job) -> bool:
+        capacity = self.config.cloud_capacity_gpus
+        return capacity is None or self.cloud_used_gpus + job.alloc_gpus <= capacity
+
+    def _grant_cloud(self) -> None:
+        """Starts waiting bursts in the order they were sent, while the head fits (first come,
+        first served: a large burst is not overtaken forever by small ones)."""
+        while self.cloud_waiting:
+            job = self.jobs[next(iter(self.cloud_waiting))]
+            if not self._cloud_fits(job):
+                return
+            del self.cloud_waiting[job.index]
+            self._start_in_cloud(job)
+
+    def _start_in_cloud(self, job: _Job) -> None:
+        config = self.config
+        startup = config.cloud_startup_s
+        if config.cloud_startup_jitter_s > 0:
+            startup += _cloud_rng(config.seed, job.spec.job_id).uniform(0.0, config.cloud_startup_jitter_s)
+        start = self.now + startup
+        job.wait_s += start - job.waiting_since
+        job.last_admission_s = start
+        job.cloud_startup_s = startup
+        billed_s = startup + job.remaining_s
+        job.burst_cost = job.alloc_gpus * billed_s / 3600.0 * config.burst_cost_per_gpu_hour
+        self.cloud_used_gpus += job.alloc_gpus
+        self.events.push(self.now + billed_s, EventKind.CLOUD_FREE, job.index, job.launches)
+        self._end(job, JobOutcome.BURST, start + job.remaining_s)
 
     def _checkpointed(self, ran_s: float, remaining_s: float) -> float:
         """Run time a preempted run keeps: whole checkpoint intervals, never more than remained."""
@@ -875,7 +945,7 @@ class Simulator:
                 self.busy_gpu_s += self._window_overlap(job.run_start, end) * job.alloc_gpus
                 self.useful_gpu_s += self._window_overlap(job.run_start, end) * job.alloc_gpus
                 job.outcome = JobOutcome.RUNNING_AT_HORIZON
-            elif job.state in (_State.QUEUED, _State.RELAUNCHING, _State.UNSUBMITTED):
+            elif job.state in (_State.QUEUED, _State.RELAUNCHING, _State.CLOUD_WAITING, _State.UNSUBMITTED):
                 if job.state is not _State.UNSUBMITTED:
                     job.wait_s += max(end - job.waiting_since, 0.0)
                 job.outcome = JobOutcome.PENDING_AT_HORIZON
@@ -929,6 +999,7 @@ class Simulator:
             max_boost=job.max_boost,
             launches=job.launches,
             burst_cost=job.burst_cost,
+            cloud_startup_s=job.cloud_startup_s,
             end_s=job.end_s,
             remaining_s=job.remaining_s,
             first_preempted_s=job.first_preempted_s,

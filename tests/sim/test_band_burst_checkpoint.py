@@ -81,7 +81,8 @@ def repeatedly_preempted_trace():
 def test_allow_burst_sends_the_relaunch_to_a_cloud_after_burst_after_preemptions():
     settings = replace(policies.with_burst_defaults(AgingSettings()), burst_after_preemptions=3)
     assert policies.with_burst_defaults(AgingSettings()).burst_after_preemptions == 1
-    config = replace(NO_DELAY, allow_burst=True, burst_cost_per_gpu_hour=3.6)
+    # An instant cloud (cloud_startup_s=0): this checks when the burst is decided.
+    config = replace(NO_DELAY, allow_burst=True, burst_cost_per_gpu_hour=3.6, cloud_startup_s=0.0)
     run = simulate(repeatedly_preempted_trace(), policies.resolve("keep-place", settings), config)
     low = by_id(run)["low"]
     assert low.preemptions == 3
@@ -101,7 +102,7 @@ def test_allow_burst_times_out_a_waiting_relaunch():
     settings = replace(
         policies.with_burst_defaults(AgingSettings()), burst_after_preemptions=5, burst_max_predicted_wait_seconds=25.0
     )
-    config = replace(NO_DELAY, allow_burst=True)
+    config = replace(NO_DELAY, allow_burst=True, cloud_startup_s=0.0)  # instant cloud: the decision's time
     low = by_id(simulate(repeatedly_preempted_trace(), policies.resolve("rank", settings), config))["low"]
     # Preempted at t=10, relaunched at once, still waiting behind high-0 at t=35: burst.
     assert (low.preemptions, low.outcome, low.end_s) == (1, JobOutcome.BURST, 35 + 1_000)

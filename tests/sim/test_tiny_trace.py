@@ -97,7 +97,7 @@ def test_burst_after_the_team_wait_limit_costs_gpu_hours():
         .job("second", at=0.5, gpus=1, run=1800)
         .trace()
     )
-    config = SimConfig(burst_cost_per_gpu_hour=3.0)
+    config = SimConfig(burst_cost_per_gpu_hour=3.0, cloud_startup_s=0.0)  # instant cloud: the limit's time
     jobs = by_id(simulate(trace, policies.resolve("baseline"), config))
     second = jobs["second"]
     assert second.outcome is JobOutcome.BURST
