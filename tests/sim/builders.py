@@ -74,3 +74,18 @@ class TraceBuilder:
         cluster = build_cluster(ClusterSpec(teams=tuple(self.teams)))
         jobs = tuple(sorted(self.jobs, key=lambda j: (j.submit_s, j.job_id)))
         return Trace(name="test", jobs=jobs, cluster=cluster, description="test trace")
+
+
+def team_above_nominal() -> Trace:
+    """The safe-relaunch counter-example (issue 24, dev-starvation and the storms): team a offers
+    more work than its nominal 4 GPUs, in 1-GPU jobs arriving every 100 s for 400 s each, so its
+    own fresh work keeps its usage at or above nominal; its 4-GPU job ``a-big`` borrows team b's
+    idle GPUs, and b's owners return every 600 s for 300 s. Shared by the plain hold's test
+    (no safe place) and the team reservation's (the reservation makes one)."""
+    builder = TraceBuilder().team("a", gpus=4, cohort="org").team("b", gpus=4, cohort="org")
+    builder.job("a-big", at=450, gpus=4, run=1200, team="a")
+    for index in range(60):
+        builder.job(f"a-small-{index:02d}", at=1 + 100 * index, gpus=1, run=400, team="a")
+    for index in range(10):
+        builder.job(f"b-owner-{index}", at=300 + 600 * index, gpus=4, run=300, klass="high", team="b")
+    return builder.trace()

@@ -11,7 +11,7 @@ from sky_kueue.sim.multicluster import MultiClusterSimulator, PlacementStrategy
 from sky_kueue.sim.results import JobOutcome, RunResult
 from sky_kueue.sim.simulator import Simulator
 from sky_kueue.sim.traces import Trace
-from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
+from tests.sim.builders import NO_DELAY, TraceBuilder, by_id, team_above_nominal
 
 
 def _storm() -> Trace:
@@ -133,20 +133,6 @@ def test_safe_names_resolve_and_bad_ones_fail() -> None:
         policies.resolve("nope+safe")
 
 
-def _team_above_nominal() -> Trace:
-    """Counter-example (issue 24, dev-starvation and the storms): team a offers more work than
-    its nominal 4 GPUs, in 1-GPU jobs arriving every 100 s for 400 s each, so its own fresh work
-    keeps its usage at or above nominal; its 4-GPU job borrows team b's idle GPUs, and b's
-    owners return every 600 s for 300 s."""
-    builder = TraceBuilder().team("a", gpus=4, cohort="org").team("b", gpus=4, cohort="org")
-    builder.job("a-big", at=450, gpus=4, run=1200, team="a")
-    for index in range(60):
-        builder.job(f"a-small-{index:02d}", at=1 + 100 * index, gpus=1, run=400, team="a")
-    for index in range(10):
-        builder.job(f"b-owner-{index}", at=300 + 600 * index, gpus=4, run=300, klass="high", team="b")
-    return builder.trace()
-
-
 def test_counter_example_a_team_above_nominal_gets_no_safe_place_while_its_own_work_flows() -> None:
     """Kueue judges borrowing on the ClusterQueue's total usage: while the team's own fresh work
     fills its nominal quota, no admission of the relaunch is within nominal quota. Holds time
@@ -154,7 +140,7 @@ def test_counter_example_a_team_above_nominal_gets_no_safe_place_while_its_own_w
     the hold saves (fewer preemptions, by sitting out some of the owners' returns) it pays in
     wait: the rule trades preemptions for waiting time, it does not find a safe place (issue 24,
     dev-starvation and the storms, where the team lives above its nominal quota)."""
-    trace = _team_above_nominal()
+    trace = team_above_nominal()
     baseline = by_id(Simulator(trace, policies.resolve("baseline"), NO_DELAY).run())["a-big"]
     always = SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=900, hold_only_when_predicted=False)
     held_run = Simulator(trace, policies.resolve("baseline+safe", safe=always), NO_DELAY).run()

@@ -18,8 +18,7 @@ from sky_kueue.controller.aging.safe_relaunch import (
 from sky_kueue.sim import policies
 from sky_kueue.sim.multicluster import MultiClusterSimulator, PlacementStrategy
 from sky_kueue.sim.simulator import Simulator
-from sky_kueue.sim.traces import Trace
-from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
+from tests.sim.builders import NO_DELAY, TraceBuilder, by_id, team_above_nominal
 
 HEAD = SafeRelaunchSettings(safe_after_preemptions=2, team_reservation=TeamReservationScope.HEAD)
 #: Borrowing now, no safe place predicted: without the reservation the relaunch is not held.
@@ -111,19 +110,6 @@ def test_team_names_resolve_and_bad_ones_fail() -> None:
             policies.resolve(bad)
 
 
-def _team_above_nominal() -> Trace:
-    """Team a offers more than its nominal 4 GPUs: 1-GPU jobs every 100 s for 400 s each, so its own
-    fresh work keeps its usage at nominal; its 4-GPU job borrows team b's idle GPUs, and b's owners
-    return every 600 s for 300 s (the counter-example of ``test_safe_relaunch.py``)."""
-    builder = TraceBuilder().team("a", gpus=4, cohort="org").team("b", gpus=4, cohort="org")
-    builder.job("a-big", at=450, gpus=4, run=1200, team="a")
-    for index in range(60):
-        builder.job(f"a-small-{index:02d}", at=1 + 100 * index, gpus=1, run=400, team="a")
-    for index in range(10):
-        builder.job(f"b-owner-{index}", at=300 + 600 * index, gpus=4, run=300, klass="high", team="b")
-    return builder.trace()
-
-
 def test_counter_example_the_reservation_gives_the_starved_job_its_safe_place_and_the_team_pays() -> None:
     """Where the plain hold finds no safe place, holding the team's own stream back does: the
     4-GPU job is admitted in nominal quota at its first relaunch and never reclaimed again. The
@@ -131,7 +117,7 @@ def test_counter_example_the_reservation_gives_the_starved_job_its_safe_place_an
     a reservation waits now, and their relaunches reserve in turn), which is what the benchmark
     measures at scale: on dev-starvation, where many relaunches starve at once, reservations
     follow each other and the team's fresh work starves (issue 24, benchmarks/README.md)."""
-    trace = _team_above_nominal()
+    trace = team_above_nominal()
     baseline = by_id(Simulator(trace, policies.resolve("baseline"), NO_DELAY).run())
     safe = SafeRelaunchSettings(safe_after_preemptions=1, safe_max_hold_seconds=900)
     run = Simulator(trace, policies.resolve("baseline+team", safe=safe), NO_DELAY).run()
@@ -150,7 +136,7 @@ def test_counter_example_the_reservation_gives_the_starved_job_its_safe_place_an
 
 
 def test_the_reservation_is_modelled_in_one_cluster_only() -> None:
-    trace = _team_above_nominal()
+    trace = team_above_nominal()
     with pytest.raises(ValueError, match="one cluster"):
         MultiClusterSimulator(
             trace,
