@@ -17,6 +17,7 @@ from sky_kueue.controller.safety_probe import MirrorSafetyProbe
 from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
 from sky_kueue.mirror.store import MirrorStore, normalize
+from tests.mirror.builders import admitted_status
 
 from .test_live_hold import hold_setup
 
@@ -64,18 +65,7 @@ def _workload(
         },
     }
     if admitted:
-        doc["status"] = {
-            "admission": {
-                "clusterQueue": f"{namespace}-cq",
-                "podSetAssignments": [
-                    {"name": "main", "count": 1, "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": cpu}}
-                ],
-            },
-            "conditions": [
-                {"type": t, "status": "True", "reason": t, "message": "", "lastTransitionTime": _stamp(START)}
-                for t in ("QuotaReserved", "Admitted")
-            ],
-        }
+        doc["status"] = admitted_status(f"{namespace}-cq", cpu, _stamp(START))
     return doc
 
 

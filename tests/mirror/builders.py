@@ -257,3 +257,21 @@ def finish(store: ObjectStore, name: str, ns: str, pods: int = 1) -> None:
         ns,
         subresource="status",
     )
+
+
+def admitted_status(cluster_queue: str, cpu: str, at: str) -> dict[str, Any]:
+    """``status`` of a Workload Kueue admitted at ``at`` (QuotaReserved, then Admitted) with its
+    one pod set ``main`` on ``default-flavor``, using ``cpu``: what the safety probe and the
+    policy's ETA read as an admission (``kueue.md`` §1)."""
+    return {
+        "admission": {
+            "clusterQueue": cluster_queue,
+            "podSetAssignments": [
+                {"name": "main", "count": 1, "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": cpu}}
+            ],
+        },
+        "conditions": [
+            {"type": kind, "status": "True", "reason": kind, "message": "", "lastTransitionTime": at}
+            for kind in ("QuotaReserved", "Admitted")
+        ],
+    }

@@ -27,6 +27,7 @@ from sky_kueue.skypilot.runtime_estimate import (
 )
 from sky_kueue.skypilot.runtime_history import past_run, past_runs
 from sky_kueue.skypilot.view import ContextView
+from tests.mirror.builders import admitted_status
 from tests.skypilot.builders import config, fake_view, request, task
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -249,30 +250,7 @@ def workload(name: str, namespace: str, cpu: int, *, admitted: bool, created: st
         },
     }
     if admitted:
-        at = f"2026-01-01T{created}Z"
-        doc["status"] = {
-            "admission": {
-                "clusterQueue": "team-b-cq",
-                "podSetAssignments": [
-                    {
-                        "name": "main",
-                        "count": 1,
-                        "flavors": {"cpu": "default-flavor"},
-                        "resourceUsage": {"cpu": str(cpu)},
-                    }
-                ],
-            },
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": "True",
-                    "reason": "QuotaReserved",
-                    "message": "",
-                    "lastTransitionTime": at,
-                },
-                {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "", "lastTransitionTime": at},
-            ],
-        }
+        doc["status"] = admitted_status("team-b-cq", str(cpu), f"2026-01-01T{created}Z")
     return doc
 
 
