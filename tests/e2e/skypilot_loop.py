@@ -374,17 +374,7 @@ def _drive(
     )
 
     def recorded() -> dict[str, Any] | None:
-        result = subprocess.run(
-            [str(BIN / "sky-kueue"), "controller", "status", "--state", str(state), "--output", "json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if result.returncode != 0 or not result.stdout.strip():
-            return None
-        jobs = json.loads(result.stdout).get("jobs") or []
-        return next((j for j in jobs if j.get("preemptions")), None)
+        return next((j for j in _controller_jobs(state) if j.get("preemptions")), None)
 
     job = _wait("the resubmission controller to record the preemption", recorded)
     evidence.record("the sky-kueue controller recorded the preemption", json.dumps(job, sort_keys=True)[:400])
@@ -596,7 +586,8 @@ def _ran(job: dict[str, Any]) -> str:
     return "run time not recorded"
 
 
-def _controller_job(state: pathlib.Path, managed_job_id: int) -> dict[str, Any] | None:
+def _controller_jobs(state: pathlib.Path) -> list[dict[str, Any]]:
+    """The jobs ``sky-kueue controller status`` shows for ``state`` (none while it cannot answer)."""
     result = subprocess.run(
         [str(BIN / "sky-kueue"), "controller", "status", "--state", str(state), "--output", "json"],
         capture_output=True,
@@ -605,9 +596,13 @@ def _controller_job(state: pathlib.Path, managed_job_id: int) -> dict[str, Any] 
         check=False,
     )
     if result.returncode != 0 or not result.stdout.strip():
-        return None
-    jobs = json.loads(result.stdout).get("jobs") or []
-    return next((j for j in jobs if str(j.get("managed_job_id")) == str(managed_job_id)), None)
+        return []
+    jobs: list[dict[str, Any]] = json.loads(result.stdout).get("jobs") or []
+    return jobs
+
+
+def _controller_job(state: pathlib.Path, managed_job_id: int) -> dict[str, Any] | None:
+    return next((j for j in _controller_jobs(state) if str(j.get("managed_job_id")) == str(managed_job_id)), None)
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
