@@ -15,9 +15,13 @@ carries the run's realised load. Modes:
   last four) and ``starved`` no more than the baseline (:data:`NO_HARM_ONLY_TRACES`).
 * ``burst``: ``--allow-burst`` for the policies (baseline keeps SkyPilot's behaviour), with
   the default ``burst_after_preemptions`` (1) and, as ``<policy>@2``, with 2; ``rank+safe``
-  bursts from a hold instead (when no safe place is predicted within the relaunch's limit).
+  bursts from a hold instead (when no safe place is predicted within the relaunch's limit);
+  ``rank+predicted`` bursts a relaunch due a burst only when the predictor's on-prem wait
+  exceeds the cloud start-up plus a margin (:mod:`sky_kueue.controller.predicted_burst`).
   Criteria: ``relaunch_starved`` 0, no job preempted more than 3 times, p99 wait after
-  preemption at least 5x lower; burst GPU-hours and cost reported.
+  preemption at least 5x lower, and the predictor-gated burst's pair: p99 wait after
+  preemption at least 3x lower (``p99_wait_3x``) with on-prem goodput at most one point under
+  the baseline's (``goodput``, the no-harm check); burst GPU-hours and cost reported.
 * with ``--team``, in the cluster: ``rank+team`` (``rank`` plus the safe-relaunch rule's
   team-scoped nominal reservation: a starved relaunch held for nominal quota also holds back its
   own team's pending work of its class or lower) and its variants ``rank+team/newer``,
@@ -79,7 +83,7 @@ TEAM_VARIANTS: dict[str, dict[str, Any]] = {
     "long": {"team_reservation_min_wait_seconds": TEAM_RESERVATION_LONG_WAIT_SECONDS},
     "cap": {"team_reservation_max_held": TEAM_RESERVATION_CAP},
 }
-BURST_POLICIES = ("baseline", "rank", "rank+safe")
+BURST_POLICIES = ("baseline", "rank", "rank+safe", "rank+predicted")
 #: Burst settings shown beside the default: the policy bursts after this many preemptions.
 BURST_ALTERNATIVE_PREEMPTIONS = 2
 #: Traces judged on the no-harm criteria and the starved count only (issue 24's Done means).
@@ -101,6 +105,10 @@ HIGH_P95_SLACK_SECONDS = 60.0
 GOODPUT_MAX_LOSS_POINTS = 1.0
 BURST_MAX_PREEMPTIONS = 3
 BURST_WAIT_AFTER_PREEMPTION_REDUCTION = 5.0
+#: The predictor-gated burst's target (``rank+predicted``): p99 wait after preemption at least
+#: this many times lower than the baseline's, with on-prem goodput within
+#: :data:`GOODPUT_MAX_LOSS_POINTS` of it (both judged on every burst row).
+PREDICTED_WAIT_AFTER_PREEMPTION_REDUCTION = 3.0
 
 
 @dataclass(frozen=True)
@@ -170,6 +178,9 @@ def _burst(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
         "max_preemptions": f["max_preemptions"] <= BURST_MAX_PREEMPTIONS,
         "p99_wait_after_preemption": f["p99_wait_after_preemption_s"] * BURST_WAIT_AFTER_PREEMPTION_REDUCTION
         <= b["p99_wait_after_preemption_s"],
+        "p99_wait_3x": f["p99_wait_after_preemption_s"] * PREDICTED_WAIT_AFTER_PREEMPTION_REDUCTION
+        <= b["p99_wait_after_preemption_s"],
+        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
     }
 
 
@@ -178,7 +189,7 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
     alternative = policies.with_burst_defaults(AgingSettings(burst_after_preemptions=BURST_ALTERNATIVE_PREEMPTIONS))
     named: list[str | policies.ResubmissionPolicy] = list(BURST_POLICIES)
     for name in BURST_POLICIES:
-        if name != policies.BASELINE and not name.endswith(policies.SAFE_SUFFIX):
+        if name != policies.BASELINE and "+" not in name:  # suffixed policies keep their own rule
             named.append(
                 policies.RegistryPolicy(
                     name=f"{name}@{BURST_ALTERNATIVE_PREEMPTIONS}", policy=get_policy(name), settings=alternative

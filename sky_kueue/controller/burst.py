@@ -11,6 +11,11 @@ plus ``kubernetes.kueue.admission_timeout``; SkyPilot 0.14.1 ``sky/backends/clou
 * the predicted wait (from the admission predictor) exceeds the team's limit
   (``burst_max_predicted_wait_seconds``, or a per-team value passed by the caller).
 
+With a predicted-wait gate (:mod:`sky_kueue.controller.predicted_burst`, the team's
+``burst.cloud_startup_seconds`` and ``burst.predicted_wait_margin_seconds``), the first trigger
+bursts only when the predicted on-prem wait also exceeds the cloud start-up plus the margin;
+otherwise the job stays in Kueue (reason ``predicted-on-prem-wait`` when it bursts).
+
 The verdict is pure; the controller records it once (``HistoryStore.record_burst``) and
 surfaces it. Rewriting the task for the cloud is the SkyPilot front door's job: at the
 relaunch, the ``KUEUE_AGING`` recovery strategy asks :func:`relaunch_burst` and keeps only
@@ -25,11 +30,15 @@ from enum import Enum
 
 from sky_kueue.controller.aging.settings import AgingSettings
 from sky_kueue.controller.history import BurstRecord, JobHistory, Phase
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst
 
 
 class BurstReason(str, Enum):
     PREEMPTIONS = "preemptions"
     PREDICTED_WAIT = "predicted-wait"
+    #: Due a burst by its preemptions, and the predicted on-prem wait exceeds the cloud start-up
+    #: plus the margin (the predicted-wait gate).
+    PREDICTED_ON_PREM_WAIT = "predicted-on-prem-wait"
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ def decide_burst(
     *,
     predicted_wait_seconds: float | None = None,
     wait_limit_seconds: float | None = None,
+    gate: PredictedBurstSettings | None = None,
 ) -> BurstVerdict | None:
     """Whether the job should be marked for cloud fallback now.
 
@@ -77,15 +87,22 @@ def decide_burst(
         history: the job's history.
         settings: ``burst_after_preemptions`` and ``burst_max_predicted_wait_seconds``.
         now: evaluation time.
-        predicted_wait_seconds: the admission predictor's estimate for the pending Workload.
+        predicted_wait_seconds: the admission predictor's estimate for the pending Workload
+            (None: unknown; ``math.inf``: beyond the predictor's horizon).
         wait_limit_seconds: the team's limit; overrides the settings' limit when given.
+        gate: the team's predicted-wait gate on the preemption trigger (None: no gate).
+            With a gate an unknown prediction keeps the job in Kueue.
 
     Returns:
         The verdict, or None when no trigger fires (or bursting is not configured).
     """
     count = preemptions_since_success(history, settings, now)
     threshold = settings.burst_after_preemptions
-    if threshold is not None and count >= threshold:
+    if threshold is not None and count >= threshold and gate is not None:
+        gated = decide_predicted_burst(count, threshold, predicted_wait_seconds, gate)
+        if gated.bursts:
+            return BurstVerdict(BurstReason.PREDICTED_ON_PREM_WAIT, gated.reason, count, predicted_wait_seconds)
+    elif threshold is not None and count >= threshold:
         return BurstVerdict(
             BurstReason.PREEMPTIONS,
             f"preempted {count} times since the last successful run (burst_after_preemptions {threshold})",
@@ -110,6 +127,7 @@ def relaunch_burst(
     *,
     enabled: bool = True,
     source: str = "controller history",
+    gate: PredictedBurstSettings | None = None,
 ) -> tuple[bool, str]:
     """Whether a relaunch about to happen should go to the team's burst targets, and why.
 
@@ -125,11 +143,15 @@ def relaunch_burst(
         now: the relaunch time.
         enabled: ``aging.enabled``; when false nothing bursts.
         source: where ``history`` came from, for the reason.
+        gate: the team's predicted-wait gate: the preemption count alone then never bursts
+            (no prediction exists at the relaunch); only the controller's mark does.
     """
     if not enabled or settings.burst_after_preemptions is None:
         return False, "aging is disabled or burst_after_preemptions is not set"
     if history.burst is not None:
         return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
+    if gate is not None:
+        return False, "the predicted-wait gate decides (the controller has not marked it for a cloud burst)"
     verdict = decide_burst(history, settings, now)  # no predicted wait: preemptions only
     if verdict is None:
         return False, f"below burst_after_preemptions {settings.burst_after_preemptions} ({source})"

@@ -66,6 +66,7 @@ from sky_kueue.controller.history import (
 )
 from sky_kueue.controller.hold import HoldKeeper, HoldOutcome
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings
 from sky_kueue.mirror.identity import JobIdentity
 from sky_kueue.mirror.preemption_message import PreemptionMessage
 
@@ -199,9 +200,12 @@ class AgingEngine:
         priority_boost_gate: bool | None = None,
         preemptor_priority: PreemptorPriority = message_priority,
         holds: HoldKeeper | None = None,
+        burst_gate: PredictedBurstSettings | None = None,
     ) -> None:
         self._store = store
         self._holds = holds
+        #: The predicted-wait gate on the preemption burst trigger (None: count alone bursts).
+        self._burst_gate = burst_gate
         self._actuator = actuator
         self._settings = settings
         self._clock = clock
@@ -504,6 +508,7 @@ class AgingEngine:
             now,
             predicted_wait_seconds=predicted_wait_seconds,
             wait_limit_seconds=wait_limit_seconds,
+            gate=self._burst_gate,
         )
         if verdict is None:
             return None

@@ -21,10 +21,13 @@ at the moment each is submitted, two estimates of its wait until first admission
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sky_kueue.controller.predicted_burst import PredictedWaitKind
+from sky_kueue.controller.safety_probe import without_borrowing
 from sky_kueue.kueue import eta as kueue_eta
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.workload import WorkloadInfo
@@ -138,13 +141,16 @@ def _admitted_workload(info: WorkloadInfo) -> o.Workload:
     )
 
 
-def model_estimate(sim: Simulator, key: str) -> float | None:
-    """The predictor's ETA with every run time known (None: not admitted within the horizon)."""
+def _current_state(sim: Simulator, extra: o.Workload | None = None) -> o.ClusterState:
+    """The simulated cluster as the predictor would read it now (``extra``: a Workload about to
+    enter Kueue, added as pending)."""
     base = sim.trace.cluster.state
     workloads: dict[str, o.Workload] = {holder: _admitted_workload(info) for holder, info in sim.engine.holders.items()}
     for pending_key, info in sim.engine.pending.items():
         workloads[pending_key] = info.obj
-    state = o.ClusterState(
+    if extra is not None:
+        workloads[extra.key] = extra
+    return o.ClusterState(
         namespaces=base.namespaces,
         resource_flavors=base.resource_flavors,
         priority_classes=base.priority_classes,
@@ -155,12 +161,40 @@ def model_estimate(sim: Simulator, key: str) -> float | None:
         config=base.config,
     )
 
+
+def _runtime(sim: Simulator) -> kueue_eta.RuntimeFn:
     def runtime(wl: o.Workload) -> float | None:
         job = sim.by_workload.get(wl.key)
         return None if job is None else job.spec.duration_s
 
-    projected = kueue_eta.estimate(state, [key], runtime, now=at(sim.now), horizon_seconds=ETA_HORIZON_SECONDS)
+    return runtime
+
+
+def model_estimate(sim: Simulator, key: str) -> float | None:
+    """The predictor's ETA with every run time known (None: not admitted within the horizon)."""
+    state = _current_state(sim)
+    projected = kueue_eta.estimate(state, [key], _runtime(sim), now=at(sim.now), horizon_seconds=ETA_HORIZON_SECONDS)
     return projected[key].seconds
+
+
+def relaunch_wait(sim: Simulator, workload: o.Workload, kind: PredictedWaitKind, horizon_s: float) -> float:
+    """The predicted on-prem wait of a relaunch about to enter Kueue, for the burst gate.
+
+    The controller's predictor on the simulator's cluster, every run time known (as
+    :func:`model_estimate`): with ``kind`` ``safe`` on a copy whose ClusterQueue may not borrow
+    (:func:`sky_kueue.controller.safety_probe.without_borrowing`, what the controller's probe
+    asks), so the admission it predicts is within nominal quota. Returns ``math.inf`` when the
+    relaunch is not admitted within ``horizon_s`` (the gate only asks whether the wait exceeds
+    its threshold, so a short horizon keeps the projection cheap).
+    """
+    state = _current_state(sim, workload)
+    if kind is PredictedWaitKind.SAFE:
+        cq = sim.engine.cq_for(workload)
+        if cq is not None:
+            state = without_borrowing(state, cq)
+    projected = kueue_eta.estimate(state, [workload.key], _runtime(sim), now=at(sim.now), horizon_seconds=horizon_s)
+    seconds = projected[workload.key].seconds
+    return math.inf if seconds is None else seconds
 
 
 def summarize(

@@ -19,6 +19,11 @@ Names accepted by :func:`resolve`:
   safe-relaunch rule (:mod:`sky_kueue.controller.aging.safe_relaunch`): after the job's
   ``safe_after_preemptions``-th preemption its relaunch is held out of Kueue until Kueue
   would admit it without borrowing (default :data:`SAFE_AFTER_PREEMPTIONS_DEFAULT`);
+* any registered policy with ``+predicted`` (``rank+predicted``): with bursting allowed, a
+  job due a burst (``burst_after_preemptions``) bursts at its relaunch only when the
+  predictor's wait for its on-prem admission exceeds the cloud start-up plus a margin
+  (:mod:`sky_kueue.controller.predicted_burst`); otherwise its relaunch enters Kueue, where the
+  relaunch's admission timeout still applies;
 * any of those with ``+team`` (``rank+team``): ``+safe`` plus the rule's team-scoped
   nominal reservation (``team_reservation: head`` unless ``safe`` sets a scope): while a
   starved relaunch waits for nominal quota, its own team's pending work of its class or
@@ -43,6 +48,7 @@ every tick. Other registered policies are re-decided at every tick.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -52,6 +58,11 @@ from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.aging.policies import FoldPolicy
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings, TeamReservationScope
 from sky_kueue.controller.history import JobHistory
+from sky_kueue.controller.predicted_burst import (
+    PredictedBurstSettings,
+    PredictedBurstVerdict,
+    decide_predicted_burst,
+)
 
 BASELINE = "baseline"
 AGING = "aging"
@@ -59,6 +70,8 @@ AGING = "aging"
 SAFE_SUFFIX = "+safe"
 #: A policy name ending in this adds the safe-relaunch rule with its team reservation (``rank+team``).
 TEAM_SUFFIX = "+team"
+#: A policy name ending in this gates its bursts on the predicted on-prem wait (``rank+predicted``).
+PREDICTED_SUFFIX = "+predicted"
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
 #: (``simulate --safe-after``).
 SAFE_AFTER_PREEMPTIONS_DEFAULT = 2
@@ -144,6 +157,20 @@ class ResubmissionPolicy(Protocol):
         """The safe-relaunch rule's settings (None: relaunches enter Kueue at once)."""
         ...
 
+    @property
+    def predicted_burst(self) -> PredictedBurstSettings | None:
+        """With bursting allowed: burst at the relaunch only when the predicted on-prem wait
+        exceeds these thresholds (None: :meth:`bursts_after_preemption` decides alone)."""
+        ...
+
+    def predicted_burst_verdict(
+        self, history: JobHistory | None, now: float, predicted_wait: Callable[[], float | None]
+    ) -> PredictedBurstVerdict | None:
+        """The predictor-gated decision for a relaunch (None: not this policy's, or not due).
+
+        ``predicted_wait`` is called only when the job is due a burst (it runs the model)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BaselinePolicy:
@@ -156,9 +183,15 @@ class BaselinePolicy:
 
     relaunch_wait_limit_s: float | None = None
     safe_relaunch: SafeRelaunchSettings | None = None
+    predicted_burst: PredictedBurstSettings | None = None
 
     def decide(self, history: JobHistory | None, now: float) -> Decision:
         return Decision(0, None)
+
+    def predicted_burst_verdict(
+        self, history: JobHistory | None, now: float, predicted_wait: Callable[[], float | None]
+    ) -> PredictedBurstVerdict | None:
+        return None
 
     def bursts_after_preemption(self, history: JobHistory | None, now: float) -> bool:
         return False  # SkyPilot alone relaunches into Kueue; only its admission_timeout bursts
@@ -174,11 +207,28 @@ class RegistryPolicy:
     resync_seconds: float | None = AGING_RESYNC_SECONDS
     keeps_history: bool = True
     safe_relaunch: SafeRelaunchSettings | None = None
+    predicted_burst: PredictedBurstSettings | None = None
 
     @property
     def summary(self) -> str:
         safe = "" if self.safe_relaunch is None else " + safe relaunch"
+        if self.predicted_burst is not None:
+            safe += " + predicted-wait burst gate"
         return f"controller policy {self.policy.name!r}: {self.policy.summary}{safe}"
+
+    def predicted_burst_verdict(
+        self, history: JobHistory | None, now: float, predicted_wait: Callable[[], float | None]
+    ) -> PredictedBurstVerdict | None:
+        """The controller's gated decision (:mod:`sky_kueue.controller.predicted_burst`) for a
+        job due a burst by its preemptions since its last successful run."""
+        gate = self.predicted_burst
+        after = self.settings.burst_after_preemptions
+        if gate is None or history is None or after is None:
+            return None
+        count = burst.preemptions_since_success(history, self.settings, now)
+        if count < after:
+            return None
+        return decide_predicted_burst(count, after, predicted_wait(), gate)
 
     @property
     def relaunch_wait_limit_s(self) -> float | None:
@@ -186,8 +236,8 @@ class RegistryPolicy:
 
     def bursts_after_preemption(self, history: JobHistory | None, now: float) -> bool:
         """The controller's burst verdict on the preemption count (:mod:`sky_kueue.controller.burst`)."""
-        if history is None or self.safe_relaunch is not None:
-            return False  # with the safe-relaunch rule, the rule decides when to burst
+        if history is None or self.safe_relaunch is not None or self.predicted_burst is not None:
+            return False  # the safe-relaunch rule, or the predicted-wait gate at the relaunch, decides
         verdict = burst.decide_burst(history, self.settings, now)
         return verdict is not None and verdict.reason is burst.BurstReason.PREEMPTIONS
 
@@ -223,7 +273,7 @@ class RegistryPolicy:
 
 
 def names() -> tuple[str, ...]:
-    """Every name :func:`resolve` accepts without the ``+safe`` suffix."""
+    """Every name :func:`resolve` accepts without a suffix (``+safe``, ``+team``, ``+predicted``)."""
     return (BASELINE, AGING, *aging.policy_names())
 
 
@@ -239,17 +289,33 @@ def safe_settings(settings: AgingSettings, safe: SafeRelaunchSettings | None = N
 
 
 def resolve(
-    name: str, settings: AgingSettings | None = None, safe: SafeRelaunchSettings | None = None
+    name: str,
+    settings: AgingSettings | None = None,
+    safe: SafeRelaunchSettings | None = None,
+    predicted: PredictedBurstSettings | None = None,
 ) -> ResubmissionPolicy:
     """The policy called ``name`` (see the module docstring).
 
     Args:
         safe: the safe-relaunch settings of ``+safe`` policies (see :func:`safe_settings`).
+        predicted: the thresholds of ``+predicted`` policies (default: the controller's defaults).
 
     Raises:
         UnknownSimPolicyError: neither built in nor registered (the message lists names).
     """
     settings = settings if settings is not None else AgingSettings()
+    if name.endswith(PREDICTED_SUFFIX):
+        inner = resolve(name[: -len(PREDICTED_SUFFIX)], settings)
+        if (
+            not isinstance(inner, RegistryPolicy)
+            or inner.safe_relaunch is not None
+            or inner.predicted_burst is not None
+        ):
+            raise UnknownSimPolicyError(
+                f"unknown policy {name!r}; add {PREDICTED_SUFFIX} once, to one of {', '.join(names()[1:])}"
+            )
+        gate = predicted if predicted is not None else PredictedBurstSettings()
+        return replace(inner, name=name, predicted_burst=gate)
     if name.endswith(TEAM_SUFFIX):
         safe = safe_settings(settings, safe)
         if safe.team_reservation is TeamReservationScope.OFF:

@@ -69,7 +69,7 @@ from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import CycleResult, Engine
-from sky_kueue.sim import safe_hold
+from sky_kueue.sim import eta, safe_hold
 from sky_kueue.sim.cluster import QueueRef, at, fresh_state, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
 from sky_kueue.sim.policies import Decision, ResubmissionPolicy
@@ -103,6 +103,9 @@ PROGRESS_EVERY_STEPS = 500
 SIM_BURST_CLOUD = "cloud"
 #: The name of the simulator's single cluster in safe-relaunch decisions.
 SIM_CLUSTER_NAME = "cluster"
+
+#: The burst gate's projection looks this far past its threshold, then reports "beyond".
+_PREDICTION_HORIZON_SLACK_SECONDS = 1.0
 
 #: Tolerance when placing resync ticks (float rounding of created_at + k * interval).
 _TICK_EPSILON_S = 1e-6
@@ -268,6 +271,9 @@ class Simulator:
         if self.safe is not None and self.config.reserve_after_s is not None:
             raise ValueError("the safe-relaunch rule and reservations are not modelled together")
         self.safe_counts = SafeHoldCounts()
+        #: The predicted-wait burst gate's verdicts on relaunches due a burst: (bursts, stays).
+        self.gate_bursts = 0
+        self.gate_stays = 0
         self.team_reserves = self.safe is not None and self.safe.team_reservation is not TeamReservationScope.OFF
         #: Per ClusterQueue: its queued jobs (for the team reservation), and the reserving relaunches.
         self.queued: dict[str, dict[int, None]] = {name: {} for name in state.cluster_queues}
@@ -461,6 +467,10 @@ class Simulator:
         job.state = _State.QUEUED
         job.created_at = now
         self.by_workload[job.workload.key] = job
+        if self._predicted_burst(job):
+            job.state = _State.RELAUNCHING
+            self._to_cloud(job)  # the controller marks the job; SkyPilot sends it to the cloud
+            return
         safe = self._safe_decision(job) if self._safe_applies(job) else None
         if self.config.reserve_after_s is not None and self.reservations.holds_back(
             self._cohort(job), self._queue_order(job)
@@ -516,6 +526,29 @@ class Simulator:
             if job.in_kueue:
                 self.engine.update_pending_workload(job.workload)
         self._schedule_resync(job, decision.next_change_s)
+
+    # --- the predicted-wait burst gate (policy.predicted_burst) -------------------------
+
+    def _predicted_burst(self, job: _Job) -> bool:
+        """A relaunch due a burst goes to the cloud only when the predictor's on-prem wait
+        exceeds the cloud start-up plus the margin (:mod:`sky_kueue.controller.predicted_burst`)."""
+        gate = self.policy.predicted_burst
+        if not self.config.allow_burst or gate is None or job.preemptions == 0 or job.workload is None:
+            return False
+        workload = job.workload
+        horizon = gate.threshold_seconds + _PREDICTION_HORIZON_SLACK_SECONDS
+
+        def wait() -> float | None:
+            return eta.relaunch_wait(self, workload, gate.wait_kind, horizon)
+
+        verdict = self.policy.predicted_burst_verdict(job.history, self.now, wait)
+        if verdict is None:
+            return False
+        if verdict.bursts:
+            self.gate_bursts += 1
+        else:
+            self.gate_stays += 1
+        return verdict.bursts
 
     # --- safe relaunch (policy.safe_relaunch) ------------------------------------------
 

@@ -34,6 +34,11 @@ from pydantic import (
     ValidationError,
 )
 
+from sky_kueue.controller.predicted_burst import (
+    DEFAULT_CLOUD_STARTUP_SECONDS,
+    DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS,
+    PredictedBurstSettings,
+)
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import schema
@@ -213,12 +218,28 @@ class BurstSettings(_Section):
             (``sky_kueue_controller_burst_predicted_cost_usd_total``) is the job's GPUs x its
             expected run time x the price of the first target. A target without a price is
             counted as unpriced, never guessed.
+        cloud_startup_seconds: burst decision to the job running on a target (a fresh node,
+            SkyPilot's runtime, the image pull); the predicted-wait gate's start-up.
+        predicted_wait_margin_seconds: a job due a burst by its preemptions bursts only when
+            the predicted on-prem wait exceeds ``cloud_startup_seconds`` plus this
+            (:mod:`sky_kueue.controller.predicted_burst`); 0 compares with the start-up alone.
     """
 
     max_queue_wait_seconds: BoundedPositive
     clouds: tuple[BurstInfra, ...] = Field(min_length=1)
     opt_in: bool = False
     price_per_gpu_hour_usd: dict[str, GpuHourPrice] = Field(default_factory=dict)
+    cloud_startup_seconds: BoundedPositive = int(DEFAULT_CLOUD_STARTUP_SECONDS)
+    predicted_wait_margin_seconds: Annotated[int, Field(ge=0, le=INT32_MAX)] = int(
+        DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS
+    )
+
+    def predicted_burst(self) -> PredictedBurstSettings:
+        """The team's thresholds for :func:`sky_kueue.controller.predicted_burst.decide_predicted_burst`."""
+        return PredictedBurstSettings(
+            cloud_startup_seconds=float(self.cloud_startup_seconds),
+            margin_seconds=float(self.predicted_wait_margin_seconds),
+        )
 
 
 class TeamClusterConfig(_Section):
