@@ -190,7 +190,7 @@ def relaunch_wait(sim: Simulator, workload: o.Workload, kind: PredictedWaitKind,
     state = _current_state(sim, workload)
     if kind is PredictedWaitKind.SAFE:
         cq = sim.engine.cq_for(workload)
-        if cq is not None:
+        if cq is not None and state.cluster_queues[cq].cohort:  # without a cohort it cannot borrow anyway
             state = without_borrowing(state, cq)
     projected = kueue_eta.estimate(state, [workload.key], _runtime(sim), now=at(sim.now), horizon_seconds=horizon_s)
     seconds = projected[workload.key].seconds
