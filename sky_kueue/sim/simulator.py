@@ -67,6 +67,7 @@ from sky_kueue.controller.aging.safe_relaunch import (
 )
 from sky_kueue.controller.history import JobHistory, PreemptionRecord
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import CycleResult, Engine
 from sky_kueue.sim import eta, safe_hold
@@ -532,7 +533,8 @@ class Simulator:
     def _predicted_burst(self, job: _Job) -> bool:
         """A relaunch due a burst goes to the cloud only when the predictor's on-prem wait
         exceeds the cloud start-up plus the margin (:mod:`sky_kueue.controller.predicted_burst`)."""
-        gate = self.policy.predicted_burst
+        # A policy written against the protocol before the gate existed has no gate.
+        gate: PredictedBurstSettings | None = getattr(self.policy, "predicted_burst", None)
         if not self.config.allow_burst or gate is None or job.preemptions == 0 or job.workload is None:
             return False
         workload = job.workload
