@@ -18,15 +18,18 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from sky_kueue.kueue import fairsharing, preemption, tree
 from sky_kueue.kueue import objects as o
+from sky_kueue.kueue import preemption, tree
 from sky_kueue.kueue import queue as q
-from sky_kueue.kueue.admission_fair_sharing import UsageLedger
 from sky_kueue.kueue.flavorassigner import Assignment, FlavorAssigner, Mode
 from sky_kueue.kueue.objects import FR
 from sky_kueue.kueue.snapshot import Snapshot
 from sky_kueue.kueue.workload import WorkloadInfo, admit_info, new_info
+
+if TYPE_CHECKING:
+    from sky_kueue.kueue.admission_fair_sharing import UsageLedger
 
 MSG_NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 MSG_OVERLAPPING_TARGETS = "Workload has overlapping preemption targets with another workload"
@@ -59,6 +62,8 @@ class Entry:
 
 @dataclass
 class Preemption:
+    """One eviction a cycle issued: the victim, for whom, and why."""
+
     victim: WorkloadInfo
     preemptor: WorkloadInfo
     reason: str
@@ -121,11 +126,17 @@ class Engine:
         candidate_cmp: preemption.CandidateCmp | None = None
         afs_config = state.config.admission_fair_sharing
         if afs_config is not None:
+            # Imported here, as fairsharing below: only clusters in these modes need them,
+            # and a classical snapshot's `sky-kueue predict` does not pay their import.
+            from sky_kueue.kueue.admission_fair_sharing import UsageLedger
+
             self.afs = UsageLedger(afs_config, state.local_queues)
             for queue in self.queues.values():
                 if queue.spec.admission_fair_sharing:
                     queue.usage_key = self.afs.usage_of
             candidate_cmp = functools.partial(preemption.default_candidate_cmp, lq_usage=self._snapshot_lq_usage)
+        if self.fair_sharing:
+            from sky_kueue.kueue import fairsharing
         if targets_fn is None:
             if state.config.fair_sharing is not None:
                 targets_fn = fairsharing.FairPreemptor(state.config.fair_sharing.preemption_strategies, candidate_cmp)
