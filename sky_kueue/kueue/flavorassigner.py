@@ -69,6 +69,8 @@ def _most_severe(a: str, b: str) -> str:
 
 @dataclass(frozen=True)
 class Granular:
+    """A preemption mode and borrowing distance, compared together when flavors are ranked."""
+
     mode: PMode
     borrow: int
 
@@ -109,6 +111,8 @@ def should_try_next(rep: Granular, fungibility: o.FlavorFungibility) -> bool:
 
 @dataclass
 class FlavorAssignment:
+    """The flavor chosen for one resource, with how it fits (mode) and how far it borrows."""
+
     name: str
     mode: Mode
     borrow: int
@@ -117,6 +121,8 @@ class FlavorAssignment:
 
 @dataclass
 class PodSetAssignment:
+    """The flavors of one pod set, or why none fits."""
+
     name: str
     count: int
     requests: dict[str, int]
@@ -142,6 +148,8 @@ class PodSetAssignment:
 
 @dataclass
 class Assignment:
+    """The flavor assignment of a whole workload: what a nomination carries into admission."""
+
     pod_sets: list[PodSetAssignment]
     borrowing: int
     usage: dict[FR, int]

@@ -62,12 +62,16 @@ POD_PRIORITY_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
 
 @dataclass(frozen=True)
 class Namespace:
+    """A Namespace: its labels are what ClusterQueues' namespace selectors match."""
+
     name: str
     labels: dict[str, str]
 
 
 @dataclass(frozen=True)
 class Taint:
+    """A node taint of a ResourceFlavor; a pod set without a matching toleration cannot use the flavor."""
+
     key: str
     value: str
     effect: str
@@ -75,6 +79,8 @@ class Taint:
 
 @dataclass(frozen=True)
 class Toleration:
+    """A toleration of a pod set or a ResourceFlavor (``corev1.Toleration``)."""
+
     key: str
     operator: str
     value: str
@@ -83,6 +89,8 @@ class Toleration:
 
 @dataclass(frozen=True)
 class ResourceFlavor:
+    """A ResourceFlavor: the node labels, taints and tolerations a flavor assignment must respect."""
+
     name: str
     node_labels: dict[str, str] = field(default_factory=dict)
     node_taints: tuple[Taint, ...] = ()
@@ -91,6 +99,8 @@ class ResourceFlavor:
 
 @dataclass(frozen=True)
 class WorkloadPriorityClass:
+    """A WorkloadPriorityClass: the priority a Workload naming it gets when it has none."""
+
     name: str
     value: int
     description: str = ""
@@ -107,12 +117,16 @@ class ResourceQuota:
 
 @dataclass(frozen=True)
 class FlavorQuotas:
+    """The quotas of one flavor in a resource group, per resource name."""
+
     name: str
     resources: dict[str, ResourceQuota]
 
 
 @dataclass(frozen=True)
 class ResourceGroup:
+    """Resources that share flavors: a pod set gets one flavor for all of them."""
+
     covered_resources: tuple[str, ...]
     flavors: tuple[FlavorQuotas, ...]
 
@@ -123,6 +137,8 @@ class ResourceGroup:
 
 @dataclass(frozen=True)
 class Preemption:
+    """A ClusterQueue's ``spec.preemption``: whom its pending workloads may evict."""
+
     within_cluster_queue: PreemptionPolicy = PreemptionPolicy.NEVER
     reclaim_within_cohort: PreemptionPolicy = PreemptionPolicy.NEVER
     borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
@@ -131,6 +147,8 @@ class Preemption:
 
 @dataclass(frozen=True)
 class FlavorFungibility:
+    """A ClusterQueue's ``spec.flavorFungibility``: when the flavor search moves on."""
+
     when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
     when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
     preference: FungibilityPreference | None = None
@@ -138,6 +156,8 @@ class FlavorFungibility:
 
 @dataclass(frozen=True)
 class LabelSelectorRequirement:
+    """One ``matchExpressions`` entry of a label selector."""
+
     key: str
     operator: str  # In, NotIn, Exists, DoesNotExist
     values: tuple[str, ...] = ()
@@ -175,6 +195,8 @@ class LabelSelector:
 
 @dataclass(frozen=True)
 class ClusterQueue:
+    """A ClusterQueue: its quotas, cohort and the policies that shape its scheduling."""
+
     name: str
     cohort: str | None
     namespace_selector: LabelSelector | None
@@ -196,6 +218,8 @@ class ClusterQueue:
 
 @dataclass(frozen=True)
 class Cohort:
+    """A Cohort: a node of the quota tree, with its own quotas and parent."""
+
     name: str
     parent: str | None
     resource_groups: tuple[ResourceGroup, ...] = ()
@@ -204,6 +228,8 @@ class Cohort:
 
 @dataclass(frozen=True)
 class LocalQueue:
+    """A LocalQueue: where a namespace's Workloads enter their ClusterQueue."""
+
     namespace: str
     name: str
     cluster_queue: str
@@ -218,6 +244,8 @@ class LocalQueue:
 
 @dataclass(frozen=True)
 class NodeSelectorRequirement:
+    """One requirement of a required node-affinity term."""
+
     key: str
     operator: str
     values: tuple[str, ...] = ()
@@ -241,6 +269,8 @@ class PodSet:
 
 @dataclass(frozen=True)
 class Condition:
+    """One status condition of a Workload (QuotaReserved, Admitted, Evicted, ...)."""
+
     type: str
     status: str
     reason: str = ""
@@ -250,6 +280,8 @@ class Condition:
 
 @dataclass(frozen=True)
 class PodSetAssignment:
+    """One pod set's part of an admission: its flavors and the quota it holds."""
+
     name: str
     count: int
     flavors: dict[str, str]
@@ -258,12 +290,16 @@ class PodSetAssignment:
 
 @dataclass(frozen=True)
 class Admission:
+    """A Workload's ``status.admission``: the ClusterQueue and the quota it was given."""
+
     cluster_queue: str
     pod_set_assignments: tuple[PodSetAssignment, ...]
 
 
 @dataclass(frozen=True)
 class Workload:
+    """A Workload: what Kueue queues, admits and preempts."""
+
     namespace: str
     name: str
     uid: str

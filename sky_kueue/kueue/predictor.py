@@ -54,6 +54,8 @@ class Verdict:
 
 @dataclass
 class CycleRecord:
+    """What one scheduling cycle did, in the oracle's terms."""
+
     admitted: dict[str, dict[str, Any]]
     preempted: dict[str, dict[str, str]]
     pending: dict[str, str]
@@ -64,6 +66,8 @@ class CycleRecord:
 
 @dataclass
 class Prediction:
+    """The cycles of a run and the state it settled in."""
+
     cycles: list[CycleRecord]
     final_admitted: list[str]
     final_preempted: list[str]

@@ -73,6 +73,8 @@ class Possibility(IntEnum):
 
 @dataclass
 class Target:
+    """A workload a preemptor would evict, and the reason Kueue records."""
+
     info: WorkloadInfo
     reason: str
     #: why, in words (fair sharing: the shares that were compared)
@@ -81,6 +83,8 @@ class Target:
 
 @dataclass
 class _Candidate:
+    """An admitted workload the preemptor may evict, with its lowest common cohort and pass."""
+
     info: WorkloadInfo
     lca: tree.CohortNode | None
     variant: Variant

@@ -19,6 +19,8 @@ from sky_kueue.kueue.workload import WorkloadInfo
 
 @dataclass
 class Snapshot:
+    """The quota tree and quota holders one scheduling cycle works on (Kueue's cache snapshot)."""
+
     shape: tree.TreeShape
     workloads: dict[str, dict[str, WorkloadInfo]]
     resource_flavors: Mapping[str, o.ResourceFlavor]

@@ -68,6 +68,8 @@ class QuotaNode:
 
 @dataclass
 class CohortNode(QuotaNode):
+    """A Cohort in a snapshot: the usage its children store beyond their own quota."""
+
     child_cohorts: list[CohortNode] = field(default_factory=list)
     child_cqs: list[ClusterQueueNode] = field(default_factory=list)
     fair_weight: float = 1.0
@@ -97,6 +99,8 @@ class CohortNode(QuotaNode):
 
 @dataclass
 class ClusterQueueNode(QuotaNode):
+    """A ClusterQueue in a snapshot: a leaf of the quota tree."""
+
     spec: o.ClusterQueue | None = None
     active: bool = True
 
