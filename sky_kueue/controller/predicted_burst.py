@@ -44,7 +44,7 @@ DEFAULT_CLOUD_STARTUP_SECONDS = 600.0
 #: (``benchmarks/anti_starvation.py``, burst rows ``rank+predicted``, seeds 0-4; see
 #: benchmarks/README.md "burst" for the margins tried).
 #: 300 s kept the p99 wait after preemption at least 3x under the baseline's on 9 of 10 storm
-#: runs; 900 s and 1,800 s (with a 1,800-3,600 s relaunch timeout) lost less on-prem goodput
+#: runs; 900 s and 1,800 s (with a 3,600-s relaunch timeout) lost less on-prem goodput
 #: but kept the 3x on 6 and 5 of 10.
 DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS = 300.0
 
