@@ -252,6 +252,9 @@ class PodRuntime:
         self.extra_files: list[ExtraFiles] = []
         self._lock = threading.Lock()
         self._pods: dict[tuple[str, str], PodRecord] = {}
+        #: Pods whose deletion is waiting out their grace period (their own, up to minutes):
+        #: shutdown cuts that wait short, or the sandbox's exit would leave them running.
+        self._stopping: dict[tuple[str, str], PodRecord] = {}
         self._closed = False
         self._chroot = shutil.which("chroot") or "/usr/sbin/chroot"
         self._unhook = store.add_commit_hook(self._on_pod_event, "pods")
@@ -343,8 +346,17 @@ class PodRuntime:
         """Terminate the pod's containers (SIGTERM, grace, SIGKILL) and remove its network and files."""
         with self._lock:
             record = self._pods.pop((namespace, name), None)
+            if record is not None:
+                self._stopping[(namespace, name)] = record
         if record is None:
             return
+        try:
+            self._stop(record, grace_seconds)
+        finally:
+            with self._lock:
+                self._stopping.pop((namespace, name), None)
+
+    def _stop(self, record: PodRecord, grace_seconds: float | None) -> None:
         record.stopping.set()
         with record.changed:
             record.changed.notify_all()
@@ -365,8 +377,14 @@ class PodRuntime:
         with self._lock:
             self._closed = True
             keys = list(self._pods)
+            stopping = list(self._stopping.values())
         stoppers = [
             threading.Thread(target=self.stop_pod, args=(ns, name, grace_seconds), daemon=True) for ns, name in keys
+        ]
+        # A deletion already under way waits out the pod's own grace period in a daemon thread
+        # that dies with the sandbox: its containers get the shutdown's grace, then SIGKILL.
+        stoppers += [
+            threading.Thread(target=self._terminate, args=(record, grace_seconds), daemon=True) for record in stopping
         ]
         for stopper in stoppers:
             stopper.start()

@@ -209,6 +209,25 @@ def test_a_sandbox_stops_and_a_killed_one_is_cleaned_by_the_next_start() -> None
     assert again.containers is None  # stopped: its bridge is gone too
 
 
+def test_a_sandbox_stopped_while_a_pod_waits_out_its_grace_period_leaves_no_process() -> None:
+    """A pod that ignores SIGTERM and has minutes of grace is being deleted when the sandbox
+    stops (SkyPilot tearing a cluster down as a run ends): its containers are killed too."""
+    script = "trap '' TERM; while true; do sleep 0.1; done"
+    with Sandbox(containers=True, kubelet_root=stable_root("grace"), name=f"grace-{os.getpid()}") as sandbox:
+        assert sandbox.containers is not None and sandbox.containers.runtime is not None
+        sandbox.apply(pod("stubborn", ["sh", "-c", script], terminationGracePeriodSeconds=300))
+        wait_for(lambda: status(sandbox, "stubborn").get("phase") == "Running", what="Running")
+        record = sandbox.containers.runtime.pod("default", "stubborn")
+        assert record is not None and record.containers["main"].init_pid is not None
+        init_pid = str(record.containers["main"].init_pid)
+        sandbox.store.delete("pods", "stubborn", "default")
+        wait_for(lambda: sandbox.containers.runtime.pod("default", "stubborn") is None, what="the deletion to start")
+        assert _alive(init_pid)  # SIGTERM ignored: it waits out its 300 s
+        stopped = time.monotonic()
+    wait_for(lambda: not _alive(init_pid), what="the stubborn container to be killed")
+    assert time.monotonic() - stopped < 30
+
+
 def test_the_proxy_refuses_a_non_registry_host_from_inside_a_pod(box: Sandbox) -> None:
     box.apply(pod("client", None))
     wait_for(lambda: status(box, "client").get("phase") == "Running", what="Running")
