@@ -58,8 +58,14 @@ def _active(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def without_borrowing(state: o.ClusterState, cluster_queue: str) -> o.ClusterState:
-    """A copy of ``state`` where ``cluster_queue`` may use its nominal quota only."""
+    """A copy of ``state`` where ``cluster_queue`` may use its nominal quota only.
+
+    A ClusterQueue without a cohort cannot borrow anyway, and Kueue's validation rejects a
+    ``borrowingLimit`` there, so ``state`` is returned as it is.
+    """
     cq = state.cluster_queues[cluster_queue]
+    if not cq.cohort:
+        return state
     groups = tuple(
         dataclasses.replace(
             group,

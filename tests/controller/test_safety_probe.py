@@ -9,6 +9,7 @@ Once train finishes instead, Kueue would admit dev now, but into team-a's idle q
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -129,3 +130,28 @@ def test_a_relaunch_whose_turn_comes_in_nominal_quota_does_not_borrow() -> None:
     placement = _probe(_store(DEV, OWN, TRAIN)).placement(workload_facts(DEV), "this cluster")
 
     assert placement is not None and placement.safe_when_admitted  # a hold would only delay it
+
+
+def _without_cohorts(store_docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    docs = copy.deepcopy(store_docs)
+    for doc in docs:
+        if doc["kind"] == "ClusterQueue":
+            doc["spec"].pop("cohort", None)
+    return docs
+
+
+def test_a_cluster_queue_without_a_cohort_gets_a_safe_wait_not_a_validation_error() -> None:
+    # Without a cohort nothing borrows; a zero borrowingLimit there fails Kueue's validation,
+    # which used to leave every such relaunch without an answer.
+    store = MirrorStore()
+    by_kind: dict[KindName, list[dict[str, Any]]] = {kind.name: [] for kind in ALL_KINDS}
+    for doc in [*_without_cohorts(hold_setup()), DEV, OWN]:
+        by_kind[KindName(doc["kind"])].append(doc)
+    for kind in ALL_KINDS:
+        api_version = "v1" if not kind.group else "kueue.x-k8s.io/v1beta1"
+        store.replace(kind.name, [normalize(kind.name, api_version, d) for d in by_kind[kind.name]], "1")
+
+    placement = _probe(store).placement(workload_facts(DEV), "this cluster")
+
+    assert placement is not None and not placement.admits_now and not placement.borrows
+    assert placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
