@@ -165,7 +165,16 @@ def run(
         opened.close()
 
     try:
-        ctl = Controller(api_client, store, loaded.aging, settings, runtime=runtime, observers=observers, holds=holds)
+        ctl = Controller(
+            api_client,
+            store,
+            loaded.aging,
+            settings,
+            runtime=runtime,
+            observers=observers,
+            holds=holds,
+            burst_gates=loaded.burst_gates,  # teams.<t>.burst: cloud_startup_seconds + predicted_wait_margin_seconds
+        )
     except SettingsError as err:
         close_all()
         raise UserError(str(err)) from None

@@ -14,11 +14,12 @@ decisions are computed (``aging explain`` shows them), but nothing is patched.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings, SettingsError
+from sky_kueue.controller.burst_gate import BurstGates, burst_gates
 
 if TYPE_CHECKING:
     from sky_kueue.skypilot.config import PluginConfig
@@ -40,6 +41,8 @@ class ControllerConfig:
     #: Kubernetes contexts some team names as a burst target (``burst.clouds: [k8s/<context>]``):
     #: the recovery strategy may send a relaunch there, as it does to a public cloud.
     burst_contexts: frozenset[str] = frozenset()
+    #: The teams' predicted-wait burst gates (``teams.<t>.burst``), by namespace.
+    burst_gates: BurstGates = field(default_factory=BurstGates)
 
 
 def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -75,6 +78,7 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
             for infra in (team.burst.clouds if team.burst else ())
             if (context := burst_context(infra)) is not None
         ),
+        burst_gates=burst_gates(config),
     )
 
 

@@ -48,9 +48,10 @@ from sky_kueue.controller.actuators import (
 )
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
 from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
-from sky_kueue.controller.burst import decide_burst
+from sky_kueue.controller.burst import decide_burst, preemptions_since_success
+from sky_kueue.controller.burst_gate import BurstGates, RelaunchWait
 from sky_kueue.controller.clock import Clock, system_clock
-from sky_kueue.controller.detection import Detection, DetectionKind, WorkloadPhase
+from sky_kueue.controller.detection import Detection, DetectionKind, WorkloadFacts, WorkloadPhase
 from sky_kueue.controller.history import (
     AgingStep,
     BurstRecord,
@@ -66,7 +67,7 @@ from sky_kueue.controller.history import (
 )
 from sky_kueue.controller.hold import HoldKeeper, HoldOutcome
 from sky_kueue.controller.keys import EpisodeKey
-from sky_kueue.controller.predicted_burst import PredictedBurstSettings
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst
 from sky_kueue.mirror.identity import JobIdentity
 from sky_kueue.mirror.preemption_message import PreemptionMessage
 
@@ -201,11 +202,17 @@ class AgingEngine:
         preemptor_priority: PreemptorPriority = message_priority,
         holds: HoldKeeper | None = None,
         burst_gate: PredictedBurstSettings | None = None,
+        burst_gates: BurstGates | None = None,
+        relaunch_wait: RelaunchWait | None = None,
     ) -> None:
         self._store = store
         self._holds = holds
-        #: The predicted-wait gate on the preemption burst trigger (None: count alone bursts).
+        #: The predicted-wait gate on the preemption burst trigger (None: count alone bursts),
+        #: for every namespace; ``burst_gates`` (per team namespace) replaces it when given.
         self._burst_gate = burst_gate
+        self._burst_gates = burst_gates
+        #: The predictor the gate asks (None: every prediction is unknown, so a gated job stays).
+        self._relaunch_wait = relaunch_wait
         self._actuator = actuator
         self._settings = settings
         self._clock = clock
@@ -333,12 +340,15 @@ class AgingEngine:
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
         held = self._hold(detection, now) if actuate else None
+        projected: BurstRecord | None = None
         if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
                 aged = self._act(waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds)
                 held = self._hold(waiting, now) or held
+            else:
+                projected = self._burst_before_relaunch(detection, job_key, now, notes)
         if held is not None:
             notes.extend(held.notes)
         if aged is None:
@@ -346,7 +356,7 @@ class AgingEngine:
                 detection.kind,
                 job_key,
                 tuple(recorded),
-                burst=held.burst if held is not None else None,
+                burst=projected or (held.burst if held is not None else None),
                 notes=tuple(notes),
                 hold=held,
             )
@@ -358,7 +368,7 @@ class AgingEngine:
             decision=aged.decision,
             patch=aged.patch,
             actuation=aged.actuation,
-            burst=aged.burst or (held.burst if held is not None else None),
+            burst=aged.burst or projected or (held.burst if held is not None else None),
             notes=(*notes, *aged.notes),
             hold=held,
         )
@@ -448,11 +458,12 @@ class AgingEngine:
                 explanation=decision.explanation(),
             ),
         )
-        burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
+        base = history.base_priority if history.base_priority is not None else facts.priority
+        aged = self._aged_priority(facts, base, step.boost)
+        burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes, aged)
         if step.state is not StepState.DECIDED:
             return AgingResult(step, decision, burst=burst, notes=tuple(notes))
 
-        base = history.base_priority if history.base_priority is not None else facts.priority
         plan = self._plan(detection, base, step)
         if plan.patch is None:
             if plan.satisfied:
@@ -496,27 +507,91 @@ class AgingEngine:
         predicted_wait_seconds: float | None,
         wait_limit_seconds: float | None,
         notes: list[str],
+        priority: int,
     ) -> BurstRecord | None:
-        """Records the burst verdict once per job (and surfaces it on the Workload)."""
+        """Records the burst verdict once per job (and surfaces it on the Workload).
+
+        With a predicted-wait gate for the job's team, a job due a burst by its preemptions
+        asks the predictor for its relaunch's on-prem wait at ``priority`` (its priority after
+        aging) first; a job it keeps in Kueue records nothing and is judged again at its next
+        reconcile (the prediction changes as the cluster does).
+
+        Raises:
+            StoreError: the history store failed (the verdict is stored before any patch).
+        """
         identity, facts = detection.identity, detection.workload
         assert identity is not None
         if history.burst is not None:
             return None
+        gate = self.burst_gate_for(facts.namespace)
+        asked = False
+        threshold = self._settings.burst_after_preemptions
+        count = preemptions_since_success(history, self._settings, now)
+        if (
+            gate is not None
+            and predicted_wait_seconds is None
+            and self._relaunch_wait is not None
+            and threshold is not None
+            and count >= threshold  # the model runs only for a job due a burst
+        ):
+            predicted_wait_seconds = self._relaunch_wait.relaunch_wait(facts, priority, gate.wait_kind)
+            asked = True
         verdict = decide_burst(
             history,
             self._settings,
             now,
             predicted_wait_seconds=predicted_wait_seconds,
             wait_limit_seconds=wait_limit_seconds,
-            gate=self._burst_gate,
+            gate=gate,
         )
         if verdict is None:
+            if gate is not None and threshold is not None and count >= threshold:
+                stay = decide_predicted_burst(count, threshold, predicted_wait_seconds, gate)
+                notes.append(f"burst gate: {stay.reason}" + ("" if asked else " (no predictor)"))
             return None
         burst = self._store.record_burst(identity, verdict.record(now))
         notes.append(f"burst: {burst.detail}")
         if self._mechanism is not ActuatorKind.RECORD_ONLY:
             notes.append(self._annotate_burst(facts.uid, WorkloadRef.of(facts), burst))
         return burst
+
+    def burst_gate_for(self, namespace: str) -> PredictedBurstSettings | None:
+        """The predicted-wait gate of the team owning ``namespace`` (None: ungated)."""
+        if self._burst_gates is not None:
+            return self._burst_gates.for_namespace(namespace)
+        return self._burst_gate
+
+    def _aged_priority(self, facts: WorkloadFacts, base: int, boost: int) -> int:
+        """The priority the Workload waits at once its aging step is actuated."""
+        current = facts.priority + (facts.boost_annotation if self._mechanism is ActuatorKind.BOOST_ANNOTATION else 0)
+        if self._mechanism is ActuatorKind.RECORD_ONLY:
+            return current
+        if self._mechanism is ActuatorKind.PRIORITY_CLASS:
+            rung = choose_priority_class(self._settings.priority_class_ladder, base, boost)
+            return current if rung is None else max(current, rung.value)
+        return max(current, base + boost)
+
+    def _burst_before_relaunch(
+        self, detection: Detection, job_key: str, now: float, notes: list[str]
+    ) -> BurstRecord | None:
+        """A gated job just preempted, its relaunch not here yet: judged on the projected relaunch.
+
+        Why now: SkyPilot's recovery strategy bursts a gated team's relaunch only once the
+        controller has marked the job (:func:`sky_kueue.controller.burst.relaunch_burst`), and
+        the preemption reaches the controller well before SkyPilot notices it and relaunches.
+        The relaunch is projected with the aging decision it will get (the same policy on the
+        history with this preemption), so its predicted wait is the one it will face.
+        """
+        facts = detection.workload
+        if self.burst_gate_for(facts.namespace) is None or self._relaunch_wait is None:
+            return None
+        history = self._store.load(job_key)
+        if history is None or history.burst is not None:
+            return None
+        base = history.base_priority if history.base_priority is not None else facts.priority
+        decision = self._policy.decide(history, self._settings, now)
+        priority = self._aged_priority(facts, base, decision.boost)
+        return self._burst(detection, history, now, None, None, notes, priority)
 
     def _level(
         self,
@@ -543,7 +618,11 @@ class AgingEngine:
         burst = None
         if detection.is_pending:
             level, offset = "waiting", decision.boost
-            burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes)
+            record_only = self._mechanism is ActuatorKind.RECORD_ONLY
+            waiting_level = facts.priority if record_only else decision.base_priority + offset
+            burst = self._burst(
+                detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes, waiting_level
+            )
         else:
             level = "admitted"
             offset = decision.admitted_boost if decision.admitted_boost is not None else 0

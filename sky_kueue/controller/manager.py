@@ -34,6 +34,7 @@ from kubernetes import client
 
 from sky_kueue.controller.actuators import ActuationError, ActuationResult, Actuator, WorkloadPatch
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings
+from sky_kueue.controller.burst_gate import BurstGates
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.cursor import CURSOR_PERSIST_INTERVAL_SECONDS, WorkloadCursor
 from sky_kueue.controller.detection import Detection
@@ -53,7 +54,7 @@ from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, Kuber
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.metrics import WatchRequests
 from sky_kueue.controller.reconciler import Reconciler, preemptor_class
-from sky_kueue.controller.safety_probe import MirrorSafetyProbe
+from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe
 from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session, session_kinds
 from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
@@ -131,6 +132,7 @@ class Controller:
         actuator: Actuator | None = None,
         observers: Sequence[Observer] = (),
         holds: HoldTeams | None = None,
+        burst_gates: BurstGates | None = None,
     ) -> None:
         band_mechanism(aging)  # refuse a band setting it cannot honour before taking the Lease
         self.api_client = api_client
@@ -148,6 +150,8 @@ class Controller:
         self._observers = list(observers)
         #: Teams whose relaunches are held until they would not borrow (safe relaunch).
         self.holds = holds or HoldTeams()
+        #: Teams whose preemption bursts wait for the predictor (``teams.<t>.burst``).
+        self.burst_gates = burst_gates or BurstGates()
         self._session: Session | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -272,6 +276,8 @@ class Controller:
             priority_boost_gate=gate,
             preemptor_priority=lambda preemptor: preemptor_class(cache, preemptor),
             holds=keeper,
+            burst_gates=self.burst_gates,
+            relaunch_wait=MirrorRelaunchWait(cache, self.clock) if self.burst_gates.enabled else None,
         )
         log.info(
             "aging actuator resolved",
@@ -312,7 +318,7 @@ class Controller:
                 new_engine=self._new_engine,
                 new_reconciler=self._new_reconciler,
                 on_handled=self.notify,
-                kind_list=session_kinds(self.holds.enabled),
+                kind_list=session_kinds(self.holds.enabled or self.burst_gates.enabled),
             )
         except StoreError as err:
             log.warning("cannot start a controller session (retrying): %s", err)

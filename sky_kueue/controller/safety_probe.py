@@ -31,24 +31,45 @@ import copy
 import dataclasses
 import datetime
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
-from sky_kueue.controller.detection import WorkloadFacts
+from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
+from sky_kueue.controller.predicted_burst import PredictedWaitKind
 from sky_kueue.kueue import eta
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.kueue.whatif import quick_verdict
 from sky_kueue.mirror import export
+from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.store import MirrorStore
+from sky_kueue.skypilot.runtime_annotations import with_pod_runtimes
 
 log = logging.getLogger(__name__)
 
 #: How far ahead the safe-wait estimate looks (beyond it: unknown). The longest hold is far
 #: shorter; a day keeps the estimate's simulated completions bounded on a busy cluster.
 SAFE_WAIT_HORIZON_SECONDS = 24 * 3600.0
+#: How far ahead the burst gate's relaunch-wait estimate looks; beyond it the wait counts as
+#: beyond the horizon (the gate bursts). Any threshold a team sets in practice (start-up plus
+#: margin, minutes) is far shorter; a day keeps the wait in the burst's reason readable.
+RELAUNCH_WAIT_HORIZON_SECONDS = 24 * 3600.0
+#: What the relaunch-wait estimate needs from the mirror before it answers.
+RELAUNCH_WAIT_KINDS = (
+    KindName.NAMESPACE,
+    KindName.RESOURCE_FLAVOR,
+    KindName.COHORT,
+    KindName.CLUSTER_QUEUE,
+    KindName.LOCAL_QUEUE,
+    KindName.WORKLOAD,
+    KindName.POD,
+)
+#: The start of :attr:`sky_kueue.kueue.eta.Eta.reason` when known run times end past the
+#: horizon (as opposed to a wait that depends on an unknown run time).
+_BEYOND_HORIZON_REASON = "not admitted within"
 
 
 def _active(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,6 +158,80 @@ class MirrorSafetyProbe:
             ModelError: the state fails Kueue's validation.
         """
         return eta.estimate(state, [key], self._runtime, now, self._horizon)[key].seconds
+
+
+def _stamp(at: datetime.datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def as_relaunch(doc: Mapping[str, Any], priority: int, now: datetime.datetime, *, pending: bool) -> dict[str, Any]:
+    """The Workload ``doc`` as its relaunch enters Kueue: active, at ``priority``; a Workload
+    that is not pending any more (the preempted one, SkyPilot has not relaunched it yet) as a
+    new one created ``now`` (no status: no admission, no conditions), at the back of its line."""
+    spec = dict(doc.get("spec") or {})
+    spec["active"] = True
+    spec["priority"] = priority
+    relaunch: dict[str, Any] = {**doc, "spec": spec}
+    if not pending:
+        relaunch["metadata"] = {**(doc.get("metadata") or {}), "creationTimestamp": _stamp(now)}
+        relaunch.pop("status", None)
+    return relaunch
+
+
+class MirrorRelaunchWait:
+    """:class:`~sky_kueue.controller.burst_gate.RelaunchWait` over a session's mirror store.
+
+    The same documents the safety probe judges, with the run-time annotations of each pod
+    group's pods joined onto its Workload (:func:`with_pod_runtimes`: Kueue copies no pod
+    annotation onto a pod group's Workload, so without the join every SkyPilot job's run time
+    would be unknown). Pure over the in-memory store, as :class:`MirrorSafetyProbe`.
+    """
+
+    def __init__(
+        self,
+        cache: MirrorStore,
+        clock: Callable[[], float],
+        *,
+        runtime: eta.RuntimeFn | None = None,
+        horizon_seconds: float = RELAUNCH_WAIT_HORIZON_SECONDS,
+    ) -> None:
+        self._cache = cache
+        self._clock = clock
+        self._runtime = runtime or eta.runtime_from_annotation()
+        self._horizon = horizon_seconds
+
+    def relaunch_wait(self, facts: WorkloadFacts, priority: int, kind: PredictedWaitKind) -> float | None:
+        key = f"{facts.namespace}/{facts.name}"
+        unsynced = [k.value for k in RELAUNCH_WAIT_KINDS if not self._cache.is_synced(k)]
+        if unsynced:
+            log.info("no relaunch wait for %s: the mirror has not listed %s yet", key, ", ".join(unsynced))
+            return None
+        now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
+        pending = facts.phase is WorkloadPhase.PENDING
+        docs = [
+            as_relaunch(doc, priority, now, pending=pending)
+            if doc.get("kind") == "Workload" and export_key(doc) == key
+            else dict(doc)
+            for doc in with_pod_runtimes(export.documents(self._cache), self._cache.items(KindName.POD))
+        ]
+        try:
+            state = export.cluster_state(docs, now=now)
+            workload = state.workloads.get(key)
+            if workload is None or workload.uid != facts.uid:
+                return None
+            if kind is PredictedWaitKind.SAFE:
+                queue = state.local_queue_for(workload)
+                if queue is not None and queue.cluster_queue in state.cluster_queues:
+                    state = without_borrowing(state, queue.cluster_queue)
+            projected = eta.estimate(state, [key], self._runtime, now, self._horizon)[key]
+        except ModelError as err:
+            log.warning("the Kueue model cannot predict the relaunch wait of Workload %s: %s", key, err)
+            return None
+        if projected.seconds is not None:
+            return projected.seconds
+        if projected.reason.startswith(_BEYOND_HORIZON_REASON):
+            return math.inf
+        return None
 
 
 def export_key(doc: Mapping[str, Any]) -> str:

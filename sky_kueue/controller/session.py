@@ -47,8 +47,9 @@ CONTROLLER_KINDS: tuple[kinds.Kind, ...] = (
     kinds.WORKLOADS,
     kinds.PODS,
 )
-#: With safe relaunch on, the other queue kinds too: the predictor judges a held relaunch on
-#: the mirror's copy of the cluster (:mod:`sky_kueue.controller.safety_probe`).
+#: With safe relaunch or a burst gate on, the other queue kinds too: the predictor judges a held
+#: relaunch, or a relaunch's on-prem wait, on the mirror's copy of the cluster
+#: (:mod:`sky_kueue.controller.safety_probe`).
 HOLD_KINDS: tuple[kinds.Kind, ...] = (
     kinds.NAMESPACES,
     kinds.RESOURCE_FLAVORS,
@@ -58,7 +59,8 @@ HOLD_KINDS: tuple[kinds.Kind, ...] = (
 
 
 def session_kinds(holds: bool) -> tuple[kinds.Kind, ...]:
-    """The kinds a session mirrors (``holds``: some team has safe relaunch on)."""
+    """The kinds a session mirrors (``holds``: the predictor runs on the mirror, for some team's
+    safe relaunch or burst gate)."""
     return (*HOLD_KINDS, *CONTROLLER_KINDS) if holds else CONTROLLER_KINDS
 
 

@@ -32,7 +32,9 @@ The mechanism, as SkyPilot 0.14.1 provides it (``sky/server/plugins.py``):
 
 **Bursting a relaunch** (``burst_after_preemptions`` in ``aging.parameters``): when the job
 was preempted that often since its last successful run, or the controller already marked it
-for a cloud burst, the strategy drops the task's Kubernetes candidates before the relaunch,
+for a cloud burst (for a team with a ``burst:`` section, whose predicted-wait gate applies,
+only the controller's mark counts: the controller asks the predictor when it sees the
+preemption, before SkyPilot relaunches), the strategy drops the task's Kubernetes candidates before the relaunch,
 so SkyPilot launches it on the team's burst targets (the candidates the admin policy added
 from ``teams.<t>.burst``: public clouds, or a ``k8s/<context>`` outside the team's Kueue
 clusters, which only a burst may use). A task with no such candidate (its team may not burst,
@@ -288,7 +290,12 @@ class AgingSource:
         config = self.config()
         if not config.enabled or config.aging.burst_after_preemptions is None:
             return False, "aging is disabled or burst_after_preemptions is not set"
-        return relaunch_burst(recovery.history, config.aging, recovery.at, source=recovery.history_source)
+        identity = recovery.history.identity
+        # The job's team's predicted-wait gate: then only the controller's mark bursts it (the
+        # strategy has no predictor). Without the controller's history the team is unknown,
+        # and any team's gate applies (unknown wait: stay; the admission timeout still bursts).
+        gate = config.burst_gates.for_namespace(None if identity is None else identity.namespace)
+        return relaunch_burst(recovery.history, config.aging, recovery.at, source=recovery.history_source, gate=gate)
 
     def _active_preemptions(self, cluster_name: str) -> list[tuple[str, PreemptionRecord]]:
         """Preemptions of the cluster's job not followed by a readmission, not yet cleared."""

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from sky_kueue.controller.history import (
+    BurstRecord,
     HistoryStore,
     PreemptionRecord,
     Transition,
@@ -350,28 +351,69 @@ def test_a_job_preempted_burst_after_preemptions_times_relaunches_on_its_cloud(
     assert burst_after_two == [["AWS"], ["AWS"]]
 
 
-def test_without_controller_history_the_strategy_counts_its_own_recoveries(
+def test_without_controller_history_a_gated_team_is_not_burst_by_the_strategys_own_count(
     burst_after_two: list[list[str]],
 ) -> None:
+    # team-a's burst section gives it a predicted-wait gate; without the controller's history
+    # the job's team is unknown, the gate applies and only a controller mark could burst it.
     executor = _executor(_burst_task(), job_id=99)
     for _ in range(3):
         asyncio.run(executor.recover())
-    assert burst_after_two == [["Kubernetes", "AWS"], ["AWS"], ["AWS"]]
+    assert burst_after_two == [["Kubernetes", "AWS"]] * 3
+
+
+def test_without_controller_history_and_no_gated_team_the_strategy_counts_its_own_recoveries(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    config = _config(tmp_path, {"policy": "rank", "burst_after_preemptions": 2}, name="no-gate.yaml")
+    data = yaml.safe_load(config.read_text())
+    for team in data["teams"].values():
+        team.pop("burst", None)
+    config.write_text(yaml.safe_dump(data))
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(_state(tmp_path))))
+    seen: list[list[str]] = []
+
+    async def relaunch(self: Any) -> float:
+        seen.append(_clouds(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    executor = _executor(_burst_task(), job_id=99)
+    for _ in range(3):
+        asyncio.run(executor.recover())
+    assert seen == [["Kubernetes", "AWS"], ["AWS"], ["AWS"]]
 
 
 def test_a_burst_to_a_kubernetes_context_keeps_only_that_context(
     sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """team-b's burst target is another cluster (``k8s/burst-ctx``): the relaunch goes there alone."""
+    """team-b's burst target is another cluster (``k8s/burst-ctx``): once the controller marked
+    job 7 for a burst (team-b's burst section gates it), the relaunch goes there alone."""
     from sky.jobs import recovery_strategy
 
-    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor, Recovery
 
     config = _config(tmp_path, {"policy": "rank", "burst_after_preemptions": 1}, name="burst-k8s.yaml")
     data = yaml.safe_load(config.read_text())
     data["teams"]["team-b"]["burst"] = {"max_queue_wait_seconds": 900, "clouds": ["k8s/burst-ctx"]}
     config.write_text(yaml.safe_dump(data))
-    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(_state(tmp_path))))
+    state = _state(tmp_path)
+    source = AgingSource(str(config), str(state))
+    history = source.history(7)
+    assert history is not None
+    ungated, why = source.burst_verdict(Recovery(source, 7, 1))
+    assert not ungated and "predicted-wait gate decides" in why  # preempted twice, not marked: stays
+    with SqliteHistoryStore(state) as store:
+        assert history.identity is not None
+        store.record_burst(
+            history.identity,
+            BurstRecord(T0 + 2_000, "predicted-on-prem-wait", "predicted any on-prem wait 3600s", 2, 3600.0),
+        )
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", source)
     seen: list[list[tuple[str, str | None]]] = []
 
     async def relaunch(self: Any) -> float:

@@ -1,0 +1,94 @@
+"""The teams' predicted-wait burst gates, and the question the controller asks its predictor.
+
+Why per namespace: the controller sees Workloads, and a Workload belongs to a team through
+its namespace (``teams.<t>.namespace``, or each entry of ``teams.<t>.clusters``). A team with a
+``burst:`` section gets a gate (:class:`~sky_kueue.controller.predicted_burst.PredictedBurstSettings`
+from ``burst.cloud_startup_seconds`` and ``burst.predicted_wait_margin_seconds``, defaults 600
+and 300 s): once one of its jobs is due a burst by its preemptions, it goes to the clouds only
+when the predicted on-prem wait of its relaunch exceeds their sum. A team without one keeps the
+ungated rule (its preemption count alone bursts it), which is also all it can do: it has no
+burst targets of its own.
+
+The predictor is reached through :class:`RelaunchWait` (the controller's adapter reads its
+mirror, :class:`sky_kueue.controller.safety_probe.MirrorRelaunchWait`), so this module and the
+engine stay pure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from sky_kueue.controller.detection import WorkloadFacts
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedWaitKind
+
+if TYPE_CHECKING:
+    from sky_kueue.skypilot.config import PluginConfig
+
+log = logging.getLogger(__name__)
+
+
+class RelaunchWait(Protocol):
+    """The predictor's on-prem wait for a job's relaunch."""
+
+    def relaunch_wait(self, facts: WorkloadFacts, priority: int, kind: PredictedWaitKind) -> float | None:
+        """Seconds until Kueue admits the relaunch of ``facts``' job (``kind``: within nominal
+        quota, or at all), as it will enter Kueue: the same pod sets and queue, at ``priority``
+        (its priority after aging). For a Workload that is not pending (the preempted one,
+        before SkyPilot relaunches it) the relaunch is projected as a new Workload created now.
+
+        Returns:
+            The wait; ``math.inf`` when it is not admitted within the predictor's horizon; None
+            when the predictor cannot say (the mirror is not synced, some run time the wait
+            depends on is unknown, or the model cannot read the cluster).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class BurstGates:
+    """Namespace -> the team's gate (teams without a ``burst:`` section are left out)."""
+
+    by_namespace: Mapping[str, PredictedBurstSettings] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.by_namespace)
+
+    def for_namespace(self, namespace: str | None) -> PredictedBurstSettings | None:
+        """The gate of the team owning ``namespace``.
+
+        An unknown namespace (None: the SkyPilot recovery strategy without the controller's
+        history) gets the strictest gate any team has, when some team has one: without a
+        prediction the gate keeps the job in Kueue, and its admission timeout still bursts it.
+        """
+        if namespace is not None:
+            return self.by_namespace.get(namespace)
+        if not self.by_namespace:
+            return None
+        return max(self.by_namespace.values(), key=lambda gate: gate.threshold_seconds)
+
+
+def burst_gates(config: PluginConfig) -> BurstGates:
+    """Every namespace of a team with a ``burst:`` section -> that team's gate."""
+    by_namespace: dict[str, PredictedBurstSettings] = {}
+    owners: dict[str, str] = {}
+    for name, team in config.teams.items():
+        if team.burst is None:
+            continue
+        gate = team.burst.predicted_burst()
+        for cluster in config.team_clusters(team):
+            if cluster.namespace in by_namespace:
+                log.warning(
+                    "namespace %s belongs to teams %s and %s; the burst gate uses %s's settings",
+                    cluster.namespace,
+                    owners[cluster.namespace],
+                    name,
+                    owners[cluster.namespace],
+                )
+                continue
+            by_namespace[cluster.namespace] = gate
+            owners[cluster.namespace] = name
+    return BurstGates(by_namespace)
