@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.controller.burst_gate import BurstGates
 from sky_kueue.controller.clock import ManualClock as LeaseClock
 from sky_kueue.controller.events import Observer, Recorder
 from sky_kueue.controller.history import HistoryStore, JobHistory
@@ -148,6 +149,7 @@ class Live:
         namespace: str | None = None,
         observers: Sequence[Observer] = (),
         holds: HoldTeams | None = None,
+        burst_gates: BurstGates | None = None,
     ) -> Controller:
         api_client = self.sandbox.api_client()
         api_client.user_agent = CONTROLLER_USER_AGENT
@@ -165,6 +167,7 @@ class Live:
             lease_clock=self.lease_clock,
             observers=[self.recorder, *observers],
             holds=holds,
+            burst_gates=burst_gates,
         )
         self.controllers.append(controller)
         if start:
