@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import copy
 import datetime
+import math
 from typing import Any
 
 from sky_kueue.controller.detection import workload_facts
-from sky_kueue.controller.safety_probe import MirrorSafetyProbe
+from sky_kueue.controller.predicted_burst import PredictedWaitKind
+from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe
 from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
 from sky_kueue.mirror.store import MirrorStore, normalize
@@ -155,3 +157,61 @@ def test_a_cluster_queue_without_a_cohort_gets_a_safe_wait_not_a_validation_erro
 
     assert placement is not None and not placement.admits_now and not placement.borrows
     assert placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
+
+
+# --- the burst gate's relaunch wait (MirrorRelaunchWait) ---------------------------------
+
+
+def _waits(store: MirrorStore, *, horizon_seconds: float = 24 * 3600.0) -> MirrorRelaunchWait:
+    now = (START + datetime.timedelta(seconds=ELAPSED_SECONDS)).timestamp()
+    return MirrorRelaunchWait(store, lambda: now, horizon_seconds=horizon_seconds)
+
+
+PENDING_DEV = _workload("dev-1", "team-b", "4", 100, admitted=False)
+#: team-a's train job with a known run time: it frees team-a's quota 600 s from now.
+TRAIN_KNOWN = _workload("train-2", "team-a", "6", 1000, admitted=True, runtime=ELAPSED_SECONDS + 600)
+
+
+def test_the_relaunch_wait_for_any_admission_is_the_first_quota_to_free() -> None:
+    # train frees team-a's quota (borrowable) 600 s from now, own team-b's nominal 3,300 s from now.
+    own_long = _workload("own-3", "team-b", "4", 100, admitted=True, runtime=OWN_RUN_SECONDS * 4)
+    waits = _waits(_store(PENDING_DEV, own_long, TRAIN_KNOWN))
+    assert waits.relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.ANY) == 600.0
+    # within nominal quota it waits for own: 3,600 - 300 s
+    assert waits.relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.SAFE) == 4 * OWN_RUN_SECONDS - 300
+
+
+def test_an_unknown_run_time_is_an_unknown_wait_and_a_late_one_is_beyond_the_horizon() -> None:
+    unknown = _waits(_store(PENDING_DEV, OWN, TRAIN))  # train's run time unknown, own's 900 s
+    assert unknown.relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.ANY) == 600.0  # own frees
+    no_runtimes = _waits(_store(PENDING_DEV, _workload("own-3", "team-b", "4", 100, admitted=True), TRAIN))
+    assert no_runtimes.relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.ANY) is None
+    short_horizon = _waits(_store(PENDING_DEV, OWN, TRAIN_KNOWN), horizon_seconds=60.0)
+    assert short_horizon.relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.ANY) == math.inf
+
+
+def test_no_answer_before_the_mirror_has_listed_the_queue_kinds() -> None:
+    store = _store(PENDING_DEV, OWN, TRAIN_KNOWN)
+    fresh = MirrorStore()
+    for kind in ALL_KINDS:
+        if kind.name is not KindName.CLUSTER_QUEUE:
+            api_version = "v1" if not kind.group else "kueue.x-k8s.io/v1beta1"
+            fresh.replace(kind.name, [normalize(kind.name, api_version, d) for d in store.items(kind.name)], "1")
+    assert _waits(fresh).relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.ANY) is None
+
+
+def test_a_preempted_workload_is_projected_as_a_new_relaunch_at_its_aged_priority() -> None:
+    # dev was just preempted (its snapshot still holds quota). A rival of its size waits in
+    # team-b's queue since before; when train frees team-a's quota (600 s) one of them borrows it
+    # and the other waits for own (3,300 s). At dev's priority the relaunch (a new Workload, at
+    # the back of the line) comes second; aged above the rival it comes first.
+    preempted = _workload("dev-1", "team-b", "4", 100, admitted=True)
+    rival = _workload("rival-5", "team-b", "4", 500, admitted=False)
+    rival["metadata"]["creationTimestamp"] = _stamp(START - datetime.timedelta(seconds=60))
+    own = _workload("own-3", "team-b", "4", 100, admitted=True, runtime=OWN_RUN_SECONDS * 4)
+    waits = _waits(_store(preempted, own, rival, TRAIN_KNOWN))
+    facts = workload_facts(preempted)
+
+    behind = waits.relaunch_wait(facts, 100, PredictedWaitKind.ANY)
+    ahead = waits.relaunch_wait(facts, 1_000, PredictedWaitKind.ANY)
+    assert (behind, ahead) == (4 * OWN_RUN_SECONDS - ELAPSED_SECONDS, 600.0)
