@@ -32,6 +32,7 @@ from sky_kueue.cli.aging_cmd import load_settings
 from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller.aging import AgingSettings, SettingsError
 from sky_kueue.controller.aging.safe_relaunch import DEFAULT_SAFE_MAX_HOLD_SECONDS, SafeRelaunchSettings
+from sky_kueue.controller.predicted_burst import DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS, PredictedBurstSettings
 from sky_kueue.kueue.errors import ModelError
 
 if TYPE_CHECKING:
@@ -75,6 +76,20 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
     return SafeRelaunchSettings(
         safe_after_preemptions=safe_after if safe_after is not None else policies.SAFE_AFTER_PREEMPTIONS_DEFAULT,
         safe_max_hold_seconds=safe_max_hold if safe_max_hold is not None else DEFAULT_SAFE_MAX_HOLD_SECONDS,
+    )
+
+
+def _predicted_settings(
+    margin: float | None, gate_startup: float | None, cloud_startup: float | None
+) -> PredictedBurstSettings:
+    """The ``+predicted`` policies' gate: its start-up is the simulated one unless told otherwise,
+    so that a gate tuned for a 600-s cloud is not silently kept when ``--cloud-startup`` changes it."""
+    from sky_kueue.sim.simulator import SimConfig
+
+    startup = gate_startup if gate_startup is not None else cloud_startup
+    return PredictedBurstSettings(
+        cloud_startup_seconds=startup if startup is not None else SimConfig().cloud_startup_s,
+        margin_seconds=margin if margin is not None else DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS,
     )
 
 
@@ -162,6 +177,21 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
     type=click.FloatRange(min=0),
     default=None,
     help="Add a seeded uniform 0..S seconds to each burst's start-up (default 0).",
+)
+@click.option(
+    "--predicted-wait-margin",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="+predicted policies: a job due a burst goes to the cloud only when its predicted on-prem wait "
+    "exceeds the gate's cloud start-up plus this many seconds (default 300, as "
+    "teams.<t>.burst.predicted_wait_margin_seconds).",
+)
+@click.option(
+    "--predicted-cloud-startup",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="+predicted policies: the cloud start-up the gate compares with (default: --cloud-startup, i.e. the "
+    "simulated start-up; set it to model a team whose burst.cloud_startup_seconds is wrong).",
 )
 @click.option(
     "--cloud-capacity",
@@ -280,6 +310,8 @@ def simulate(
     burst_cost: float | None,
     cloud_startup: float | None,
     cloud_startup_jitter: float | None,
+    predicted_wait_margin: float | None,
+    predicted_cloud_startup: float | None,
     cloud_capacity: int | None,
     allow_burst: bool,
     checkpoint_every: float | None,
@@ -315,9 +347,17 @@ def simulate(
         errors.fail("--safe-after/--safe-max-hold apply to +safe policies; add one to --policies", EXIT_BAD_INPUT)
     if reserve_after is not None and any(n.endswith(policies.SAFE_SUFFIX) for n in names):
         errors.fail("--reserve-after is not modelled with +safe policies; drop one of them", EXIT_BAD_INPUT)
+    gated = any(n.endswith(policies.PREDICTED_SUFFIX) for n in names)
+    if (predicted_wait_margin is not None or predicted_cloud_startup is not None) and not gated:
+        errors.fail(
+            "--predicted-wait-margin/--predicted-cloud-startup apply to +predicted policies; add one to --policies",
+            EXIT_BAD_INPUT,
+        )
+    predicted = _predicted_settings(predicted_wait_margin, predicted_cloud_startup, cloud_startup) if gated else None
+    resolved: list[policies.ResubmissionPolicy] = []
     for name in names:
         try:
-            policies.resolve(name, settings, safe)
+            resolved.append(policies.resolve(name, settings, safe, predicted))
         except policies.UnknownSimPolicyError as err:
             errors.fail(f"--policies: {err}", EXIT_BAD_INPUT)
     if len(set(names)) != len(names):
@@ -386,7 +426,7 @@ def simulate(
         declarations = _given(DeclarationModel(), fraction=declared_runtimes, factor=declared_runtime_factor)
         simulate_clusters.run(
             trace,
-            policies.resolve(names[0], settings, safe),
+            resolved[0],
             clusters,
             config,
             failover_after,
@@ -399,7 +439,7 @@ def simulate(
     with progress:
         result = compare.compare(
             trace,
-            names,
+            resolved,
             config,
             settings=settings,
             safe=safe,

@@ -135,3 +135,35 @@ def test_safe_relaunch_reaches_the_json_report():
         assert 1.0 <= preempted["p50_completion_inflation"] <= preempted["p99_completion_inflation"]
         assert preempted["p99_completion_inflation"] <= preempted["max_completion_inflation"]
         assert preempted["wasted_gpu_hours_per_preempted_job"] > 0
+
+
+def _predicted_bursts(*args):
+    result = invoke(
+        "--trace", "reclaim-storm", "--hours", "12", "--policies", "rank+predicted", "--allow-burst",
+        "--output", "json", "--quiet", *args,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["policies"]["rank+predicted"]["bursts"]
+
+
+def test_the_predicted_burst_gate_takes_its_margin_and_the_simulated_cloud_start_up():
+    # A wait above 600 s + 0 bursts; no wait within the horizon exceeds 600 s + 100,000 s, so
+    # only beyond-the-horizon waits and the relaunch's admission timeout burst then.
+    eager, strict = (
+        _predicted_bursts("--predicted-wait-margin", "0"),
+        _predicted_bursts("--predicted-wait-margin", "1e5"),
+    )
+    assert eager > strict
+    # The gate compares with the simulated start-up unless told otherwise: a 100,000-s cloud
+    # raises its threshold as the margin did, and --predicted-cloud-startup 0 lowers it again.
+    assert _predicted_bursts("--cloud-startup", "1e5") == strict
+    assert _predicted_bursts("--cloud-startup", "1e5", "--predicted-cloud-startup", "0") > strict
+
+
+def test_the_gate_options_need_a_predicted_policy_and_seconds_at_least_zero():
+    one_line_error(invoke("--policies", "rank", "--predicted-wait-margin", "60"), "apply to +predicted policies")
+    one_line_error(invoke("--policies", "rank", "--predicted-cloud-startup", "60"), "apply to +predicted policies")
+    one_line_error(
+        invoke("--policies", "rank+predicted", "--predicted-wait-margin", "-1"),
+        "Invalid value for '--predicted-wait-margin'",
+    )
