@@ -124,7 +124,6 @@ class WorkloadInfo:
     total_requests: list[PodSetRequests]
     priority: int
     qts: datetime
-    hash: str
     #: when QuotaReserved became True (None: pending, or unknown -> "now" in ordering)
     reserved_at: datetime | None = None
     evicted: bool = False
@@ -139,6 +138,24 @@ class WorkloadInfo:
     #: the flavors of the nomination, kept for an overlap recompute within one cycle
     nomination_mapping: dict[str, dict[str, str]] | None = None
     _assigned_frs: tuple[list[PodSetRequests], frozenset[FR]] | None = field(default=None, repr=False, compare=False)
+    #: the workload as it was when this info was built: :attr:`hash` is of its shape then
+    _hash_of: o.Workload | None = field(default=None, repr=False, compare=False)
+    _hash: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def hash(self) -> str:
+        """The scheduling-shape hash of the workload as built (:func:`scheduling_hash`).
+
+        Computed on first use: only pending workloads are ever compared by it (parking,
+        the saved flavor-scan position), and building it for every quota holder of a large
+        snapshot was a few percent of a prediction. It is of the workload as this info was
+        built, as when it was computed eagerly, even if ``obj`` is replaced later.
+        """
+        cached = self._hash
+        if cached is None:
+            wl = self._hash_of if self._hash_of is not None else self.obj
+            cached = self._hash = scheduling_hash(wl, pending_requests(wl))
+        return cached
 
     @property
     def key(self) -> str:
@@ -208,7 +225,7 @@ def new_info(wl: o.Workload, cluster_queue: str) -> WorkloadInfo:
         total_requests=total,
         priority=priority_of(wl),
         qts=queue_order_timestamp(wl),
-        hash=scheduling_hash(wl, pending_requests(wl)),
+        _hash_of=wl,
         reserved_at=reserved.last_transition_time if reserved is not None and reserved.status == "True" else None,
         evicted=wl.is_evicted,
     )
