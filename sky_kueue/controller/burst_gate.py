@@ -5,9 +5,14 @@ its namespace (``teams.<t>.namespace``, or each entry of ``teams.<t>.clusters``)
 ``burst:`` section gets a gate (:class:`~sky_kueue.controller.predicted_burst.PredictedBurstSettings`
 from ``burst.cloud_startup_seconds`` and ``burst.predicted_wait_margin_seconds``, defaults 600
 and 300 s): once one of its jobs is due a burst by its preemptions, it goes to the clouds only
-when the predicted on-prem wait of its relaunch exceeds their sum. A team without one keeps the
-ungated rule (its preemption count alone bursts it), which is also all it can do: it has no
-burst targets of its own.
+when the predicted on-prem wait of its relaunch exceeds their sum. A team whose section says
+``predicted_wait_gate: false`` has no gate: its preemption count alone bursts it, as before the
+gate existed. A team without a ``burst:`` section keeps that ungated rule too, which is also
+all it can do: it has no burst targets of its own.
+
+Why the teams by name as well: SkyPilot's recovery strategy without the controller's history
+does not know a job's namespace, but the admin policy labels every pod it places with its team
+(``sky-kueue.io/team``), so a job of a team with the gate off is not held by another team's gate.
 
 The predictor is reached through :class:`RelaunchWait` (the controller's adapter reads its
 mirror, :class:`sky_kueue.controller.safety_probe.MirrorRelaunchWait`), so this module and the
@@ -49,36 +54,50 @@ class RelaunchWait(Protocol):
 
 @dataclass(frozen=True)
 class BurstGates:
-    """Namespace -> the team's gate (teams without a ``burst:`` section are left out)."""
+    """Namespace -> the team's gate (teams without a gate are left out), and team -> its gate.
+
+    Attributes:
+        by_namespace: every namespace of a gated team -> that team's settings.
+        by_team: every team of the config -> its settings, None when it has no gate (no
+            ``burst:`` section, or ``burst.predicted_wait_gate: false``).
+    """
 
     by_namespace: Mapping[str, PredictedBurstSettings] = field(default_factory=dict)
+    by_team: Mapping[str, PredictedBurstSettings | None] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
         return bool(self.by_namespace)
 
-    def for_namespace(self, namespace: str | None) -> PredictedBurstSettings | None:
+    def for_namespace(self, namespace: str | None, *, team: str | None = None) -> PredictedBurstSettings | None:
         """The gate of the team owning ``namespace``.
 
         An unknown namespace (None: the SkyPilot recovery strategy without the controller's
-        history) gets the strictest gate any team has, when some team has one: without a
-        prediction the gate keeps the job in Kueue, and its admission timeout still bursts it.
+        history) gets the gate of ``team`` when that team is known (the ``sky-kueue.io/team``
+        label the admin policy puts on the job's pods), else the strictest gate any team has,
+        when some team has one: without a prediction the gate keeps the job in Kueue, and its
+        admission timeout still bursts it.
         """
         if namespace is not None:
             return self.by_namespace.get(namespace)
+        if team is not None and team in self.by_team:
+            return self.by_team[team]
         if not self.by_namespace:
             return None
         return max(self.by_namespace.values(), key=lambda gate: gate.threshold_seconds)
 
 
 def burst_gates(config: PluginConfig) -> BurstGates:
-    """Every namespace of a team with a ``burst:`` section -> that team's gate."""
+    """Every namespace of a team with a gate (a ``burst:`` section, ``predicted_wait_gate`` not
+    false) -> that team's gate; every team -> its gate or None."""
     by_namespace: dict[str, PredictedBurstSettings] = {}
+    by_team: dict[str, PredictedBurstSettings | None] = {}
     owners: dict[str, str] = {}
     for name, team in config.teams.items():
-        if team.burst is None:
+        by_team[name] = None
+        if team.burst is None or not team.burst.predicted_wait_gate:
             continue
-        gate = team.burst.predicted_burst()
+        gate = by_team[name] = team.burst.predicted_burst()
         for cluster in config.team_clusters(team):
             if cluster.namespace in by_namespace:
                 log.warning(
@@ -91,4 +110,4 @@ def burst_gates(config: PluginConfig) -> BurstGates:
                 continue
             by_namespace[cluster.namespace] = gate
             owners[cluster.namespace] = name
-    return BurstGates(by_namespace)
+    return BurstGates(by_namespace, by_team)

@@ -34,12 +34,14 @@ The mechanism, as SkyPilot 0.14.1 provides it (``sky/server/plugins.py``):
 was preempted that often since its last successful run, or the controller already marked it
 for a cloud burst (for a team with a ``burst:`` section, whose predicted-wait gate applies,
 only the controller's mark counts: the controller asks the predictor when it sees the
-preemption, before SkyPilot relaunches), the strategy drops the task's Kubernetes candidates before the relaunch,
-so SkyPilot launches it on the team's burst targets (the candidates the admin policy added
-from ``teams.<t>.burst``: public clouds, or a ``k8s/<context>`` outside the team's Kueue
-clusters, which only a burst may use). A task with no such candidate (its team may not burst,
-or it opted out) relaunches unchanged. Measured in the simulator (README, "Does aging end
-starvation?"): bursting at the first preemption is what ends repeated preemption.
+preemption, before SkyPilot relaunches; ``burst.predicted_wait_gate: false`` switches the gate
+off for the team, and the count bursts it again), the strategy drops the task's Kubernetes
+candidates before the relaunch, so SkyPilot launches it on the team's burst targets (the
+candidates the admin policy added from ``teams.<t>.burst``: public clouds, or a
+``k8s/<context>`` outside the team's Kueue clusters, which only a burst may use). A task
+with no such candidate (its team may not burst, or it opted out) relaunches unchanged.
+Measured in the simulator (README, "Does aging end starvation?"): bursting at the first
+preemption is what ends repeated preemption.
 
 What the aged class is: the aging policy (``aging.parameters`` of sky-kueue.yaml) applied to
 the job's history in the controller's state, read-only (a SQLite file in WAL mode is safe
@@ -82,6 +84,7 @@ from sky_kueue.controller.state_spec import StateKind, StateSpec, parse_state_sp
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import managed_job_key
 from sky_kueue.mirror.preemption_message import parse_preemptor
+from sky_kueue.skypilot.labels import TEAM_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +105,15 @@ def current_class(task: Any) -> str | None:
     """The ``kueue.x-k8s.io/priority-class`` the task's pods would carry, if any."""
     for resources in task.resources:
         value = _labels_of(resources).get(kueue_api.PRIORITY_CLASS_LABEL)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def team_of(task: Any) -> str | None:
+    """The ``sky-kueue.io/team`` the admin policy put on the task's pods, if any."""
+    for resources in task.resources:
+        value = _labels_of(resources).get(TEAM_LABEL)
         if isinstance(value, str) and value:
             return value
     return None
@@ -281,8 +293,13 @@ class AgingSource:
             return None, f"boost {decision.boost} from {source} reaches no higher class than {label or base}"
         return rung, f"boost {decision.boost} from {source}: {label or base} -> {rung.name} ({rung.value})"
 
-    def burst_verdict(self, recovery: Recovery) -> tuple[bool, str]:
+    def burst_verdict(self, recovery: Recovery, team: str | None = None) -> tuple[bool, str]:
         """Whether the relaunch should go to a cloud, and why.
+
+        Args:
+            recovery: the recovery being prepared.
+            team: the task's ``sky-kueue.io/team`` label (:func:`team_of`), which names the
+                job's team when the controller's history does not.
 
         Raises:
             ConfigFileError: the config is missing or invalid.
@@ -292,9 +309,11 @@ class AgingSource:
             return False, "aging is disabled or burst_after_preemptions is not set"
         identity = recovery.history.identity
         # The job's team's predicted-wait gate: then only the controller's mark bursts it (the
-        # strategy has no predictor). Without the controller's history the team is unknown,
-        # and any team's gate applies (unknown wait: stay; the admission timeout still bursts).
-        gate = config.burst_gates.for_namespace(None if identity is None else identity.namespace)
+        # strategy has no predictor). A team with the gate off (burst.predicted_wait_gate:
+        # false) has none: the count bursts it. Without the controller's history the team is the
+        # task's team label; without that too, any team's gate applies (unknown wait: stay; the
+        # admission timeout still bursts).
+        gate = config.burst_gates.for_namespace(None if identity is None else identity.namespace, team=team)
         return relaunch_burst(recovery.history, config.aging, recovery.at, source=recovery.history_source, gate=gate)
 
     def _active_preemptions(self, cluster_name: str) -> list[tuple[str, PreemptionRecord]]:
@@ -437,7 +456,7 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         """
         task = self.dag.tasks[0]
         try:
-            burst, why = recovery.source.burst_verdict(recovery)
+            burst, why = recovery.source.burst_verdict(recovery, team_of(task))
         except ConfigFileError as err:
             log.warning("sky-kueue: not bursting job %s: %s", self.job_id, err)
             return False

@@ -223,6 +223,12 @@ class BurstSettings(_Section):
         predicted_wait_margin_seconds: a job due a burst by its preemptions bursts only when
             the predicted on-prem wait exceeds ``cloud_startup_seconds`` plus this
             (:mod:`sky_kueue.controller.predicted_burst`); 0 compares with the start-up alone.
+        predicted_wait_gate: whether that gate applies at all. False switches it off for the
+            team: a job preempted ``burst_after_preemptions`` times bursts on the count alone,
+            in the controller and in the ``KUEUE_AGING`` strategy, as before the gate existed
+            (for a team whose cloud start-up is short, or while the gate's predictions are
+            distrusted); ``cloud_startup_seconds`` and ``predicted_wait_margin_seconds`` are
+            then unused.
     """
 
     max_queue_wait_seconds: BoundedPositive
@@ -233,6 +239,7 @@ class BurstSettings(_Section):
     predicted_wait_margin_seconds: Annotated[int, Field(ge=0, le=INT32_MAX)] = int(
         DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS
     )
+    predicted_wait_gate: bool = True
 
     def predicted_burst(self) -> PredictedBurstSettings:
         """The team's thresholds for :func:`sky_kueue.controller.predicted_burst.decide_predicted_burst`."""

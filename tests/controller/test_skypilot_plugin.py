@@ -440,6 +440,87 @@ def test_a_burst_to_a_kubernetes_context_keeps_only_that_context(
     assert seen == [[("Kubernetes", "burst-ctx")]]
 
 
+def _relaunches(
+    monkeypatch: pytest.MonkeyPatch, config: Path, state: Path, task: Any, job_id: int, times: int
+) -> list[list[str]]:
+    """Runs ``times`` recoveries of ``task`` as job ``job_id`` under ``config``; the clouds of each relaunch."""
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(state)))
+    seen: list[list[str]] = []
+
+    async def relaunch(self: Any) -> float:
+        seen.append(_clouds(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    executor = _executor(task, job_id=job_id)
+    for _ in range(times):
+        asyncio.run(executor.recover())
+    return seen
+
+
+def _burst_config(tmp: Path, gates: dict[str, bool]) -> Path:
+    """Burst after one preemption; each team in ``gates`` may burst to AWS with its gate on or off."""
+    config = _config(tmp, {"policy": "rank", "burst_after_preemptions": 1}, name="gate-switch.yaml")
+    data = yaml.safe_load(config.read_text())
+    for team, gate in gates.items():
+        data["teams"][team]["burst"] = {"max_queue_wait_seconds": 900, "clouds": ["aws"], "predicted_wait_gate": gate}
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+@pytest.mark.parametrize(("gate", "expected"), [(True, [["Kubernetes", "AWS"]]), (False, [["AWS"]])])
+def test_a_team_with_the_gate_off_bursts_on_the_controllers_preemption_count(
+    sky_with_plugin: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gate: bool,
+    expected: list[list[str]],
+) -> None:
+    # Job 7 (team-b) was preempted twice in the controller's history and never marked: with the
+    # gate on only a mark bursts it; with burst.predicted_wait_gate: false the count does.
+    config = _burst_config(tmp_path, {"team-b": gate})
+    assert _relaunches(monkeypatch, config, _state(tmp_path), _burst_task(), 7, 1) == expected
+
+
+def _team_task(team: str) -> Any:
+    """:func:`_burst_task` with the team label the admin policy puts on the task's pods."""
+    import sky
+
+    return sky.Task.from_yaml_config(
+        {
+            "name": "train",
+            "resources": {
+                "ordered": [{"infra": "kubernetes", "cpus": 2}, {"infra": "aws", "cpus": 2}],
+                "job_recovery": {"strategy": "KUEUE_AGING"},
+            },
+            "config": {"kubernetes": {"pod_config": {"metadata": {"labels": {"sky-kueue.io/team": team}}}}},
+            "run": "python train.py",
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("team", "expected"),
+    [("team-a", [["AWS"], ["AWS"]]), ("team-b", [["Kubernetes", "AWS"]] * 2), ("team-x", [["Kubernetes", "AWS"]] * 2)],
+)
+def test_without_controller_history_the_tasks_team_label_picks_its_gate(
+    sky_with_plugin: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    team: str,
+    expected: list[list[str]],
+) -> None:
+    # team-a switched its gate off, team-b keeps it: job 99 has no controller history, so the
+    # strategy counts its own recoveries; the pods' team label says whose gate applies (an
+    # unknown team gets the strictest gate, team-b's: only a controller mark would burst it).
+    config = _burst_config(tmp_path, {"team-a": False, "team-b": True})
+    assert _relaunches(monkeypatch, config, _state(tmp_path), _team_task(team), 99, 2) == expected
+
+
 def test_a_task_without_a_cloud_candidate_relaunches_on_kubernetes(burst_after_two: list[list[str]]) -> None:
     executor = _executor(_task())
     asyncio.run(executor.recover())
