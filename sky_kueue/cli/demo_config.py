@@ -19,7 +19,10 @@ The three runs of the starvation scenario:
   (``k8s/sky-kueue-burst``, standing in for a cloud Kubernetes cluster or another Kueue
   cluster), ``burst_after_preemptions: 1``, ``burst_max_predicted_wait_seconds: 900`` and
   ``strategy: KUEUE_AGING``, the recovery strategy that sends a preempted job's relaunch to
-  those targets (:mod:`sky_kueue.controller.skypilot_plugin`).
+  those targets (:mod:`sky_kueue.controller.skypilot_plugin`). team-b's ``burst:`` section
+  gives it the predicted-wait gate with the shipped defaults (``cloud_startup_seconds`` 600,
+  ``predicted_wait_margin_seconds`` 300, ``predicted_wait_gate`` on), so a preemption bursts
+  the job only when the controller predicts its relaunch would wait more than 900 s on-prem.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ BURST_CHANGES = (
         "teams.team-b.burst",
         {"max_queue_wait_seconds": BURST_MAX_WAIT_SECONDS, "clouds": [f"k8s/{BURST_CONTEXT}"]},
         f"team-b may burst, to the second cluster (context {BURST_CONTEXT}); configs/sky-kueue.yaml gives "
-        "team-a clouds instead, which a machine with no cloud account cannot reach",
+        "team-a clouds instead, which a machine with no cloud account cannot reach; the predicted-wait gate "
+        "keeps its defaults (cloud start-up 600 s + margin 300 s)",
     ),
     Change(
         "aging.parameters.burst_after_preemptions",

@@ -23,12 +23,21 @@ controller does it: after a recovery delay, and only once the old Workload is go
 group with the same name (SkyPilot 0.14.1 ``sky/jobs/recovery_strategy.py``). Where it goes is
 what the ``KUEUE_AGING`` recovery strategy decides just before the relaunch
 (:mod:`sky_kueue.controller.skypilot_plugin`): :func:`sky_kueue.controller.burst.relaunch_burst`
-on the job's history in the controller's state file, and, when it says burst, only the task's
-candidates that :func:`sky_kueue.controller.burst.is_burst_target` accepts (the task's
-candidates are what the admin policy writes for a team that may burst: its Kueue context,
-then its burst targets). How long a job runs is its ``sandbox.sky-kueue.io/run-seconds``
-annotation: the emulation marks its pods Succeeded and its Workload Finished that long after
-admission, on the cluster clock.
+on the job's history in the controller's state file, with the predicted-wait gate of the job's
+team (``teams.<t>.burst``, :mod:`sky_kueue.controller.burst_gate`), and, when it says burst,
+only the task's candidates that :func:`sky_kueue.controller.burst.is_burst_target` accepts (the
+task's candidates are what the admin policy writes for a team that may burst: its Kueue
+context, then its burst targets). With the gate, production's decision is the controller's: it
+runs the Kueue model on its mirror when it records the preemption and marks the job for a burst
+only when the predicted on-prem wait of its relaunch exceeds the cloud start-up plus the margin
+(600 + 300 s by default); the demo's controller is built with the gates, as ``controller run``
+builds it. The predictor needs run times: each job declares its own as a user does
+(``sky-kueue.io/expected-runtime``), and its pods carry the annotations the admin policy writes
+for it (:meth:`DemoJob.runtime_annotations`). How long a job really runs is its
+``sandbox.sky-kueue.io/run-seconds`` annotation (the same figure): the emulation marks its pods
+Succeeded and its Workload Finished that long after admission, on the cluster clock. A deleted
+pod stays for its grace period (:data:`POD_GRACE_SECONDS`), as SkyPilot's pods do on a real
+cluster, so the preempted Workload is still there when the controller judges its relaunch.
 
 Time: the cluster clock (shared by both clusters) is stepped (``TICK_SECONDS`` of cluster
 time per step) as fast as the controller keeps up; after every step the demo waits until the
@@ -37,12 +46,15 @@ queue is empty). That makes the timeline deterministic and the whole demo take s
 
 Two scenarios:
 
-* **seed**: team-b's dev job borrows cohort CPU; team-a's prod job (7 CPU, 2 GPUs) reclaims
-  it; team-b is relaunched and finishes.
-* **starvation**: prod jobs keep arriving; three runs (:data:`sky_kueue.cli.demo_config.RUNS`).
-  Without aging every prod job preempts team-b again (a borrowing victim at priority <= 100
-  is fair game for ``borrowWithinCohort``), so the dev job never completes; the boost lifts
-  its relaunch above that threshold; the default relaunches it on the burst target.
+* **seed**: team-b's dev job borrows cohort CPU; team-a's prod job (7 CPU, 2 GPUs, 120 s)
+  reclaims it; the gate predicts a 120-s on-prem wait for the relaunch, under 900 s, so team-b
+  is relaunched on-prem and finishes there.
+* **starvation**: team-a queues a sweep of prod jobs (1,200 s of work, one at a time), then prod
+  keeps returning; three runs (:data:`sky_kueue.cli.demo_config.RUNS`). Without aging each
+  returning prod job preempts team-b again (a borrowing victim at priority <= 100 is fair game
+  for ``borrowWithinCohort``), so the dev job never completes; the boost lifts its relaunch
+  above that threshold; under the default the gate predicts the sweep's 1,200-s wait and the
+  relaunch goes to the burst target.
 
 The sandbox is imported inside :meth:`_Run.run` only: this is a sandbox demo, and production
 code never imports the sandbox.
@@ -72,6 +84,8 @@ from sky_kueue.controller.history import JobHistory
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import managed_job_key
 from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
+from sky_kueue.skypilot import labels
+from sky_kueue.skypilot.runtime_estimate import estimate_runtime
 from sky_kueue.skypilot.task_yaml import parse_infra
 
 if TYPE_CHECKING:
@@ -82,8 +96,16 @@ if TYPE_CHECKING:
 
 #: Cluster seconds per emulation step.
 TICK_SECONDS = 10
-#: SkyPilot notices a preemption and relaunches after this long (its status poll is ~15 s).
+#: SkyPilot notices a preemption and relaunches after this long (its status poll is ~15 s),
+#: and not before the preempted pods are gone (:data:`POD_GRACE_SECONDS`).
 RELAUNCH_DELAY_SECONDS = 20
+#: A deleted pod of the demo's jobs stays this long (cluster seconds): SkyPilot's pods ignore
+#: SIGTERM, so the kubelet kills them at the end of Kubernetes' default grace period. Until
+#: then the preempted Workload stays too, as on a real cluster, and the controller's gate can
+#: project its relaunch (the sandbox alone removes a deleted pod at once).
+POD_GRACE_SECONDS = 30
+#: The finalizer standing for the kubelet's grace period (the demo removes it when it is over).
+GRACE_FINALIZER = "sandbox.sky-kueue.io/grace-period"
 #: Emulation steps per tick at most (a preemption and the preemptor's admission take two).
 MAX_STEPS_PER_TICK = 4
 #: Real seconds to wait for the controller to catch up after a step.
@@ -93,13 +115,27 @@ USER_HASH = "fcd1e5cf"
 #: Where the demo's cluster clock starts.
 EPOCH = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
 #: How long a run of the starvation scenario lasts (cluster seconds).
-STARVATION_HORIZON_SECONDS = 1_300
+STARVATION_HORIZON_SECONDS = 2_400
+#: The starvation scenario's dev job: how long it must run uninterrupted to finish.
+DEV_RUN_SECONDS = 600
+#: Each prod job's run (7 CPU + 2 GPUs: team-a's 2 GPUs run one prod job at a time).
+PROD_RUN_SECONDS = 300
+#: team-a's sweep: this many prod jobs queued at once, at :data:`PROD_SWEEP_AT_SECONDS`.
+#: Four of 300 s keep the cohort's CPU busy for 1,200 s, which the predictor sees queued
+#: when the dev job is preempted: above the gate's 600 s start-up + 300 s margin.
+PROD_SWEEP_SIZE = 4
+PROD_SWEEP_AT_SECONDS = 60
+#: Prod keeps returning after the sweep: one more job at each of these times.
+PROD_RETURNS_AT_SECONDS = (1_500, 1_980)
 #: The seed scenario ends when every job finished, or at this time.
 SEED_HORIZON_SECONDS = 900
 #: The dev job's managed-job id in both scenarios.
 DEV_JOB_ID = "1"
 
 WORKLOADS = f"workloads.{kueue_api.KUEUE_GROUP}"
+#: How the controller's reconcile notes start the predicted-wait gate's verdict that keeps a job
+#: in Kueue (:meth:`sky_kueue.controller.engine.AgingEngine._burst`).
+GATE_NOTE = "burst gate: "
 
 
 class TimelineKind(str, Enum):
@@ -110,6 +146,8 @@ class TimelineKind(str, Enum):
     PREEMPTED = "preempted"
     RESUBMITTED = "resubmitted"
     AGED = "aged"
+    #: The controller's predicted-wait gate kept a job due a burst in Kueue.
+    KEPT = "kept"
     BURST = "burst"
     FINISHED = "finished"
 
@@ -129,6 +167,22 @@ class DemoJob:
     run_seconds: int
     submit_at: int
     gpus: str | None = None
+
+    @property
+    def expected_runtime(self) -> str:
+        """The run time the user declares on the task (``sky-kueue.io/expected-runtime``): the
+        demo's jobs run exactly as long as declared."""
+        return f"{self.run_seconds}s"
+
+    def runtime_annotations(self) -> dict[str, str]:
+        """What the admin policy writes on the task's pods for :attr:`expected_runtime`
+        (:func:`sky_kueue.skypilot.runtime_estimate.estimate_runtime`, as the policy calls it):
+        the run times the controller's predictor reads."""
+        estimate = estimate_runtime([self.expected_runtime], self.task, [self.namespace], [])
+        return {
+            labels.RUNTIME_SECONDS_ANNOTATION: str(estimate.seconds),
+            labels.RUNTIME_SOURCE_ANNOTATION: estimate.source,
+        }
 
     @property
     def namespace(self) -> str:
@@ -164,6 +218,7 @@ class DemoJob:
             "metadata": {
                 "name": f"{self.group}-head",
                 "namespace": self.namespace,
+                "finalizers": [GRACE_FINALIZER],
                 "labels": {
                     "parent": "skypilot",
                     "skypilot-cluster-name": self.group,
@@ -178,16 +233,18 @@ class DemoJob:
                     "skypilot-managed-job-id": self.job_id,
                     "skypilot-managed-job-name": self.task,
                     "sandbox.sky-kueue.io/run-seconds": str(self.run_seconds),
+                    **self.runtime_annotations(),
                 },
             },
             "spec": {
+                "terminationGracePeriodSeconds": POD_GRACE_SECONDS,
                 "containers": [
                     {
                         "name": "ray-node",
                         "image": "rayproject/ray",
                         "resources": {"requests": requests, "limits": limits},
                     }
-                ]
+                ],
             },
         }
 
@@ -201,11 +258,23 @@ def seed_jobs() -> list[DemoJob]:
 
 
 def starvation_jobs() -> list[DemoJob]:
-    """team-b's dev job needs 600 s; a prod job (120 s) arrives every 240 s."""
-    jobs = [DemoJob(DEV_JOB_ID, "dev", "team-b", "dev-priority", "5", run_seconds=600, submit_at=0)]
-    for index, at in enumerate(range(60, STARVATION_HORIZON_SECONDS - 200, 240)):
-        jobs.append(DemoJob(str(index + 2), "train", "team-a", "prod-priority", "7", 120, at, gpus="2"))
+    """team-b's dev job needs 600 s; team-a queues a sweep of prod jobs (300 s each, one at a
+    time), then prod keeps returning (:data:`PROD_RETURNS_AT_SECONDS`)."""
+    jobs = [DemoJob(DEV_JOB_ID, "dev", "team-b", "dev-priority", "5", run_seconds=DEV_RUN_SECONDS, submit_at=0)]
+    times = (PROD_SWEEP_AT_SECONDS,) * PROD_SWEEP_SIZE + PROD_RETURNS_AT_SECONDS
+    for index, at in enumerate(times):
+        jobs.append(DemoJob(str(index + 2), "train", "team-a", "prod-priority", "7", PROD_RUN_SECONDS, at, gpus="2"))
     return jobs
+
+
+def starvation_scenario() -> str:
+    """The starvation scenario in one sentence (the summary table's title)."""
+    returns = " and ".join(f"t={at}" for at in PROD_RETURNS_AT_SECONDS)
+    return (
+        f"team-b's dev job needs {DEV_RUN_SECONDS} s of cohort CPU; at t={PROD_SWEEP_AT_SECONDS} team-a queues "
+        f"{PROD_SWEEP_SIZE} prod jobs ({PROD_RUN_SECONDS} s each, one at a time on its 2 GPUs), and prod "
+        f"returns at {returns}"
+    )
 
 
 @dataclass(frozen=True)
@@ -262,6 +331,13 @@ class JobState:
     finished_at: int | None = None
     priority: int = 0
     burst: str | None = None
+    #: The on-prem wait the controller predicted when it marked the job for a burst (None: unknown).
+    burst_wait: float | None = None
+    #: The controller's predicted-wait gate verdict that kept the job in Kueue after its latest
+    #: preemption (None: none).
+    kept: str | None = None
+    #: The preemption count :attr:`kept` was given at.
+    kept_after: int | None = None
 
     @property
     def cluster(self) -> str:
@@ -353,15 +429,22 @@ class _Run:
                 f"+{decision.preemption_points}, age +{decision.age_points}, cap {decision.boost_limit})",
                 ONPREM_CONTEXT,
             )
+        kept = [n.removeprefix(GATE_NOTE) for n in outcome.notes if n.startswith(GATE_NOTE)]
+        if kept and state.kept_after != state.preemptions:
+            # The first verdict after each preemption: the one SkyPilot's relaunch follows (the
+            # controller judges the waiting relaunch again at each reconcile; those are not shown).
+            state.kept, state.kept_after = kept[-1], state.preemptions
+            self._add(TimelineKind.KEPT, job, effective, f"controller's burst gate: {state.kept}", ONPREM_CONTEXT)
         if outcome.burst is not None:
-            state.burst = outcome.burst.detail
+            state.burst, state.burst_wait, state.kept = outcome.burst.detail, outcome.burst.predicted_wait_seconds, None
             burst = outcome.burst
-            why = (
-                f"predicted wait {burst.predicted_wait_seconds:.0f} s"
-                if burst.predicted_wait_seconds is not None
-                else f"{burst.preemptions} preemption(s)"
+            self._add(
+                TimelineKind.BURST,
+                job,
+                effective,
+                f"controller marks it for a burst ({burst.reason}): {burst.detail}",
+                ONPREM_CONTEXT,
             )
-            self._add(TimelineKind.BURST, job, effective, f"controller marks it for a burst: {why}", ONPREM_CONTEXT)
 
     # --- the clusters ---------------------------------------------------------------
 
@@ -389,10 +472,17 @@ class _Run:
             return store.load(job.key) or JobHistory(job.key)
 
     def _relaunch_target(self, state: JobState) -> RelaunchChoice:
-        """What ``KUEUE_AGING`` decides before SkyPilot relaunches (``prepare_relaunch``)."""
+        """What ``KUEUE_AGING`` decides before SkyPilot relaunches (``prepare_relaunch``), with the
+        gate of the job's team as :meth:`sky_kueue.controller.skypilot_plugin.AgingSource.burst_verdict`
+        picks it; a relaunch the gate keeps on-prem says the controller's verdict."""
         assert self.config is not None
         now = float(self._clock.now().timestamp())
-        burst, why = relaunch_burst(self._history(state.job), self.config.aging, now, enabled=self.config.enabled)
+        history = self._history(state.job)
+        identity = history.identity
+        gate = self.config.burst_gates.for_namespace(
+            None if identity is None else identity.namespace, team=state.job.team
+        )
+        burst, why = relaunch_burst(history, self.config.aging, now, enabled=self.config.enabled, gate=gate)
         if burst:
             targets = [c for c in state.candidates if is_burst_target(*c, self.config.burst_contexts)]
             if targets and len(targets) < len(state.candidates):
@@ -400,6 +490,8 @@ class _Run:
             if targets:
                 return RelaunchChoice(self.t, str(targets[0][1] or targets[0][0]), True, why)
             why = f"should burst ({why}) but the task has no burst target"
+        elif gate is not None and state.kept is not None:
+            why = f"{why}; it kept the job in Kueue: {state.kept}"
         cloud, region = state.candidates[0]
         return RelaunchChoice(self.t, str(region or cloud), False, why)
 
@@ -513,6 +605,7 @@ class _Run:
                 runtime=runtime,
                 clock=lambda: clock.now().timestamp(),
                 observers=[self.observe],
+                burst_gates=self.config.burst_gates,
             )
             controller.start()
             try:
@@ -530,10 +623,29 @@ class _Run:
             self.events, self._jobs_summary(), mechanism, self.config.aging.policy, self.t, self.spec, self.config
         )
 
+    def _end_grace_periods(self, clusters: dict[str, Sandbox]) -> None:
+        """Plays the kubelet: deleted pods whose grace period is over go (their Workload with them)."""
+        from sky_kueue.sandbox.apiserver.clock import parse_timestamp
+
+        now = self._clock.now()
+
+        def strip(obj: dict[str, Any]) -> None:
+            obj["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers") or [] if f != GRACE_FINALIZER]
+
+        for sb in clusters.values():
+            for pod in sb.store.list("pods", label_selector=SKYPILOT_POD_GROUP_SELECTOR).items:
+                meta = pod["metadata"]
+                deleted = meta.get("deletionTimestamp")
+                if not deleted or GRACE_FINALIZER not in (meta.get("finalizers") or []):
+                    continue
+                if (now - parse_timestamp(deleted)).total_seconds() >= POD_GRACE_SECONDS:
+                    sb.store.mutate("pods", meta["name"], strip, meta["namespace"])
+
     def _loop(
         self, clusters: dict[str, Sandbox], clients: dict[str, ApiClient], clock: Any, controller: Controller
     ) -> None:
         while self.t <= self.horizon:
+            self._end_grace_periods(clusters)
             for state in sorted(self.jobs.values(), key=lambda s: s.job.submit_at):
                 if not state.submitted and state.job.submit_at <= self.t:
                     state.submitted = True
@@ -577,6 +689,8 @@ class _Run:
                 "finished_on": state.attempts[-1].cluster if state.finished_at is not None else None,
                 "state": "finished" if state.finished_at is not None else "unfinished",
                 "burst": state.burst,
+                "burst_predicted_wait_seconds": state.burst_wait,
+                "kept": state.kept,
                 "attempts": [a.to_json() for a in state.attempts],
                 "relaunches": [r.to_json() for r in state.relaunches],
             }
@@ -635,6 +749,7 @@ def _variant(result: RunResult) -> dict[str, Any]:
         "label": result.spec.label,
         "changes": [c.to_json() for c in result.spec.changes],
         "policy": result.policy,
+        "burst_gate": _gate_json(result.config),
         "events": [e.to_json() for e in result.events],
         "jobs": result.jobs,
         "team_b": {
@@ -648,6 +763,8 @@ def _variant(result: RunResult) -> dict[str, Any]:
             "why_unfinished": _why_unfinished(dev, result),
             "final_priority": dev["final_priority"],
             "burst": dev["burst"],
+            "burst_predicted_wait_seconds": dev["burst_predicted_wait_seconds"],
+            "kept": dev["kept"],
         },
         "team_a_finished": sum(1 for p in prod if p["finished_at"] is not None),
         "team_a_jobs": len(prod),
@@ -671,7 +788,22 @@ def _verdict(without: dict[str, Any], boost: dict[str, Any], default: dict[str, 
         return text + f"and did not finish: {d['why_unfinished']}"
     bursts = [r for r in d["relaunches"] if r["burst"]]
     where = f"relaunched on {bursts[0]['cluster']} by KUEUE_AGING and " if bursts else ""
-    return text + f"{where}finished on {d['finished_on']} at t={d['finished_at']} s"
+    gate = f" (the controller's burst gate: {d['burst']})" if d["burst"] else ""
+    return text + f"{where}finished on {d['finished_on']} at t={d['finished_at']} s{gate}"
+
+
+def _gate_json(config: ControllerConfig) -> dict[str, Any] | None:
+    """team-b's predicted-wait burst gate in the run's config (None: team-b has none)."""
+    gate = config.burst_gates.by_team.get("team-b")
+    if gate is None:
+        return None
+    return {
+        "team": "team-b",
+        "cloud_startup_seconds": gate.cloud_startup_seconds,
+        "margin_seconds": gate.margin_seconds,
+        "threshold_seconds": gate.threshold_seconds,
+        "wait": gate.wait_kind.value,
+    }
 
 
 def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
@@ -700,6 +832,7 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
             },
             "config": f"configs/sky-kueue-demo.yaml (sky_kueue/data/{demo_config.DEMO_CONFIG_RESOURCE})",
             "seed_changes": [c.to_json() for c in seed.spec.changes],
+            "burst_gate": _gate_json(seed.config),
             "aging": {
                 k: settings[k]
                 for k in ("policy", "preemptions_per_step", "boost_per_step", "max_boost", "burst_after_preemptions")
@@ -708,9 +841,7 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
             "preempted": preempted,
             "admitted": admitted,
             "starvation": {
-                "scenario": (
-                    "team-b's dev job needs 600 s of cohort CPU; team-a submits a prod job (120 s) every 240 s"
-                ),
+                "scenario": starvation_scenario(),
                 "without_aging": without,
                 "with_aging": boost,
                 "with_rank": default,

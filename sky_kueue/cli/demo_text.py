@@ -1,5 +1,6 @@
 """The live demo's document as rich tables: what each run changed, where each attempt ran,
-when (or whether) team-b's dev job finished."""
+when (or whether) team-b's dev job finished, and why the controller's predicted-wait burst gate
+kept a preempted job on-prem or sent it to the burst cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +19,15 @@ def _attempts(attempts: list[dict[str, Any]]) -> str:
         span = f"t={a['submitted_at']}" + (f"-{a['ended_at']}" if a["ended_at"] is not None else "")
         parts.append(f"{a['cluster']} {span} {a['outcome']}")
     return " -> ".join(parts) or "-"
+
+
+def _gate_said(job: dict[str, Any]) -> str:
+    """What the controller's gate said about a job: its burst, or its last verdict keeping it."""
+    if job.get("burst"):
+        return f"burst, {job['burst']}"
+    if job.get("kept"):
+        return f"kept on-prem, {job['kept']}"
+    return "not asked (the job was never due a burst)"
 
 
 def print_text(document: dict[str, Any]) -> None:
@@ -44,7 +54,7 @@ def print_text(document: dict[str, Any]) -> None:
         table.add_column("workload", no_wrap=True)
         table.add_column("priority", justify="right")
         table.add_column("detail", overflow="fold")
-        styles = {"preempted": "red", "aged": "green", "burst": "yellow", "finished": "cyan"}
+        styles = {"preempted": "red", "aged": "green", "kept": "magenta", "burst": "yellow", "finished": "cyan"}
         for e in events:
             style = styles.get(e["type"], "")
             table.add_row(
@@ -53,6 +63,14 @@ def print_text(document: dict[str, Any]) -> None:
         return table
 
     console.print(timeline(final["scenario"] + " (default settings)", document["events"]))
+    gate = final.get("burst_gate")
+    if gate is not None:
+        console.print(
+            f"[bold]Burst gate[/bold] ({gate['team']}, the default run): a job due a burst goes to the burst "
+            f"cluster only when the controller predicts its relaunch would wait on-prem more than cloud start-up "
+            f"{gate['cloud_startup_seconds']:.0f} s + margin {gate['margin_seconds']:.0f} s = "
+            f"{gate['threshold_seconds']:.0f} s. Seed: {_gate_said(final['jobs'].get(DEV_KEY, {}))}."
+        )
     starvation = final["starvation"]
     variants = (starvation["without_aging"], starvation["with_aging"], starvation["with_rank"])
     console.print(
@@ -63,8 +81,19 @@ def print_text(document: dict[str, Any]) -> None:
         for change in variant["changes"]:
             console.print(f"  {variant['label']}: {change['key']} = {change['value']!r} ({change['why']})")
     summary = Table(title=f"Starvation: {starvation['scenario']}")
-    for column in ("run", "dev preemptions", "where each attempt ran", "dev finished", "prod done"):
+    for column in ("run", "dev preemptions", "dev attempts", "dev finished", "burst gate", "prod done"):
         summary.add_column(column, overflow="fold")
+
+    def gate_column(variant: dict[str, Any]) -> str:
+        gate, b = variant.get("burst_gate"), variant["team_b"]
+        if gate is None:
+            return "none"
+        if b["burst"]:
+            wait = b["burst_predicted_wait_seconds"]
+            said = "?" if wait is None else f"{wait:.0f} s"
+            return f"burst: predicted wait {said} > {gate['threshold_seconds']:.0f} s"
+        return "kept on-prem" if b["kept"] else "not asked"
+
     for variant in variants:
         b = variant["team_b"]
         finished = (
@@ -77,6 +106,7 @@ def print_text(document: dict[str, Any]) -> None:
             str(b["preemptions"]),
             _attempts(b["attempts"]),
             finished,
+            gate_column(variant),
             f"{variant['team_a_finished']}/{variant['team_a_jobs']}",
         )
     console.print(summary)

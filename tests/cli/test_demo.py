@@ -1,5 +1,6 @@
-"""``sky-kueue demo``: the default ends the dev job's starvation on the second cluster, and
-the settings are the shipped config plus the changes each run names."""
+"""``sky-kueue demo``: the default ends the dev job's starvation on the second cluster through
+the controller's predicted-wait burst gate (production's decision), and the settings are the
+shipped config plus the changes each run names."""
 
 from __future__ import annotations
 
@@ -14,13 +15,24 @@ import yaml
 
 from sky_kueue.cli import demo_config
 from sky_kueue.cli.demo_config import BURST_CONTEXT, ONPREM_CONTEXT, RUNS, Change, DemoConfigError
-from sky_kueue.cli.demo_live import merged_kubeconfig, task_candidates
+from sky_kueue.cli.demo_live import (
+    PROD_RUN_SECONDS,
+    PROD_SWEEP_SIZE,
+    DemoJob,
+    merged_kubeconfig,
+    seed_jobs,
+    starvation_jobs,
+    task_candidates,
+)
 from sky_kueue.controller.burst import is_burst_target
+from sky_kueue.skypilot.labels import RUNTIME_SECONDS_ANNOTATION, RUNTIME_SOURCE_ANNOTATION
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = "team-b/dev-1-fcd1e5cf"
 #: The most preemptions the default run may cost the dev job before it finishes elsewhere.
 DEFAULT_MAX_PREEMPTIONS = 1
+#: team-b's gate in the default run: the shipped cloud start-up + margin.
+GATE_THRESHOLD_SECONDS = 600 + 300
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -83,6 +95,21 @@ def test_the_dev_task_may_burst_only_to_the_second_cluster() -> None:
     assert [is_burst_target(*c, frozenset({BURST_CONTEXT})) for c in candidates] == [False, True]
 
 
+@pytest.mark.parametrize("job", [*seed_jobs(), *starvation_jobs()], ids=lambda j: f"{j.task}-{j.job_id}")
+def test_each_job_declares_its_run_time_as_the_policy_writes_it(job: DemoJob) -> None:
+    annotations = job.pod()["metadata"]["annotations"]
+    assert annotations[RUNTIME_SECONDS_ANNOTATION] == str(job.run_seconds)  # the demo's jobs run as declared
+    assert annotations[RUNTIME_SOURCE_ANNOTATION] == "declared"
+    assert annotations["sandbox.sky-kueue.io/run-seconds"] == str(job.run_seconds)
+
+
+def test_the_starvation_sweep_is_queued_long_enough_for_the_gate_to_burst() -> None:
+    """The scenario's premise: the prod sweep queued at the dev job's preemption outlasts start-up + margin."""
+    assert PROD_SWEEP_SIZE * PROD_RUN_SECONDS > GATE_THRESHOLD_SECONDS
+    seed_prod = [j for j in seed_jobs() if j.team == "team-a"]
+    assert all(j.run_seconds < GATE_THRESHOLD_SECONDS for j in seed_prod)  # the seed's relaunch stays on-prem
+
+
 def test_the_merged_kubeconfig_has_both_contexts(tmp_path: Path) -> None:
     class Fake:
         def __init__(self, name: str) -> None:
@@ -114,21 +141,37 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
     events, final = document["events"], document["final"]
     assert all(
         set(e) == {"t", "type", "workload", "job", "priority", "detail", "cluster"}
-        and e["type"] in ("submitted", "admitted", "preempted", "resubmitted", "aged", "burst", "finished")
+        and e["type"] in ("submitted", "admitted", "preempted", "resubmitted", "aged", "kept", "burst", "finished")
         and e["cluster"] in (ONPREM_CONTEXT, BURST_CONTEXT)
         for e in events
     )
     assert final["clusters"]["onprem"] == ONPREM_CONTEXT and final["clusters"]["burst"] == BURST_CONTEXT
-    # The seed, under the default: preempted by team-a on-prem, relaunched on the burst target, finished there.
-    dev_story = [(e["type"], e["cluster"]) for e in events if e["workload"] == DEV]
+    gate = final["burst_gate"]
+    assert gate == {
+        "team": "team-b",
+        "cloud_startup_seconds": 600.0,
+        "margin_seconds": 300.0,
+        "threshold_seconds": float(GATE_THRESHOLD_SECONDS),
+        "wait": "any",
+    }
+    # The seed, under the default: preempted by team-a's 120-s prod job; the gate predicts its
+    # relaunch waits 120 s on-prem, under start-up + margin, so it is relaunched and finishes on-prem.
+    dev_story = [(e["type"], e["cluster"]) for e in events if e["workload"] == DEV and e["type"] != "aged"]
     assert dev_story == [
         ("submitted", ONPREM_CONTEXT),
         ("admitted", ONPREM_CONTEXT),
         ("preempted", ONPREM_CONTEXT),
-        ("resubmitted", BURST_CONTEXT),
-        ("admitted", BURST_CONTEXT),
-        ("finished", BURST_CONTEXT),
+        ("kept", ONPREM_CONTEXT),
+        ("resubmitted", ONPREM_CONTEXT),
+        ("admitted", ONPREM_CONTEXT),
+        ("finished", ONPREM_CONTEXT),
     ]
+    kept = next(e for e in events if e["type"] == "kept")
+    assert "predicted any on-prem wait 120s vs cloud start-up 600s + margin 300s: stays on-prem" in kept["detail"]
+    relaunch = next(e for e in events if e["type"] == "resubmitted")
+    assert "the predicted-wait gate decides" in relaunch["detail"] and "wait 120s" in relaunch["detail"]
+    assert final["jobs"]["managed-job/1"]["burst"] is None
+    assert all(e["priority"] <= 100 for e in events if e["workload"] == DEV)  # rank keeps it in its class
     preempted = next(e for e in events if e["type"] == "preempted")
     assert "team-a/train-2-fcd1e5cf" in preempted["detail"] and "InCohortReclaimWhileBorrowing" in preempted["detail"]
     assert [e["t"] for e in events] == sorted(e["t"] for e in events)
@@ -153,18 +196,26 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
     # Boost: finishes on-prem, lifted above the threshold.
     boost = runs["boost"]["team_b"]
     assert not boost["starved"] and boost["finished_on"] == ONPREM_CONTEXT and boost["final_priority"] > 100
-    # The default: starvation ends on the second cluster after at most the stated preemptions.
+    assert runs["no-aging"]["burst_gate"] is None and runs["boost"]["burst_gate"] is None  # no burst section
+    # The default: starvation ends on the second cluster after at most the stated preemptions,
+    # because the controller's gate predicts the queued sweep's wait, well above start-up + margin.
     default = runs["default"]
     dev = default["team_b"]
-    assert default["policy"] == "rank"
+    assert default["policy"] == "rank" and default["burst_gate"] == gate
     assert not dev["starved"] and dev["finished_on"] == BURST_CONTEXT
     assert 1 <= dev["preemptions"] <= DEFAULT_MAX_PREEMPTIONS
     assert dev["attempts"][0]["cluster"] == ONPREM_CONTEXT and dev["attempts"][-1]["cluster"] == BURST_CONTEXT
     assert dev["attempts"][-1]["outcome"] == "finished" and dev["attempts"][-1]["ended_at"] == dev["finished_at"]
-    assert dev["relaunches"][-1]["burst"] and "burst_after_preemptions 1" in dev["relaunches"][-1]["why"]
+    sweep_wait = f"predicted any on-prem wait {PROD_SWEEP_SIZE * PROD_RUN_SECONDS}s vs cloud start-up 600s"
+    assert dev["burst"] is not None and sweep_wait in dev["burst"] and dev["burst"].endswith(": burst")
+    last = dev["relaunches"][-1]
+    assert last["burst"] and "the controller marked it for a cloud burst" in last["why"]
+    marks = [e for e in default["events"] if e["job"] == "managed-job/1" and e["type"] == "burst"]
+    assert len(marks) == 1 and "(predicted-on-prem-wait)" in marks[0]["detail"]
+    assert marks[0]["t"] <= last["t"]  # marked before SkyPilot relaunched it
     assert all(e["priority"] <= 100 for e in default["events"] if e["job"] == "managed-job/1")  # never left its class
     assert default["team_a_finished"] == default["team_a_jobs"]  # prod lost nothing to it
-    assert f"finished on {BURST_CONTEXT}" in starvation["verdict"]
+    assert f"finished on {BURST_CONTEXT}" in starvation["verdict"] and sweep_wait in starvation["verdict"]
     assert final["elapsed_seconds"] < 30
 
 
@@ -173,7 +224,15 @@ def test_demo_text_prints_the_three_runs_and_predict_only_keeps_the_model_demo()
     text = run("demo")
     assert text.returncode == 0, text.stderr
     flat = " ".join(text.stdout.split())
-    for words in ("no aging", "boost (bounded)", "default (rank + burst)", "where each attempt ran", BURST_CONTEXT):
+    for words in (
+        "no aging",
+        "boost (bounded)",
+        "default (rank + burst)",
+        "dev attempts",
+        BURST_CONTEXT,
+        "cloud start-up 600 s + margin 300 s = 900 s",
+        "Seed: kept on-prem",
+    ):
         assert words in flat
     for change in demo_config.BURST_CHANGES:
         assert change.key in flat
