@@ -217,6 +217,13 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
     assert default["team_a_finished"] == default["team_a_jobs"]  # prod lost nothing to it
     assert f"finished on {BURST_CONTEXT}" in starvation["verdict"] and sweep_wait in starvation["verdict"]
     assert final["elapsed_seconds"] < 30
+    # The README's demo paragraph states these figures.
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"with aging off the dev job is preempted {none['preemptions']} times and never finishes" in readme
+    assert f"finish on-prem after {boost['preemptions']} preemption" in readme
+    wait = dev["burst_predicted_wait_seconds"]
+    assert wait == PROD_SWEEP_SIZE * PROD_RUN_SECONDS and f"predicts a {wait:,.0f}-s on-prem wait" in readme
+    assert f"bursts it after {dev['preemptions']} preemption" in readme
 
 
 @pytest.mark.slow  # two more demo processes; the JSON demo stays in the inner loop
