@@ -4,8 +4,9 @@ By default the demo is live (:mod:`sky_kueue.cli.demo_live`): it starts two sand
 servers with their Kueue emulation in one kubeconfig (``sky-kueue-sandbox``, the on-prem
 cluster with the seed setup and the real controller; ``sky-kueue-burst``, team-b's burst
 target), takes its settings from ``configs/sky-kueue-demo.yaml`` plus the changes each run
-names (:mod:`sky_kueue.cli.demo_config`), submits SkyPilot-like pod groups, relaunches
-preempted jobs where the ``KUEUE_AGING`` recovery strategy sends them, and prints the seed
+names (:mod:`sky_kueue.cli.demo_config`), submits SkyPilot-like pod groups with their declared
+run times, relaunches preempted jobs where the ``KUEUE_AGING`` recovery strategy sends them
+(after the controller's predicted-wait burst gate, as in production), and prints the seed
 timeline and three runs of a starvation scenario (no aging, boost, default) with each run's
 preemptions, where each attempt ran and when the dev job finished, or why not
 (:mod:`sky_kueue.cli.demo_text`). ``--output json`` prints ``{"events": [...], "final": {...}}``.
