@@ -91,17 +91,22 @@ def test_a_dead_cluster_is_one_warning_however_many_launches_and_retries(termina
 def test_the_filter_lowers_only_background_records(terminal: Terminal) -> None:
     background_logs.install()
     pool = logging.getLogger("urllib3.connectionpool")
-    pool.warning("foreground retry")  # a command's own request: still shown
-    with background_logs.quiet():
-        pool.warning("probe retry")
-    thread = threading.Thread(target=pool.warning, args=("reflector retry",), name="sky-kueue-reflector-workloads")
-    thread.start()
-    thread.join()
-    unrelated = logging.getLogger("somebody.else")
-    # Its own level: the root's, which the fixture lowers, is process-wide and another test's
-    # leftover thread (a CLI run restoring the logging it set aside) may raise it meanwhile.
-    unrelated.setLevel(logging.WARNING)
-    unrelated.warning("unrelated")
+    # Its own level for the test: its parent "urllib3" is set to ERROR by other code in the
+    # process (SkyPilot's imports, the kubernetes client's Configuration), which would drop the
+    # foreground warning before the filter is asked.
+    previous_level = pool.level
+    pool.setLevel(logging.WARNING)
+    try:
+        pool.warning("foreground retry")  # a command's own request: still shown
+        with background_logs.quiet():
+            pool.warning("probe retry")
+        name = "sky-kueue-reflector-workloads"
+        thread = threading.Thread(target=pool.warning, args=("reflector retry",), name=name)
+        thread.start()
+        thread.join()
+        logging.getLogger("somebody.else").warning("unrelated")
+    finally:
+        pool.setLevel(previous_level)
     assert terminal.lines == ["urllib3.connectionpool: foreground retry", "somebody.else: unrelated"]
 
 
