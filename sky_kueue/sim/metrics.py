@@ -21,6 +21,17 @@ Definitions (the numbers mean exactly this):
   or burst; a burst job completes when its cloud run ends); 1.0 means it ran at once and
   was never held up. Nearest-rank p50 / p99 and max. **Wasted GPU-hours per preempted
   job**: the GPU-hours of preempted runs (thrown away) over the jobs preempted at least once.
+* **causes of a job's preemptions** (:func:`preemption_cause`): (a) *reclaim*, Kueue's
+  ``InCohortReclamation`` by another ClusterQueue of the cohort (the job ran on borrowed
+  quota and its owner took it back, any priority under ``reclaimWithinCohort: Any``);
+  (b) *higher class*, ``InClusterQueue`` by a Workload of the job's own ClusterQueue whose
+  class priority is above the job's (what the admin's classes license under
+  ``withinClusterQueue: LowerPriority``); (c) *own class or lower*, ``InClusterQueue`` by a
+  Workload of the same or a lower class (only a boost or a band level makes that possible);
+  (d) *other*: any other reason (fair sharing, reclaim while borrowing) or a preemptor that
+  is not one of the trace's jobs. Reported for the **most-preempted job** (ties go to the
+  job earliest in the trace) and summed over the jobs preempted at least
+  :data:`REPEAT_PREEMPTED_MIN` times.
 
 :func:`check_targets` compares a policy with the baseline of the same run against the
 issue's targets: no starved job, the low class's max wait at least
@@ -32,12 +43,13 @@ within :data:`TARGET_UTILIZATION_MAX_DELTA_POINTS` points.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections import Counter
 from dataclasses import dataclass, field
 
 from sky_kueue.sim.eta import EtaSummary
-from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, SafeHoldCounts
+from sky_kueue.sim.results import JobOutcome, JobResult, PreemptionEvent, RunResult, SafeHoldCounts
 
 DEFAULT_STARVATION_RUNTIME_MULTIPLE = 10.0
 DEFAULT_STARVATION_MIN_WAIT_SECONDS = 3_600.0
@@ -49,8 +61,128 @@ TARGET_UTILIZATION_MAX_DELTA_POINTS = 1.0
 
 #: Kueue's reason for a preemption by a higher-priority Workload of the same ClusterQueue.
 IN_QUEUE_REASON = "InClusterQueue"
+#: Kueue's reason for a preemption by another ClusterQueue taking back its nominal quota.
+RECLAIM_REASON = "InCohortReclamation"
+#: Jobs preempted at least this often are the "repeatedly preempted" whose causes are summed.
+REPEAT_PREEMPTED_MIN = 3
 #: A starved job preempted at least this often counts as starved by relaunches.
 RELAUNCH_STARVED_MIN_PREEMPTIONS = 2
+
+
+class PreemptionCause(str, enum.Enum):
+    """Where one preemption of a job came from (module docstring, (a)-(d))."""
+
+    RECLAIM = "reclaim"
+    HIGHER_CLASS = "higher_class"
+    OWN_CLASS_OR_LOWER = "own_class_or_lower"
+    OTHER = "other"
+
+
+def preemption_cause(job: JobResult, event: PreemptionEvent) -> PreemptionCause:
+    """The cause of one of ``job``'s preemptions, from Kueue's reason and the preemptor's
+    ClusterQueue and class priority; a reason that contradicts the queues is OTHER, not guessed."""
+    if event.preemptor_cluster_queue is None or event.preemptor_priority is None:
+        return PreemptionCause.OTHER
+    same_queue = event.preemptor_cluster_queue == job.cluster_queue
+    if event.reason == IN_QUEUE_REASON and same_queue:
+        if event.preemptor_priority > job.base_priority:
+            return PreemptionCause.HIGHER_CLASS
+        return PreemptionCause.OWN_CLASS_OR_LOWER
+    if event.reason == RECLAIM_REASON and not same_queue:
+        return PreemptionCause.RECLAIM
+    return PreemptionCause.OTHER
+
+
+@dataclass(frozen=True)
+class CauseSplit:
+    """Preemptions counted by cause, (a)-(d)."""
+
+    reclaim: int = 0
+    higher_class: int = 0
+    own_class_or_lower: int = 0
+    other: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.reclaim + self.higher_class + self.own_class_or_lower + self.other
+
+    def __add__(self, other: CauseSplit) -> CauseSplit:
+        return CauseSplit(
+            self.reclaim + other.reclaim,
+            self.higher_class + other.higher_class,
+            self.own_class_or_lower + other.own_class_or_lower,
+            self.other + other.other,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            PreemptionCause.RECLAIM.value: self.reclaim,
+            PreemptionCause.HIGHER_CLASS.value: self.higher_class,
+            PreemptionCause.OWN_CLASS_OR_LOWER.value: self.own_class_or_lower,
+            PreemptionCause.OTHER.value: self.other,
+        }
+
+
+def cause_split(job: JobResult) -> CauseSplit:
+    """``job``'s preemptions by cause."""
+    counts = Counter(preemption_cause(job, e) for e in job.preemption_events)
+    return CauseSplit(
+        reclaim=counts[PreemptionCause.RECLAIM],
+        higher_class=counts[PreemptionCause.HIGHER_CLASS],
+        own_class_or_lower=counts[PreemptionCause.OWN_CLASS_OR_LOWER],
+        other=counts[PreemptionCause.OTHER],
+    )
+
+
+@dataclass(frozen=True)
+class PreemptionCauses:
+    """Where the most-preempted job's preemptions, and the repeatedly preempted jobs', came from."""
+
+    #: The most-preempted job (ties: the earliest in the trace); None when no job was preempted.
+    top_job_id: str | None = None
+    top: CauseSplit = field(default_factory=CauseSplit)
+    #: Jobs preempted as often as the top job.
+    top_tied_jobs: int = 0
+    #: The most higher-class preemptions of any one job (the top job's or another's).
+    max_higher_class: int = 0
+    #: Jobs preempted at least :data:`REPEAT_PREEMPTED_MIN` times, and their preemptions by cause.
+    repeat_jobs: int = 0
+    repeat: CauseSplit = field(default_factory=CauseSplit)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "top_job": self.top_job_id,
+            "top_job_preemptions": self.top.total,
+            "top_job_by_cause": self.top.to_json(),
+            "top_tied_jobs": self.top_tied_jobs,
+            "max_higher_class_per_job": self.max_higher_class,
+            "repeat_min_preemptions": REPEAT_PREEMPTED_MIN,
+            "repeat_jobs": self.repeat_jobs,
+            "repeat_by_cause": self.repeat.to_json(),
+        }
+
+
+def preemption_causes(jobs: tuple[JobResult, ...] | list[JobResult]) -> PreemptionCauses:
+    """The cause splits of a run's jobs (see :class:`PreemptionCauses`)."""
+    top: JobResult | None = None
+    for job in jobs:  # strict > keeps the earliest of tied jobs
+        if job.preemptions > 0 and (top is None or job.preemptions > top.preemptions):
+            top = job
+    if top is None:
+        return PreemptionCauses()
+    splits = {job.job_id: cause_split(job) for job in jobs if job.preemptions > 0}
+    repeat = [job for job in jobs if job.preemptions >= REPEAT_PREEMPTED_MIN]
+    repeat_split = CauseSplit()
+    for job in repeat:
+        repeat_split = repeat_split + splits[job.job_id]
+    return PreemptionCauses(
+        top_job_id=top.job_id,
+        top=splits[top.job_id],
+        top_tied_jobs=sum(1 for job in jobs if job.preemptions == top.preemptions),
+        max_higher_class=max(s.higher_class for s in splits.values()),
+        repeat_jobs=len(repeat),
+        repeat=repeat_split,
+    )
 
 
 @dataclass(frozen=True)
@@ -149,6 +281,8 @@ class PolicyMetrics:
     wasted_gpu_hours_per_preempted_job: float = 0.0
     #: What the safe-relaunch rule did (all zero without it).
     safe: SafeHoldCounts = field(default_factory=SafeHoldCounts)
+    #: Where the most-preempted job's preemptions came from (module doc, (a)-(d)).
+    causes: PreemptionCauses = field(default_factory=PreemptionCauses)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -175,6 +309,7 @@ class PolicyMetrics:
                 "p99_completion_inflation": round(self.p99_inflation, 3),
                 "max_completion_inflation": round(self.max_inflation, 3),
                 "wasted_gpu_hours_per_preempted_job": round(self.wasted_gpu_hours_per_preempted_job, 3),
+                "causes": self.causes.to_json(),
             },
             "safe_relaunch": self.safe.to_json(),
             "lost_gpu_hours": round(self.lost_gpu_hours, 3),
@@ -278,6 +413,7 @@ def summarize(
         inflation_jobs=len(inflation),
         wasted_gpu_hours_per_preempted_job=lost_gpu_hours / preempted_jobs if preempted_jobs else 0.0,
         safe=run.safe,
+        causes=preemption_causes(run.jobs),
     )
 
 

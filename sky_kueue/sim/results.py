@@ -26,6 +26,24 @@ class JobOutcome(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class PreemptionEvent:
+    """One preemption of a job as Kueue's model decided it, kept so metrics can split a job's
+    preemptions by cause (:func:`sky_kueue.sim.metrics.preemption_cause`).
+
+    The preemptor's fields are None when it is not one of the trace's jobs (then the cause is
+    unknown rather than guessed).
+    """
+
+    at: float
+    #: Kueue's ``Preempted`` reason (``InClusterQueue``, ``InCohortReclamation``, ...).
+    reason: str
+    #: The ClusterQueue of the Workload that preempted the job.
+    preemptor_cluster_queue: str | None
+    #: The preemptor's class priority (its PriorityClass value, without boosts or levels).
+    preemptor_priority: int | None
+
+
+@dataclass(frozen=True)
 class JobResult:
     job_id: str
     team: str
@@ -58,6 +76,8 @@ class JobResult:
     first_preempted_s: float | None = None
     #: When the job last got capacity: its last admission, or its burst (None: never).
     last_admission_s: float | None = None
+    #: Every preemption of the job, in order (``preemptions`` of them).
+    preemption_events: tuple[PreemptionEvent, ...] = ()
 
     @property
     def wait_after_preemption_s(self) -> float | None:

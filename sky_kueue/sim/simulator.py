@@ -76,7 +76,14 @@ from sky_kueue.sim.events import EventKind, EventQueue
 from sky_kueue.sim.policies import Decision, ResubmissionPolicy
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.reservation import QueueOrder, Reservations
-from sky_kueue.sim.results import JobOutcome, JobResult, RunResult, SafeHoldCounts, TimelinePoint
+from sky_kueue.sim.results import (
+    JobOutcome,
+    JobResult,
+    PreemptionEvent,
+    RunResult,
+    SafeHoldCounts,
+    TimelinePoint,
+)
 from sky_kueue.sim.traces import JobSpec, Trace
 
 #: Kueue runs cycles back to back; the simulator batches what happens within this window.
@@ -186,6 +193,7 @@ class _Job:
     decision: Decision | None = None
     first_preempted_s: float | None = None
     last_admission_s: float | None = None
+    preemption_events: list[PreemptionEvent] = field(default_factory=list)
     #: Run time still needed (less than the job's duration once a checkpoint was kept).
     remaining_s: float = 0.0
     outcome: JobOutcome | None = None
@@ -434,6 +442,7 @@ class Simulator:
                 p.reason,
                 p.preemptor.uid,
                 preemptor.base_priority if preemptor is not None else None,
+                preemptor.queue.cluster_queue if preemptor is not None else None,
             )
 
     # --- job transitions --------------------------------------------------------------
@@ -870,7 +879,13 @@ class Simulator:
         self._end(job, JobOutcome.FAILED if job.spec.fails else JobOutcome.FINISHED, now)
 
     def _preempted(
-        self, job: _Job, instant: float, reason: str, preemptor_uid: str, preemptor_priority: int | None
+        self,
+        job: _Job,
+        instant: float,
+        reason: str,
+        preemptor_uid: str,
+        preemptor_priority: int | None,
+        preemptor_cluster_queue: str | None,
     ) -> None:
         assert job.workload is not None
         busy = self._window_overlap(job.run_start, instant) * job.alloc_gpus
@@ -885,6 +900,7 @@ class Simulator:
         if job.first_preempted_s is None:
             job.first_preempted_s = instant
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
+        job.preemption_events.append(PreemptionEvent(instant, reason, preemptor_cluster_queue, preemptor_priority))
         if preemptor_priority is not None and preemptor_priority < job.base_priority:
             # The preemptor's class is below the victim's: a boost did this, or an owner
             # reclaiming borrowed quota under reclaimWithinCohort: Any (baseline shows that part).
@@ -1039,6 +1055,7 @@ class Simulator:
             remaining_s=job.remaining_s,
             first_preempted_s=job.first_preempted_s,
             last_admission_s=job.last_admission_s,
+            preemption_events=tuple(job.preemption_events),
         )
 
 
