@@ -185,6 +185,18 @@ class MirrorRelaunchWait:
     group's pods joined onto its Workload (:func:`with_pod_runtimes`: Kueue copies no pod
     annotation onto a pod group's Workload, so without the join every SkyPilot job's run time
     would be unknown). Pure over the in-memory store, as :class:`MirrorSafetyProbe`.
+
+    Why a deleted Workload still gets an answer: the controller's queue runs behind its mirror,
+    and a preempted pod group whose pods go without a grace period is finished and collected
+    within a second, so the Workload is often gone from the mirror when the controller records
+    the preemption (later still after a backlog or a restart). Only the Workload's own document
+    is missing: the relaunch enters Kueue as a new Workload with the same pod sets and queue, so
+    it is projected from the store's record of the deleted one
+    (:meth:`~sky_kueue.mirror.store.MirrorStore.deleted_workload`, by the same UID; kept for at
+    most :data:`~sky_kueue.mirror.store.DELETED_WORKLOAD_TTL_SECONDS` and the last
+    :data:`~sky_kueue.mirror.store.DELETED_WORKLOADS_KEPT` deletions), on the live rest of the
+    cluster. Beyond that bound the wait is unknown (None), as it is when another Workload of the
+    same name (the relaunch itself, whose own reconcile asks again) has taken its place.
     """
 
     def __init__(
@@ -214,6 +226,13 @@ class MirrorRelaunchWait:
             else dict(doc)
             for doc in with_pod_runtimes(export.documents(self._cache), self._cache.items(KindName.POD))
         ]
+        if not any(doc.get("kind") == "Workload" and export_key(doc) == key for doc in docs):
+            # Read after the documents: the store records a deletion with the removal, so a
+            # Workload missing from them is in the record (unless beyond its bound).
+            gone = self._cache.deleted_workload(facts.uid)
+            if gone is not None:
+                # Whatever it was when deleted, its job comes back, if at all, as a new Workload.
+                docs.append(as_relaunch(gone, priority, now, pending=False))
         try:
             state = export.cluster_state(docs, now=now)
             workload = state.workloads.get(key)

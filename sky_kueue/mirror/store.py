@@ -19,6 +19,12 @@ Indexes (all kept in step with writes):
   name, cluster name and user. The identity of a group outlives its pods until its Workload
   is deleted: a preempted group's pods are gone before the Workload finishes.
 
+Deleted Workloads leave their final state behind for a while (:meth:`MirrorStore.deleted_workload`,
+by UID): a consumer that runs behind the store (the controller's work queue) may still need the
+document of a Workload the store no longer holds, e.g. to project the relaunch of a preempted
+pod group that was collected within a second. The record is bounded in count
+(:data:`DELETED_WORKLOADS_KEPT`) and age (:data:`DELETED_WORKLOAD_TTL_SECONDS`).
+
 Objects are stored as the API returned them (minus ``managedFields``; pods trimmed to what
 identity needs) and must be treated as read-only by callers.
 """
@@ -29,6 +35,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from sky_kueue.mirror import identity as ident
@@ -43,6 +50,14 @@ Obj = dict[str, Any]
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
+
+#: How many deleted Workloads' final states the store keeps (the oldest deletion goes first).
+#: A reclaim storm preempts and collects at most a few hundred pod groups at once; at a few KB
+#: per Workload document this stays around a megabyte.
+DELETED_WORKLOADS_KEPT = 512
+#: How long, from when the store saw the deletion, its final state is kept. A consumer still
+#: behind the store after half an hour has bigger problems than one lost document.
+DELETED_WORKLOAD_TTL_SECONDS = 1800.0
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -98,7 +113,18 @@ def admitted_cluster_queue(workload: Mapping[str, Any]) -> str | None:
 class MirrorStore:
     """Objects of every mirrored kind, indexes, and the Workload transition stream."""
 
-    def __init__(self, hub: TransitionHub | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        hub: TransitionHub | None = None,
+        clock: Clock | None = None,
+        *,
+        deleted_kept: int = DELETED_WORKLOADS_KEPT,
+        deleted_ttl_seconds: float = DELETED_WORKLOAD_TTL_SECONDS,
+    ) -> None:
+        if deleted_kept < 0 or not deleted_ttl_seconds >= 0:
+            raise ValueError(
+                f"deleted_kept and deleted_ttl_seconds must be >= 0, got {deleted_kept} and {deleted_ttl_seconds}"
+            )
         self.hub = hub or TransitionHub()
         self._clock: Clock = clock or SystemClock()
         self._lock = threading.RLock()
@@ -119,6 +145,10 @@ class MirrorStore:
         self._pods_by_group: dict[str, set[str]] = collections.defaultdict(set)
         self._identity: dict[str, ident.SkyPilotIdentity] = {}
         self._groups_by_fact: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+        # Deleted Workloads: UID -> (when the store saw the deletion, final state), oldest first.
+        self._deleted: collections.OrderedDict[str, tuple[datetime, Obj]] = collections.OrderedDict()
+        self._deleted_kept = deleted_kept
+        self._deleted_ttl = timedelta(seconds=deleted_ttl_seconds)
 
     # ---- writes (reflectors) ------------------------------------------------------------
 
@@ -181,6 +211,7 @@ class MirrorStore:
             previous = states.get(key)
             if event_type == DELETED:
                 states.pop(key, None)
+                self._remember_deleted(obj)
                 changes = [c for c in tr.derive(previous, obj) if c.kind is not TransitionKind.UPDATED]
                 changes.append(tr.Change(TransitionKind.DELETED))
             else:
@@ -275,6 +306,7 @@ class MirrorStore:
         final = last if last is not None else old
         if kind is KindName.WORKLOAD:
             self._unindex_workload(key, old)
+            self._remember_deleted(final)
             changes = [*tr.derive(old, final), tr.Change(TransitionKind.DELETED)]
             changes = [c for c in changes if c.kind is not TransitionKind.UPDATED]
             out = self._transitions(key, old, final, changes, source)
@@ -284,6 +316,20 @@ class MirrorStore:
             self._unindex_pod(key, old)
             return self._pod_transition(final, True, source)
         return []
+
+    def _remember_deleted(self, final: Obj) -> None:
+        """Keep ``final``, a deleted Workload's last state, within the bounds (under the lock)."""
+        uid = _meta(final).get("uid")
+        if not uid or self._deleted_kept == 0:
+            return
+        now = self._clock.now()
+        self._deleted.pop(str(uid), None)
+        self._deleted[str(uid)] = (now, final)
+        while self._deleted:
+            seen, _ = next(iter(self._deleted.values()))
+            if len(self._deleted) <= self._deleted_kept and now - seen <= self._deleted_ttl:
+                break
+            self._deleted.popitem(last=False)
 
     # ---- transitions ----------------------------------------------------------------------
 
@@ -481,6 +527,16 @@ class MirrorStore:
         with self._lock:
             key = self._wl_by_uid.get(uid)
             return self._objects[KindName.WORKLOAD].get(key) if key else None
+
+    def deleted_workload(self, uid: str) -> Obj | None:
+        """The final state of the Workload ``uid``, deleted since the store began (None: not
+        seen deleted, or forgotten: deleted more than :data:`DELETED_WORKLOAD_TTL_SECONDS` ago,
+        or pushed out by :data:`DELETED_WORKLOADS_KEPT` later deletions)."""
+        with self._lock:
+            found = self._deleted.get(uid)
+            if found is None or self._clock.now() - found[0] > self._deleted_ttl:
+                return None
+            return found[1]
 
     def cluster_queue_of(self, workload: Mapping[str, Any]) -> str | None:
         """Where a Workload holds quota, else the ClusterQueue its LocalQueue points to."""

@@ -15,11 +15,12 @@ import math
 from typing import Any
 
 from sky_kueue.controller.detection import workload_facts
-from sky_kueue.controller.predicted_burst import PredictedWaitKind
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedWaitKind, decide_predicted_burst
 from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe
 from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
-from sky_kueue.mirror.store import MirrorStore, normalize
+from sky_kueue.mirror.store import DELETED, DELETED_WORKLOAD_TTL_SECONDS, MirrorStore, normalize
+from sky_kueue.sandbox.apiserver import ManualClock
 from tests.mirror.builders import admitted_status
 
 from .test_live_hold import hold_setup
@@ -72,8 +73,8 @@ def _workload(
     return doc
 
 
-def _store(*workloads: dict[str, Any]) -> MirrorStore:
-    store = MirrorStore()
+def _store(*workloads: dict[str, Any], store: MirrorStore | None = None) -> MirrorStore:
+    store = store if store is not None else MirrorStore()
     by_kind: dict[KindName, list[dict[str, Any]]] = {kind.name: [] for kind in ALL_KINDS}
     for doc in [*hold_setup(), *workloads]:
         by_kind[KindName(doc["kind"])].append(doc)
@@ -215,3 +216,94 @@ def test_a_preempted_workload_is_projected_as_a_new_relaunch_at_its_aged_priorit
     behind = waits.relaunch_wait(facts, 100, PredictedWaitKind.ANY)
     ahead = waits.relaunch_wait(facts, 1_000, PredictedWaitKind.ANY)
     assert (behind, ahead) == (4 * OWN_RUN_SECONDS - ELAPSED_SECONDS, 600.0)
+
+
+# --- a preempted Workload already gone from the mirror when the gate asks ----------------
+
+DEV_KEY = "team-b/dev-1"
+
+
+def _preempted_scene(store: MirrorStore) -> tuple[MirrorStore, dict[str, Any]]:
+    """The scene of the test above (dev preempted, a rival waiting, own frees team-b's quota in
+    3,300 s, train team-a's in 600 s); returns the store and dev's last snapshot."""
+    preempted = _workload("dev-1", "team-b", "4", 100, admitted=True)
+    rival = _workload("rival-5", "team-b", "4", 500, admitted=False)
+    rival["metadata"]["creationTimestamp"] = _stamp(START - datetime.timedelta(seconds=60))
+    own = _workload("own-3", "team-b", "4", 100, admitted=True, runtime=OWN_RUN_SECONDS * 4)
+    _store(preempted, own, rival, TRAIN_KNOWN, store=store)
+    return store, preempted
+
+
+def _collect(store: MirrorStore, key: str = DEV_KEY) -> None:
+    """The Workload's delete event (its pods went with no grace period; Kueue collected it)."""
+    last = store.get(KindName.WORKLOAD, key)
+    assert last is not None
+    store.apply(KindName.WORKLOAD, DELETED, last)
+    assert store.get(KindName.WORKLOAD, key) is None
+
+
+def test_a_preempted_workload_deleted_before_the_gate_asks_is_still_projected_and_a_long_wait_bursts() -> None:
+    store, preempted = _preempted_scene(MirrorStore())
+    facts = workload_facts(preempted)
+    live = _waits(store)
+    expected = (
+        live.relaunch_wait(facts, 100, PredictedWaitKind.ANY),
+        live.relaunch_wait(facts, 1_000, PredictedWaitKind.ANY),
+    )
+    assert expected == (4 * OWN_RUN_SECONDS - ELAPSED_SECONDS, 600.0)
+
+    _collect(store)
+    waits = _waits(store)
+    behind = waits.relaunch_wait(facts, 100, PredictedWaitKind.ANY)
+    ahead = waits.relaunch_wait(facts, 1_000, PredictedWaitKind.ANY)
+    assert (behind, ahead) == expected  # the same projection as while it was in the mirror
+    # within nominal quota, aged ahead of the rival: own's end
+    assert waits.relaunch_wait(facts, 1_000, PredictedWaitKind.SAFE) == 4 * OWN_RUN_SECONDS - ELAPSED_SECONDS
+
+    gate = PredictedBurstSettings()  # bursts above 600 + 300 s
+    assert decide_predicted_burst(1, 1, behind, gate).bursts
+    assert not decide_predicted_burst(1, 1, ahead, gate).bursts
+
+
+def test_without_the_record_of_deletions_a_collected_workload_is_an_unknown_wait_that_stays() -> None:
+    store, preempted = _preempted_scene(MirrorStore(deleted_kept=0))
+    _collect(store)
+    wait = _waits(store).relaunch_wait(workload_facts(preempted), 100, PredictedWaitKind.ANY)
+    assert wait is None
+    assert not decide_predicted_burst(1, 1, wait, PredictedBurstSettings()).bursts
+
+
+def test_a_deletion_older_than_the_bound_is_forgotten() -> None:
+    mirror_clock = ManualClock(START)
+    store, preempted = _preempted_scene(MirrorStore(clock=mirror_clock))
+    _collect(store)
+    facts = workload_facts(preempted)
+    mirror_clock.advance(DELETED_WORKLOAD_TTL_SECONDS)
+    assert _waits(store).relaunch_wait(facts, 100, PredictedWaitKind.ANY) == 4 * OWN_RUN_SECONDS - ELAPSED_SECONDS
+    mirror_clock.advance(1)
+    assert _waits(store).relaunch_wait(facts, 100, PredictedWaitKind.ANY) is None
+
+
+def test_a_deletion_pushed_out_by_later_ones_is_forgotten() -> None:
+    store, preempted = _preempted_scene(MirrorStore(deleted_kept=1))
+    _collect(store)
+    facts = workload_facts(preempted)
+    assert _waits(store).relaunch_wait(facts, 100, PredictedWaitKind.ANY) == 4 * OWN_RUN_SECONDS - ELAPSED_SECONDS
+    _collect(store, "team-b/rival-5")  # the rival was ahead of dev's relaunch: now it is not
+    assert _waits(store).relaunch_wait(facts, 100, PredictedWaitKind.ANY) is None
+
+
+def test_a_deleted_workload_whose_name_is_taken_again_gets_no_answer() -> None:
+    # The relaunch (same pod group name, a new UID) is in the mirror before the controller
+    # handled its predecessor's deletion: the relaunch's own reconcile asks the gate instead.
+    store, preempted = _preempted_scene(MirrorStore())
+    _collect(store)
+    relaunch = _workload("dev-1", "team-b", "4", 100, admitted=False)
+    relaunch["metadata"]["uid"] = "uid-dev-1-relaunch"
+    store.apply(KindName.WORKLOAD, "ADDED", normalize(KindName.WORKLOAD, "kueue.x-k8s.io/v1beta1", relaunch))
+    waits = _waits(store)
+    assert waits.relaunch_wait(workload_facts(preempted), 100, PredictedWaitKind.ANY) is None
+    assert (
+        waits.relaunch_wait(workload_facts(relaunch), 100, PredictedWaitKind.ANY)
+        == 4 * OWN_RUN_SECONDS - ELAPSED_SECONDS
+    )
