@@ -10,11 +10,14 @@ compares the wait for any admission). So train's expected run time, which its po
 admin policy writes it, is the predicted wait: 300 s keeps dev in Kueue; 3,600 s bursts it, once,
 with the reason ``predicted-on-prem-wait`` and the wait in its detail, its Event, the metrics and
 ``controller status``; no run time at all is an unknown wait, which keeps it in Kueue too.
+The same burst is decided when dev's Workload is already collected from the controller's mirror
+by the time the controller judges its preemption (from the mirror's record of the deletion).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
 from sky_kueue.controller.burst_gate import BurstGates
+from sky_kueue.controller.events import ControllerEvent
 from sky_kueue.controller.kube_events import WorkloadEventRecorder
 from sky_kueue.controller.metrics import ControllerMetrics
 from sky_kueue.controller.predicted_burst import PredictedBurstSettings
@@ -165,3 +169,65 @@ def test_without_expected_run_times_the_wait_is_unknown_and_the_relaunch_stays(t
 
     assert seen["history"].burst is None and seen["bursts"] == {} and seen["burst_events"] == []
     assert any("on-prem wait is unknown: stays in Kueue" in n for n in seen["notes"])
+
+
+#: How long the live test waits for the controller's mirror (real seconds).
+MIRROR_WAIT_SECONDS = 10.0
+
+
+class _BlockOnTrain:
+    """An observer that holds the controller's worker at train's first reconcile until released,
+    so the changes behind it (dev's eviction and deletion) reach the mirror before the worker."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, event: ControllerEvent) -> None:
+        name = str(((event.workload or {}).get("metadata") or {}).get("name", ""))
+        if name.startswith("train-2") and not self.reached.is_set():
+            self.reached.set()
+            assert self.release.wait(MIRROR_WAIT_SECONDS), "the test never released the worker"
+
+
+def test_a_preempted_group_collected_before_the_controller_judges_it_still_bursts_on_its_predicted_wait(
+    tmp_path: Path,
+) -> None:
+    # The sandbox, as Kueue does for an unretriable group, deletes dev's pods at once on its
+    # preemption and collects its Workload in the same step. The controller's worker is held
+    # until dev's Workload is gone from its mirror: it judges the preemption from the
+    # Workload's last state, and the relaunch is predicted to wait for train (3,600 s).
+    block = _BlockOnTrain()
+    dev_key = f"team-b/{DEV}"
+    with live_sandbox(tmp_path, setup=hold_setup()) as live:
+        controller = live.new_controller(
+            demo_aging(burst_after_preemptions=1),
+            gate=False,
+            observers=[block],
+            burst_gates=BurstGates({"team-b": GATE}),
+        )
+        live.apply(group_pod("own", "3", "team-b", "dev-priority", "4"))
+        live.step()
+        live.clock.advance(10)
+        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "4"))
+        live.step()
+        assert dev_key in controller.versions()[0]
+
+        live.sandbox.apply(_train(LONG_TRAIN_SECONDS, LONG_TRAIN_SECONDS))
+        live.clock.advance(60)
+        assert live.sandbox.step().preempted == [dev_key]
+        assert live.workload("team-b", DEV) is None  # pods deleted, Workload collected
+        try:
+            assert block.reached.wait(MIRROR_WAIT_SECONDS), "the worker never reconciled train"
+            assert controller.wait_until(lambda: dev_key not in controller.versions()[0], MIRROR_WAIT_SECONDS)
+            assert live.history("1").burst is None  # not judged yet
+        finally:
+            block.release.set()
+        live.settle()
+
+        burst = live.history("1").burst
+        assert live.history("1").preemption_count == 1
+        assert burst is not None and burst.reason == "predicted-on-prem-wait"
+        assert burst.predicted_wait_seconds == LONG_TRAIN_SECONDS
+        assert "predicted any on-prem wait 3600s vs cloud start-up 600s + margin 300s: burst" in burst.detail
+        assert live.workload("team-b", DEV) is None  # decided before any relaunch
