@@ -51,9 +51,9 @@ ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
 
-#: How many deleted Workloads' final states the store keeps (the oldest deletion goes first).
-#: A reclaim storm preempts and collects at most a few hundred pod groups at once; at a few KB
-#: per Workload document this stays around a megabyte.
+#: How many deleted Workloads' final states the store keeps (the oldest deletion goes first):
+#: room for a consumer to fall hundreds of collected pod groups behind (a reclaim storm), while
+#: at a few KB per Workload document the record stays within a few megabytes.
 DELETED_WORKLOADS_KEPT = 512
 #: How long, from when the store saw the deletion, its final state is kept. A consumer still
 #: behind the store after half an hour has bigger problems than one lost document.
