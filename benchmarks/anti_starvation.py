@@ -35,6 +35,15 @@ The completion-time inflation of a preempted job is (completion - first submissi
 time (:mod:`sky_kueue.sim.metrics`); wasted GPU-hours per preempted job are the preempted
 runs' GPU-hours over the jobs preempted at least once.
 
+Every in-cluster row also splits the preemptions of its most-preempted job, and of the jobs
+preempted 3+ times, by cause (:func:`sky_kueue.sim.metrics.preemption_cause`): (a) reclaim by
+another ClusterQueue, (b) its own ClusterQueue's higher class, (c) its own class or lower,
+(d) other. ``--markdown`` prints them as ranges over the seeds (:func:`causes_markdown`) with
+the floor check: whether the top job's (b) alone exceeds the largest maximum the
+``max_preemptions`` criterion allows on that seed (:func:`allowed_max_preemptions`). Those
+preemptions are licensed by the admin's classes, so a policy that keeps the classes and
+Kueue's choice of victim inside a class cannot take them away.
+
 Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2,3,4] [--workers 2]
 [--markdown] [--extra] [--team] [--in-cluster-only]`` (JSON on stdout; ``--markdown`` prints the tables instead). One
 (trace, seed) per task, ``--workers`` processes.
@@ -53,7 +62,7 @@ from typing import Any
 from sky_kueue.controller.aging import AgingSettings, get_policy
 from sky_kueue.controller.aging.safe_relaunch import TeamReservationScope
 from sky_kueue.sim import compare, policies
-from sky_kueue.sim.metrics import IN_QUEUE_REASON, PolicyMetrics
+from sky_kueue.sim.metrics import IN_QUEUE_REASON, REPEAT_PREEMPTED_MIN, CauseSplit, PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
 from sky_kueue.sim.traces import Trace, load_trace
 
@@ -121,7 +130,23 @@ class Row:
     met: dict[str, bool]
 
 
+def _cause_figures(prefix: str, split: CauseSplit) -> dict[str, int]:
+    return {
+        f"{prefix}_reclaim": split.reclaim,
+        f"{prefix}_higher_class": split.higher_class,
+        f"{prefix}_own_class_or_lower": split.own_class_or_lower,
+        f"{prefix}_other": split.other,
+    }
+
+
+def allowed_max_preemptions(baseline_max: int) -> float:
+    """The largest max preemptions per job the in-cluster criterion accepts against a baseline
+    whose max is ``baseline_max``."""
+    return max(MAX_PREEMPTIONS_FRACTION * baseline_max, MAX_PREEMPTIONS_ENOUGH)
+
+
 def _figures(m: PolicyMetrics, high: str, load: float) -> dict[str, Any]:
+    causes = m.causes
     return {
         "load": load,
         "starved": m.starved,
@@ -141,6 +166,26 @@ def _figures(m: PolicyMetrics, high: str, load: float) -> dict[str, Any]:
         "bursts": m.bursts,
         "burst_gpu_hours": round(m.burst_gpu_hours),
         "burst_cost_usd": round(m.burst_cost),
+        **_cause_figures("top", causes.top),
+        "top_tied_jobs": causes.top_tied_jobs,
+        "max_higher_class_per_job": causes.max_higher_class,
+        "repeat_jobs": causes.repeat_jobs,
+        **_cause_figures("repeat", causes.repeat),
+    }
+
+
+def _with_floor(f: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """``f`` plus the floor check against the baseline ``b`` of the same trace and seed: whether
+    the most-preempted job's higher-class preemptions alone (``higher_class_floor``), or any
+    job's (``any_higher_class_floor``), exceed what the max-preemptions criterion allows; and
+    whether the top job's (b) and (d) together do (``higher_class_and_other_floor``: on the
+    storms (d) is Kueue's reclaim while borrowing, which also needs a higher class)."""
+    allowed = allowed_max_preemptions(b["max_preemptions"])
+    return f | {
+        "allowed_max_preemptions": allowed,
+        "higher_class_floor": f["top_higher_class"] > allowed,
+        "any_higher_class_floor": f["max_higher_class_per_job"] > allowed,
+        "higher_class_and_other_floor": f["top_higher_class"] + f["top_other"] > allowed,
     }
 
 
@@ -245,6 +290,8 @@ def run_one(task: tuple[str, int, bool, bool, bool]) -> list[Row]:
             plain_base = base  # SkyPilot alone: what the reservation rows are judged against
         for policy, metrics in result.metrics.items():
             figures = _figures(metrics, high, load)
+            if mode == "in-cluster":
+                figures = _with_floor(figures, base)
             met: dict[str, bool] = {}
             if policy != "baseline" and mode == "in-cluster":
                 met = _judged_in_cluster(name, figures, base)
@@ -358,8 +405,68 @@ def markdown(rows: list[Row]) -> str:
                 met = " / ".join(_met_cell(r) for r in mine)
                 cells = " | ".join(_spread(mine, k) for k in keys)
                 out.append(f"| {trace} | {policy} | {cells} | {met} |")
+    if any(r.mode == "in-cluster" for r in rows):
+        out.append("\nin-cluster, where the most-preempted job's preemptions come from:\n")
+        out.append(causes_markdown(rows))
     out.append("\n" + verdicts(rows))
     return "\n".join(out)
+
+
+def _range(values: list[float]) -> str:
+    """``lo-hi`` over the seeds (one value when they agree)."""
+    lo, hi = min(values), max(values)
+    return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+
+
+def _share(rows: list[Row], prefix: str, cause: str) -> str:
+    """The range over ``rows`` of ``cause``'s percentage of the ``prefix`` preemptions."""
+    shares = []
+    for r in rows:
+        total = sum(r.figures[f"{prefix}_{c}"] for c in _CAUSES)
+        if total:
+            shares.append(round(100 * r.figures[f"{prefix}_{cause}"] / total))
+    return _range([float(s) for s in shares]) if shares else "-"
+
+
+_CAUSES = ("reclaim", "higher_class", "own_class_or_lower", "other")
+
+
+def causes_markdown(rows: list[Row]) -> str:
+    """Per trace judged on max preemptions and per in-cluster policy, ranges over the seeds of
+    the most-preempted job's preemptions by cause, the share of each cause over the jobs
+    preempted 3+ times, and per seed whether the top job's higher-class preemptions alone (and
+    with (d)) exceed the allowed max (the floor)."""
+    repeat = f"{REPEAT_PREEMPTED_MIN}+"
+    lines = [
+        "| trace | policy | max preemptions | top job: (a) reclaim | (b) higher class | (c) own class or lower "
+        f"| (d) other | (b) share of top job (%) | jobs preempted {repeat} | their (a) / (b) / (c) / (d) (%) "
+        "| allowed max | top job's (b) > allowed (per seed) | any job's (b) > allowed (runs) "
+        "| top job's (b) + (d) > allowed (per seed) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for trace, _, _ in TRACES:
+        if trace in NO_HARM_ONLY_TRACES:
+            continue
+        seen: list[str] = []
+        for r in rows:
+            if r.mode == "in-cluster" and r.trace == trace and r.policy not in seen:
+                seen.append(r.policy)
+        for policy in seen:
+            mine = [r for r in rows if r.mode == "in-cluster" and r.trace == trace and r.policy == policy]
+            f = [r.figures for r in mine]
+            tops = " | ".join(_range([x[f"top_{c}"] for x in f]) for c in _CAUSES)
+            top_share = _share(mine, "top", "higher_class")
+            shares = " / ".join(_share(mine, "repeat", c) for c in _CAUSES)
+            floors = " / ".join("yes" if x["higher_class_floor"] else "no" for x in f)
+            anywhere = sum(1 for x in f if x["any_higher_class_floor"])
+            with_other = " / ".join("yes" if x["higher_class_and_other_floor"] else "no" for x in f)
+            lines.append(
+                f"| {trace} | {policy} | {_range([x['max_preemptions'] for x in f])} | {tops} | {top_share} "
+                f"| {_range([x['repeat_jobs'] for x in f])} | {shares} "
+                f"| {_range([x['allowed_max_preemptions'] for x in f])} | {floors} | {anywhere}/{len(f)} "
+                f"| {with_other} |"
+            )
+    return "\n".join(lines)
 
 
 def verdicts(rows: list[Row]) -> str:
