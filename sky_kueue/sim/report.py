@@ -19,16 +19,19 @@ from rich.table import Table
 from rich.text import Text
 
 from sky_kueue.sim.compare import Comparison
+from sky_kueue.sim.metrics import CauseSplit
 
 #: Columns of the run-wide table (one row per policy).
 RUN_COLUMNS: tuple[str, ...] = (
     *("policy", "preempt/job", "max", "inverted", "lost GPU-h", "GPU util", "goodput", "bursts"),
     *("burst $", "finished", "failed", "at horizon", "wall"),
 )
-#: Columns of the preempted-jobs table: the user's measure and what the safe-relaunch rule did.
+#: Columns of the preempted-jobs table: the user's measure, what the safe-relaunch rule did, and
+#: the most-preempted job's preemptions by cause (reclaim / own higher class / own class or lower
+#: / other, :func:`sky_kueue.sim.metrics.preemption_cause`).
 PREEMPTED_COLUMNS: tuple[str, ...] = (
     *("policy", "preempted", "relaunch-starved", "inflation p50", "p99", "max", "wasted GPU-h/job"),
-    *("holds", "released safe", "timed out"),
+    *("holds", "released safe", "timed out", "top job a/b/c/d"),
 )
 #: Columns of the bursting table (one row per policy that burst).
 BURST_COLUMNS: tuple[str, ...] = (
@@ -96,6 +99,13 @@ def duration(seconds: float | None) -> str:
     return f"{s // 86_400}d{(s % 86_400) // 3600:02d}h"
 
 
+def _causes_cell(split: CauseSplit) -> str:
+    """``reclaim/higher/own-or-lower/other`` counts, or ``-`` when no job was preempted."""
+    if split.total == 0:
+        return "-"
+    return f"{split.reclaim}/{split.higher_class}/{split.own_class_or_lower}/{split.other}"
+
+
 def _mark(ok: bool) -> Text:
     return Text("yes", style="green") if ok else Text("no", style="red")
 
@@ -159,6 +169,7 @@ def render(comparison: Comparison) -> Group:
             str(m.safe.holds),
             str(m.safe.released_safe),
             str(m.safe.released_timeout),
+            _causes_cell(m.causes.top),
         )
     parts: list[Any] = [header, waits, runs, preempted]
     if comparison.targets:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sky_kueue.sim import metrics, policies
+from rich.console import Console
+
+from sky_kueue.sim import compare, metrics, policies, report
 from sky_kueue.sim.metrics import CauseSplit, PreemptionCause
 from sky_kueue.sim.results import JobOutcome, JobResult, PreemptionEvent, RunResult
 from sky_kueue.sim.simulator import Simulator
@@ -137,3 +139,16 @@ def test_the_simulator_records_who_preempted_a_job() -> None:
 def run_classes(run: RunResult) -> list[str]:
     """The run's classes, lowest priority first."""
     return [name for _, name in sorted({(j.base_priority, j.priority_class) for j in run.jobs})]
+
+
+def test_the_text_report_shows_the_top_jobs_split() -> None:
+    builder = TraceBuilder().team("a", gpus=4, cohort="org").team("b", gpus=4, cohort="org")
+    builder.job("a-big", at=0, gpus=8, run=3000, team="a")
+    builder.job("b-owner", at=100, gpus=4, run=100, klass="high", team="b")
+    builder.job("a-high", at=1000, gpus=4, run=100, klass="high", team="a")
+    comparison = compare.compare(builder.trace(), ["baseline"], NO_DELAY)
+    console = Console(record=True, width=300)
+    report.print_text(comparison, console)
+    text = console.export_text()
+    assert "top job a/b/c/d" in text
+    assert "1/1/0/0" in text  # a-big: one reclaim by b's owner, one by its own team's high class
