@@ -148,8 +148,9 @@ def test_the_reservation_is_modelled_in_one_cluster_only() -> None:
 
 
 def test_counter_example_nominal_quota_does_not_shield_from_the_teams_own_higher_class() -> None:
-    """Why the reservation cannot halve the storms' max preemptions: about half of the top job's
-    preemptions there are InClusterQueue, by its own team's higher class, and a place in nominal
+    """Why the reservation cannot halve the storms' max preemptions: 30-50 % of the hot storm's
+    top-job preemptions (0-75 % on ``reclaim-storm``, seeds 0-4; benchmarks/README.md, "Where the
+    top job's preemptions come from") are InClusterQueue, by its own team's higher class, and a place in nominal
     quota is no shield against that (``withinClusterQueue: LowerPriority``). The reservation never
     holds a higher class back (no harm to it), so every one of a's high-class arrivals still
     preempts the relaunch that was released into nominal quota."""
