@@ -21,9 +21,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner
-
-from sky_kueue.cli.main import cli
 from sky_kueue.controller.burst_gate import BurstGates
 from sky_kueue.controller.events import ControllerEvent
 from sky_kueue.controller.kube_events import WorkloadEventRecorder
@@ -33,8 +30,8 @@ from sky_kueue.metrics_http import serve_metrics
 from sky_kueue.skypilot.labels import RUNTIME_SECONDS_ANNOTATION
 from tests.skypilot.test_policy_metrics import scrape
 
-from .live_support import CONTROLLER_USER_AGENT, Live, demo_aging, group_pod, live_sandbox
-from .test_live_hold import DEV, dev_workload, hold_setup
+from .live_support import CONTROLLER_USER_AGENT, demo_aging, group_pod, live_sandbox
+from .test_live_hold import DEV, cli_output, dev_workload, hold_setup, preempt_dev
 
 BURSTS = "sky_kueue_controller_bursts_total"
 #: team-b's gate: a predicted wait above 600 + 300 s bursts.
@@ -50,26 +47,6 @@ def _train(expected_seconds: int | None, run_seconds: int) -> dict[str, Any]:
     if expected_seconds is not None:
         pod["metadata"]["annotations"][RUNTIME_SECONDS_ANNOTATION] = str(expected_seconds)
     return pod
-
-
-def _preempt_and_relaunch(live: Live, train: dict[str, Any]) -> None:
-    """own and dev run (dev borrowing), train reclaims dev's quota, SkyPilot relaunches dev."""
-    live.apply(group_pod("own", "3", "team-b", "dev-priority", "4"))
-    live.step()
-    live.clock.advance(10)
-    live.apply(group_pod("dev", "1", "team-b", "dev-priority", "4"))
-    live.step()
-    live.apply(train)
-    assert live.step(60).preempted == [f"team-b/{DEV}"]
-    live.step()  # train is admitted
-    live.apply(group_pod("dev", "1", "team-b", "dev-priority", "4"))  # SkyPilot's relaunch
-    live.step()
-
-
-def _run(*args: str) -> str:
-    result = CliRunner().invoke(cli, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
 
 
 def _burst_samples(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[str, float]:
@@ -92,7 +69,7 @@ def _gated_run(tmp_path: Path, train: dict[str, Any], train_runs: int) -> dict[s
         metrics.bind(controller)
         server = serve_metrics(metrics.registry)
         try:
-            _preempt_and_relaunch(live, train)
+            preempt_dev(live, own_runs=None, train=train)
             burst_after_relaunch = live.history("1").burst
             notes = [
                 note
@@ -105,8 +82,8 @@ def _gated_run(tmp_path: Path, train: dict[str, Any], train_runs: int) -> dict[s
                 live.step(REAGE_SECONDS)
                 controller.step()
                 live.settle()
-            status_json = json.loads(_run("controller", "status", "--state", str(live.state_path), "-o", "json"))
-            status_text = _run("controller", "status", "--state", str(live.state_path))
+            status_json = json.loads(cli_output("controller", "status", "--state", str(live.state_path), "-o", "json"))
+            status_text = cli_output("controller", "status", "--state", str(live.state_path))
             live.step(max(0, train_runs - 3 * REAGE_SECONDS))
             live.step()
             samples = scrape(server.url)

@@ -104,21 +104,29 @@ def _conditions(obj: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def preempt_dev(live: Live, *, own_runs: int | None = OWN_RUN_SECONDS, train_runs: int | None = None) -> None:
-    """own and dev run (dev borrowing), train reclaims dev's quota, SkyPilot relaunches dev."""
+def preempt_dev(
+    live: Live,
+    *,
+    own_runs: int | None = OWN_RUN_SECONDS,
+    train_runs: int | None = None,
+    train: dict[str, Any] | None = None,
+) -> None:
+    """own and dev run (dev borrowing), train reclaims dev's quota, SkyPilot relaunches dev.
+
+    ``train``: team-a's pod group as given (default: one running ``train_runs`` seconds)."""
     live.apply(group_pod("own", "3", "team-b", "dev-priority", "4", run_seconds=own_runs))
     live.step()
     live.clock.advance(10)  # dev is admitted last, so Kueue picks it when it reclaims
     live.apply(group_pod("dev", "1", "team-b", "dev-priority", "4"))
     live.step()
-    live.apply(group_pod("train", "2", "team-a", "prod-priority", "6", run_seconds=train_runs))
+    live.apply(train or group_pod("train", "2", "team-a", "prod-priority", "6", run_seconds=train_runs))
     assert live.step(60).preempted == [f"team-b/{DEV}"]
     live.step()  # train is admitted
     live.apply(group_pod("dev", "1", "team-b", "dev-priority", "4"))  # SkyPilot's relaunch
     live.step()
 
 
-def _run(*args: str) -> str:
+def cli_output(*args: str) -> str:
     """A ``sky-kueue`` command's output (it must succeed)."""
     result = CliRunner().invoke(cli, list(args))
     assert result.exit_code == 0, result.output
@@ -150,9 +158,9 @@ def test_a_held_relaunch_waits_out_borrowed_quota_and_is_released_into_nominal_q
             (hold,) = live.history("1").holds
             assert hold.workload_uid == held["metadata"]["uid"] and hold.preemptions == 1 and not hold.released
             while_held = scrape(server.url)
-            queue_text = _run("queue", "--kubeconfig", str(live.sandbox.kubeconfig_path), "--no-predict")
-            status_text = _run("controller", "status", "--state", str(live.state_path))
-            status_json = json.loads(_run("controller", "status", "--state", str(live.state_path), "-o", "json"))
+            queue_text = cli_output("queue", "--kubeconfig", str(live.sandbox.kubeconfig_path), "--no-predict")
+            status_text = cli_output("controller", "status", "--state", str(live.state_path))
+            status_json = json.loads(cli_output("controller", "status", "--state", str(live.state_path), "-o", "json"))
 
             live.step(TRAIN_RUN_SECONDS)  # train finishes: team-a's quota is idle again, dev would borrow it
             live.step()
