@@ -32,7 +32,11 @@ from sky_kueue.cli.aging_cmd import load_settings
 from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.controller.aging import AgingSettings, SettingsError
 from sky_kueue.controller.aging.safe_relaunch import DEFAULT_SAFE_MAX_HOLD_SECONDS, SafeRelaunchSettings
-from sky_kueue.controller.predicted_burst import DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS, PredictedBurstSettings
+from sky_kueue.controller.predicted_burst import (
+    DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS,
+    DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS,
+    PredictedBurstSettings,
+)
 from sky_kueue.kueue.errors import ModelError
 
 if TYPE_CHECKING:
@@ -79,8 +83,38 @@ def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeR
     )
 
 
+#: ``--predicted-wait-max-stays`` value meaning no bound (``predicted_wait_gate_max_stays: null``).
+UNBOUNDED_STAYS = "unbounded"
+
+
+class _MaxStays(click.ParamType):
+    """An integer >= 0, or :data:`UNBOUNDED_STAYS` (kept as that string; None: not given)."""
+
+    name = "N|unbounded"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        text = str(value).strip().lower()
+        if text == UNBOUNDED_STAYS:
+            return UNBOUNDED_STAYS
+        if text.isdigit():
+            return int(text)
+        self.fail(f"expected an integer >= 0 or {UNBOUNDED_STAYS!r}, got {value!r}", param, ctx)
+
+
+def _stays(given: int | str | None) -> int | None:
+    """``--predicted-wait-max-stays`` as the gate's bound (None given: the default)."""
+    if given is None:
+        return DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS
+    return None if given == UNBOUNDED_STAYS else int(given)
+
+
 def _predicted_settings(
-    margin: float | None, gate_startup: float | None, cloud_startup: float | None
+    margin: float | None,
+    gate_startup: float | None,
+    cloud_startup: float | None,
+    max_stays: int | str | None = None,
 ) -> PredictedBurstSettings:
     """The ``+predicted`` policies' gate: its start-up is the simulated one unless told otherwise,
     so that a gate tuned for a 600-s cloud is not silently kept when ``--cloud-startup`` changes it."""
@@ -90,6 +124,7 @@ def _predicted_settings(
     return PredictedBurstSettings(
         cloud_startup_seconds=startup if startup is not None else SimConfig().cloud_startup_s,
         margin_seconds=margin if margin is not None else DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS,
+        max_stays=_stays(max_stays),
     )
 
 
@@ -185,6 +220,14 @@ def _predicted_settings(
     help="+predicted policies: a job due a burst goes to the cloud only when its predicted on-prem wait "
     "exceeds the gate's cloud start-up plus this many seconds (default 300, as "
     "teams.<t>.burst.predicted_wait_margin_seconds).",
+)
+@click.option(
+    "--predicted-wait-max-stays",
+    type=_MaxStays(),
+    default=None,
+    help="+predicted policies: how many due preemptions the gate may keep a job on-prem before it bursts "
+    f"whatever the prediction (an integer >= 0 or {UNBOUNDED_STAYS!r}; default "
+    f"{DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS}, as teams.<t>.burst.predicted_wait_gate_max_stays).",
 )
 @click.option(
     "--predicted-cloud-startup",
@@ -312,6 +355,7 @@ def simulate(
     cloud_startup_jitter: float | None,
     predicted_wait_margin: float | None,
     predicted_cloud_startup: float | None,
+    predicted_wait_max_stays: int | str | None,
     cloud_capacity: int | None,
     allow_burst: bool,
     checkpoint_every: float | None,
@@ -348,12 +392,18 @@ def simulate(
     if reserve_after is not None and any(n.endswith(policies.SAFE_SUFFIX) for n in names):
         errors.fail("--reserve-after is not modelled with +safe policies; drop one of them", EXIT_BAD_INPUT)
     gated = any(n.endswith(policies.PREDICTED_SUFFIX) for n in names)
-    if (predicted_wait_margin is not None or predicted_cloud_startup is not None) and not gated:
+    given = (predicted_wait_margin, predicted_cloud_startup, predicted_wait_max_stays)
+    if any(value is not None for value in given) and not gated:
         errors.fail(
-            "--predicted-wait-margin/--predicted-cloud-startup apply to +predicted policies; add one to --policies",
+            "--predicted-wait-margin/--predicted-cloud-startup/--predicted-wait-max-stays apply to +predicted "
+            "policies; add one to --policies",
             EXIT_BAD_INPUT,
         )
-    predicted = _predicted_settings(predicted_wait_margin, predicted_cloud_startup, cloud_startup) if gated else None
+    predicted = (
+        _predicted_settings(predicted_wait_margin, predicted_cloud_startup, cloud_startup, predicted_wait_max_stays)
+        if gated
+        else None
+    )
     resolved: list[policies.ResubmissionPolicy] = []
     for name in names:
         try:

@@ -14,7 +14,9 @@ plus ``kubernetes.kueue.admission_timeout``; SkyPilot 0.14.1 ``sky/backends/clou
 With a predicted-wait gate (:mod:`sky_kueue.controller.predicted_burst`, the team's
 ``burst.cloud_startup_seconds`` and ``burst.predicted_wait_margin_seconds``), the first trigger
 bursts only when the predicted on-prem wait also exceeds the cloud start-up plus the margin;
-otherwise the job stays in Kueue (reason ``predicted-on-prem-wait`` when it bursts).
+otherwise the job stays in Kueue (reason ``predicted-on-prem-wait`` when it bursts). The gate
+keeps a job at most ``burst.predicted_wait_gate_max_stays`` times; at the next due preemption
+it bursts whatever the prediction (reason ``predicted-wait-gate-max-stays``).
 
 The verdict is pure; the controller records it once (``HistoryStore.record_burst``) and
 surfaces it. Rewriting the task for the cloud is the SkyPilot front door's job: at the
@@ -39,6 +41,9 @@ class BurstReason(str, Enum):
     #: Due a burst by its preemptions, and the predicted on-prem wait exceeds the cloud start-up
     #: plus the margin (the predicted-wait gate).
     PREDICTED_ON_PREM_WAIT = "predicted-on-prem-wait"
+    #: Due a burst by its preemptions, and the gate already kept it on-prem as often as the
+    #: team allows (``burst.predicted_wait_gate_max_stays``): bursts whatever the prediction.
+    PREDICTED_WAIT_GATE_MAX_STAYS = "predicted-wait-gate-max-stays"
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,12 @@ def decide_burst(
     if threshold is not None and count >= threshold and gate is not None:
         gated = decide_predicted_burst(count, threshold, predicted_wait_seconds, gate)
         if gated.bursts:
-            return BurstVerdict(BurstReason.PREDICTED_ON_PREM_WAIT, gated.reason, count, predicted_wait_seconds)
+            reason = (
+                BurstReason.PREDICTED_WAIT_GATE_MAX_STAYS
+                if gated.max_stays_reached
+                else BurstReason.PREDICTED_ON_PREM_WAIT
+            )
+            return BurstVerdict(reason, gated.reason, count, predicted_wait_seconds)
     elif threshold is not None and count >= threshold:
         return BurstVerdict(
             BurstReason.PREEMPTIONS,
@@ -143,14 +153,21 @@ def relaunch_burst(
         now: the relaunch time.
         enabled: ``aging.enabled``; when false nothing bursts.
         source: where ``history`` came from, for the reason.
-        gate: the team's predicted-wait gate: the preemption count alone then never bursts
-            (no prediction exists at the relaunch); only the controller's mark does.
+        gate: the team's predicted-wait gate: the preemption count alone then bursts only once
+            the gate kept the job ``gate.max_stays`` times (that needs no prediction); otherwise
+            only the controller's mark does (no prediction exists at the relaunch).
     """
     if not enabled or settings.burst_after_preemptions is None:
         return False, "aging is disabled or burst_after_preemptions is not set"
     if history.burst is not None:
         return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
     if gate is not None:
+        count = preemptions_since_success(history, settings, now)
+        after = settings.burst_after_preemptions
+        if count >= after:
+            bounded = decide_predicted_burst(count, after, None, gate)
+            if bounded.max_stays_reached:
+                return True, f"{bounded.reason} ({source})"
         return False, "the predicted-wait gate decides (the controller has not marked it for a cloud burst)"
     verdict = decide_burst(history, settings, now)  # no predicted wait: preemptions only
     if verdict is None:

@@ -67,7 +67,7 @@ from sky_kueue.controller.history import (
 )
 from sky_kueue.controller.hold import HoldKeeper, HoldOutcome
 from sky_kueue.controller.keys import EpisodeKey
-from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst, max_stays_reached
 from sky_kueue.mirror.identity import JobIdentity
 from sky_kueue.mirror.preemption_message import PreemptionMessage
 
@@ -533,6 +533,7 @@ class AgingEngine:
             and self._relaunch_wait is not None
             and threshold is not None
             and count >= threshold  # the model runs only for a job due a burst
+            and not max_stays_reached(count, threshold, gate)  # ... the gate may still keep
         ):
             predicted_wait_seconds = self._relaunch_wait.relaunch_wait(facts, priority, gate.wait_kind)
             asked = True
@@ -583,11 +584,16 @@ class AgingEngine:
         history with this preemption), so its predicted wait is the one it will face.
         """
         facts = detection.workload
-        if self.burst_gate_for(facts.namespace) is None or self._relaunch_wait is None:
+        gate = self.burst_gate_for(facts.namespace)
+        if gate is None:
             return None
         history = self._store.load(job_key)
         if history is None or history.burst is not None:
             return None
+        if self._relaunch_wait is None and not max_stays_reached(
+            preemptions_since_success(history, self._settings, now), self._settings.burst_after_preemptions, gate
+        ):
+            return None  # nothing to ask; the bound, once reached, needs no predictor
         base = history.base_priority if history.base_priority is not None else facts.priority
         decision = self._policy.decide(history, self._settings, now)
         priority = self._aged_priority(facts, base, decision.boost)

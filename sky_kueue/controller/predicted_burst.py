@@ -24,6 +24,16 @@ A prediction that does not exist has one defined meaning each:
 * **beyond the predictor's horizon** (``math.inf``): the job **bursts**, as any wait above
   the threshold does.
 
+How often the gate may keep a job (``max_stays``, ``teams.<t>.burst.predicted_wait_gate_max_stays``):
+the compared wait is for *any* admission, so a job kept on-prem may be admitted into borrowed
+quota, reclaimed, kept again, without bound (measured: on the reclaim storm the gated job's most
+preemptions exceeded SkyPilot alone's). The stays so far are counted from the history: every
+preemption since the last successful run from ``burst_after_preemptions`` on is one the gate was
+asked about, and each earlier one it was asked about kept the job (a burst ends the count, the
+job leaves Kueue), so ``preemptions - burst_after_preemptions`` is exact and survives a
+controller restart without new state. Once it reaches ``max_stays`` the job bursts whatever the
+prediction, unknown included.
+
 Pure: no I/O, no clock. One implementation for the controller (:mod:`sky_kueue.controller.hold`,
 :meth:`sky_kueue.controller.engine.ResubmissionEngine.reconcile`) and the simulator
 (``rank+predicted``, :mod:`sky_kueue.sim.policies`).
@@ -47,6 +57,11 @@ DEFAULT_CLOUD_STARTUP_SECONDS = 600.0
 #: runs; 900 s and 1,800 s (with a 3,600-s relaunch timeout) lost less on-prem goodput
 #: but kept the 3x on 6 and 5 of 10.
 DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS = 300.0
+#: How many due preemptions the gate may answer "stay" before it bursts whatever the prediction
+#: (``teams.<t>.burst.predicted_wait_gate_max_stays``; None: unbounded). 1: the gate may keep a
+#: job on-prem at its first due preemption; at the next one the job bursts. Chosen by
+#: measurement (benchmarks/README.md, "burst").
+DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS: int | None = 1
 
 
 class PredictedWaitKind(str, Enum):
@@ -77,13 +92,19 @@ class PredictedBurstSettings:
         cloud_startup_seconds: burst decision to the job running in the cloud.
         margin_seconds: the on-prem wait must exceed the start-up by more than this.
         wait_kind: which predicted wait is compared (:class:`PredictedWaitKind`).
+        max_stays: due preemptions the gate may keep the job on-prem before it bursts whatever
+            the prediction (None: unbounded; 0: every due preemption bursts, as without a gate).
     """
 
     cloud_startup_seconds: float = DEFAULT_CLOUD_STARTUP_SECONDS
     margin_seconds: float = DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS
     wait_kind: PredictedWaitKind = DEFAULT_PREDICTED_WAIT_KIND
+    max_stays: int | None = DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS
 
     def __post_init__(self) -> None:
+        stays = self.max_stays
+        if stays is not None and (isinstance(stays, bool) or not isinstance(stays, int) or stays < 0):
+            raise PredictedBurstSettingsError(f"max_stays: expected an integer >= 0 or None, got {stays!r}")
         for name, value in (
             ("cloud_startup_seconds", self.cloud_startup_seconds),
             ("margin_seconds", self.margin_seconds),
@@ -114,6 +135,8 @@ class PredictedBurstVerdict:
     #: The prediction the decision used (None: unknown; ``math.inf``: beyond the horizon).
     predicted_wait_seconds: float | None
     threshold_seconds: float
+    #: True when the job bursts because the gate already kept it ``max_stays`` times.
+    max_stays_reached: bool = False
 
     @property
     def bursts(self) -> bool:
@@ -122,6 +145,14 @@ class PredictedBurstVerdict:
 
 def _duration(seconds: float) -> str:
     return "beyond the predictor's horizon" if math.isinf(seconds) else f"{seconds:.0f}s"
+
+
+def max_stays_reached(preemptions: int, after_preemptions: int | None, settings: PredictedBurstSettings) -> bool:
+    """Whether the gate already kept a job with ``preemptions`` since its last success as often
+    as ``settings.max_stays`` allows (then it bursts without asking the predictor)."""
+    if after_preemptions is None or settings.max_stays is None or preemptions < after_preemptions:
+        return False
+    return preemptions - after_preemptions >= settings.max_stays
 
 
 def decide_predicted_burst(
@@ -139,6 +170,9 @@ def decide_predicted_burst(
             ``settings.wait_kind`` (None: unknown; ``math.inf``: not within its horizon).
         settings: the team's thresholds.
 
+    A job the gate already kept ``settings.max_stays`` times (its due preemptions before this
+    one, ``preemptions - after_preemptions``) bursts whatever the prediction.
+
     Raises:
         ValueError: a negative preemption count or predicted wait.
     """
@@ -149,14 +183,22 @@ def decide_predicted_burst(
     threshold = settings.threshold_seconds
     wait = settings.wait_kind.value
 
-    def verdict(choice: BurstChoice, reason: str) -> PredictedBurstVerdict:
-        return PredictedBurstVerdict(choice, reason, preemptions, predicted_wait_seconds, threshold)
+    def verdict(choice: BurstChoice, reason: str, *, bound: bool = False) -> PredictedBurstVerdict:
+        return PredictedBurstVerdict(choice, reason, preemptions, predicted_wait_seconds, threshold, bound)
 
     if after_preemptions is None or preemptions < after_preemptions:
         limit = "off" if after_preemptions is None else str(after_preemptions)
         return verdict(
             BurstChoice.STAY,
             f"preempted {preemptions}x since the last successful run (burst_after_preemptions {limit})",
+        )
+    stays = preemptions - after_preemptions
+    if max_stays_reached(preemptions, after_preemptions, settings):
+        return verdict(
+            BurstChoice.BURST,
+            f"preempted {preemptions}x; the burst gate already kept it on-prem {stays}x "
+            f"(predicted_wait_gate_max_stays {settings.max_stays} reached): burst whatever the prediction",
+            bound=True,
         )
     if predicted_wait_seconds is None:
         return verdict(

@@ -62,6 +62,7 @@ from sky_kueue.controller.predicted_burst import (
     PredictedBurstSettings,
     PredictedBurstVerdict,
     decide_predicted_burst,
+    max_stays_reached,
 )
 
 BASELINE = "baseline"
@@ -228,7 +229,9 @@ class RegistryPolicy:
         count = burst.preemptions_since_success(history, self.settings, now)
         if count < after:
             return None
-        return decide_predicted_burst(count, after, predicted_wait(), gate)
+        # The bound bursts whatever the prediction: the predictor is not asked.
+        wait = None if max_stays_reached(count, after, gate) else predicted_wait()
+        return decide_predicted_burst(count, after, wait, gate)
 
     @property
     def relaunch_wait_limit_s(self) -> float | None:

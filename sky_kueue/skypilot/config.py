@@ -36,6 +36,7 @@ from pydantic import (
 
 from sky_kueue.controller.predicted_burst import (
     DEFAULT_CLOUD_STARTUP_SECONDS,
+    DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS,
     DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS,
     PredictedBurstSettings,
 )
@@ -229,6 +230,11 @@ class BurstSettings(_Section):
             (for a team whose cloud start-up is short, or while the gate's predictions are
             distrusted); ``cloud_startup_seconds`` and ``predicted_wait_margin_seconds`` are
             then unused.
+        predicted_wait_gate_max_stays: how many of a job's due preemptions (since its last
+            successful run) the gate may answer "stay"; at the next one the job bursts whatever
+            the prediction (reason ``predicted-wait-gate-max-stays``). Why: the gate compares
+            the wait for any admission, so a job it keeps may be admitted into borrowed quota
+            and reclaimed again; without a bound that repeats. ``null``: unbounded.
     """
 
     max_queue_wait_seconds: BoundedPositive
@@ -240,12 +246,16 @@ class BurstSettings(_Section):
         DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS
     )
     predicted_wait_gate: bool = True
+    predicted_wait_gate_max_stays: Annotated[int, Field(ge=0, le=INT32_MAX, strict=True)] | None = (
+        DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS
+    )
 
     def predicted_burst(self) -> PredictedBurstSettings:
         """The team's thresholds for :func:`sky_kueue.controller.predicted_burst.decide_predicted_burst`."""
         return PredictedBurstSettings(
             cloud_startup_seconds=float(self.cloud_startup_seconds),
             margin_seconds=float(self.predicted_wait_margin_seconds),
+            max_stays=self.predicted_wait_gate_max_stays,
         )
 
 

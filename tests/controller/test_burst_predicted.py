@@ -11,10 +11,12 @@ import pytest
 from sky_kueue.controller.burst import BurstReason, decide_burst, relaunch_burst
 from sky_kueue.controller.predicted_burst import (
     DEFAULT_CLOUD_STARTUP_SECONDS,
+    DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS,
     BurstChoice,
     PredictedBurstSettings,
     PredictedBurstSettingsError,
     decide_predicted_burst,
+    max_stays_reached,
 )
 from sky_kueue.skypilot.config import BurstSettings
 
@@ -22,7 +24,8 @@ from .test_burst import SETTINGS, history
 from .test_engine import SETTINGS as ENGINE_SETTINGS
 from .test_engine import Cluster, engine_for, preempt_and_relaunch
 
-GATE = PredictedBurstSettings(cloud_startup_seconds=600.0, margin_seconds=300.0)
+#: The thresholds alone (no bound on the stays), as the gate's threshold tests need.
+GATE = PredictedBurstSettings(cloud_startup_seconds=600.0, margin_seconds=300.0, max_stays=None)
 
 
 @pytest.mark.parametrize(
@@ -115,3 +118,79 @@ def test_the_controller_records_a_gated_burst_once_and_only_when_on_prem_is_slow
     assert any(a.get("sky-kueue.io/burst-decision") == "predicted-on-prem-wait" for a in annotations)
     assert engine.reconcile(cluster.detect(relaunch), predicted_wait_seconds=3_600.0).burst is None  # once
     assert outcome.job_key is not None and store.load(outcome.job_key).burst is not None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("preemptions", "after", "max_stays", "predicted", "choice", "bound"),
+    [
+        (1, 1, 1, 0.0, BurstChoice.STAY, False),  # first due preemption: the gate may keep it
+        (2, 1, 1, 0.0, BurstChoice.BURST, True),  # kept once: bursts though on-prem is predicted at once
+        (2, 1, 1, None, BurstChoice.BURST, True),  # ... and though the wait is unknown
+        (2, 1, 2, 0.0, BurstChoice.STAY, False),
+        (3, 1, 2, 0.0, BurstChoice.BURST, True),
+        (4, 2, 2, 0.0, BurstChoice.BURST, True),  # counted from burst_after_preemptions
+        (1, 1, 0, 0.0, BurstChoice.BURST, True),  # 0: no stay at all
+        (9, 1, None, 0.0, BurstChoice.STAY, False),  # unbounded
+        (0, 1, 0, 0.0, BurstChoice.STAY, False),  # not due a burst: the bound does not apply
+        (2, 1, 1, 5_000.0, BurstChoice.BURST, True),  # slow on-prem and bound both: the bound is named
+    ],
+)
+def test_the_gate_keeps_a_job_at_most_max_stays_times(
+    preemptions: int, after: int, max_stays: int | None, predicted: float | None, choice: BurstChoice, bound: bool
+) -> None:
+    gate = replace(GATE, max_stays=max_stays)
+    verdict = decide_predicted_burst(preemptions, after, predicted, gate)
+    assert verdict.choice is choice
+    assert verdict.max_stays_reached is bound
+    assert max_stays_reached(preemptions, after, gate) is bound
+    assert (f"predicted_wait_gate_max_stays {max_stays} reached" in verdict.reason) is bound
+
+
+def test_the_bound_defaults_to_one_stay_and_rejects_bad_values() -> None:
+    assert PredictedBurstSettings().max_stays == DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS == 1
+    for bad in (-1, True, 1.5):
+        with pytest.raises(PredictedBurstSettingsError, match="max_stays"):
+            PredictedBurstSettings(max_stays=bad)  # type: ignore[arg-type]
+    team = BurstSettings(max_queue_wait_seconds=900, clouds=("aws",))
+    assert team.predicted_burst().max_stays == 1
+    unbounded = BurstSettings.model_validate(
+        {"max_queue_wait_seconds": 900, "clouds": ["aws"], "predicted_wait_gate_max_stays": None}
+    )
+    assert unbounded.predicted_burst().max_stays is None
+    for bad_key in (-1, "2", True, 1.5):
+        with pytest.raises(pydantic.ValidationError, match="predicted_wait_gate_max_stays"):
+            BurstSettings.model_validate(
+                {"max_queue_wait_seconds": 900, "clouds": ["aws"], "predicted_wait_gate_max_stays": bad_key}
+            )
+
+
+def test_decide_burst_and_the_relaunch_name_the_bound_once_reached() -> None:
+    h = history([60, 60, 60, 60])  # four preemptions, burst after three: the gate kept it once
+    now = 4 * 70 + 1
+    bounded = replace(GATE, max_stays=1)
+    verdict = decide_burst(h, SETTINGS, now, predicted_wait_seconds=0.0, gate=bounded)
+    assert verdict is not None and verdict.reason is BurstReason.PREDICTED_WAIT_GATE_MAX_STAYS
+    assert decide_burst(h, SETTINGS, now, predicted_wait_seconds=0.0, gate=GATE) is None  # unbounded: stays
+    bursts, why = relaunch_burst(h, SETTINGS, now, gate=bounded)  # no prediction at the relaunch
+    assert bursts and "kept it on-prem 1x" in why
+    assert not relaunch_burst(h, SETTINGS, now, gate=GATE)[0]
+
+
+def test_the_controller_bursts_a_job_the_gate_kept_once_at_its_next_preemption(store, clock) -> None:
+    engine, _ = engine_for(
+        store,
+        clock,
+        settings=replace(ENGINE_SETTINGS, burst_after_preemptions=1),
+        burst_gate=replace(GATE, max_stays=1),
+    )
+    cluster = Cluster(clock)
+    second = preempt_and_relaunch(cluster, engine, "w0", 0)
+    kept = engine.reconcile(cluster.detect(cluster.pending(second, 1_010)), predicted_wait_seconds=0.0)
+    assert kept.burst is None and any("stays on-prem" in note for note in kept.notes)
+    third = preempt_and_relaunch(cluster, engine, second, 1_010)  # admitted, reclaimed again
+    relaunch = engine.reconcile(cluster.detect(cluster.pending(third, 2_020)), predicted_wait_seconds=0.0)
+    assert kept.job_key is not None
+    recorded = store.load(kept.job_key).burst  # type: ignore[union-attr]
+    assert recorded is not None and recorded.reason == "predicted-wait-gate-max-stays"
+    assert "kept it on-prem 1x" in recorded.detail and recorded.preemptions == 2
+    assert relaunch.burst is None  # recorded once, at the preemption (no predictor needed past the bound)

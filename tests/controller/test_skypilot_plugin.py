@@ -351,15 +351,16 @@ def test_a_job_preempted_burst_after_preemptions_times_relaunches_on_its_cloud(
     assert burst_after_two == [["AWS"], ["AWS"]]
 
 
-def test_without_controller_history_a_gated_team_is_not_burst_by_the_strategys_own_count(
+def test_without_controller_history_a_gated_team_is_burst_by_the_strategys_own_count_only_at_the_bound(
     burst_after_two: list[list[str]],
 ) -> None:
-    # team-a's burst section gives it a predicted-wait gate; without the controller's history
-    # the job's team is unknown, the gate applies and only a controller mark could burst it.
+    # team-a's burst section gives it a predicted-wait gate (max 1 stay by default); without the
+    # controller's history the job's team is unknown and the gate applies: the 2nd recovery is
+    # due a burst and the gate keeps it (no mark), the 3rd is past the bound and bursts.
     executor = _executor(_burst_task(), job_id=99)
     for _ in range(3):
         asyncio.run(executor.recover())
-    assert burst_after_two == [["Kubernetes", "AWS"]] * 3
+    assert burst_after_two == [["Kubernetes", "AWS"], ["Kubernetes", "AWS"], ["AWS"]]
 
 
 def test_without_controller_history_and_no_gated_team_the_strategy_counts_its_own_recoveries(
@@ -399,7 +400,11 @@ def test_a_burst_to_a_kubernetes_context_keeps_only_that_context(
 
     config = _config(tmp_path, {"policy": "rank", "burst_after_preemptions": 1}, name="burst-k8s.yaml")
     data = yaml.safe_load(config.read_text())
-    data["teams"]["team-b"]["burst"] = {"max_queue_wait_seconds": 900, "clouds": ["k8s/burst-ctx"]}
+    data["teams"]["team-b"]["burst"] = {
+        "max_queue_wait_seconds": 900,
+        "clouds": ["k8s/burst-ctx"],
+        "predicted_wait_gate_max_stays": None,  # only the controller's mark bursts it here
+    }
     config.write_text(yaml.safe_dump(data))
     state = _state(tmp_path)
     source = AgingSource(str(config), str(state))
@@ -462,12 +467,18 @@ def _relaunches(
     return seen
 
 
-def _burst_config(tmp: Path, gates: dict[str, bool]) -> Path:
-    """Burst after one preemption; each team in ``gates`` may burst to AWS with its gate on or off."""
+def _burst_config(tmp: Path, gates: dict[str, bool], max_stays: int | None = None) -> Path:
+    """Burst after one preemption; each team in ``gates`` may burst to AWS with its gate on or
+    off, the gate keeping a job at most ``max_stays`` times (None: unbounded)."""
     config = _config(tmp, {"policy": "rank", "burst_after_preemptions": 1}, name="gate-switch.yaml")
     data = yaml.safe_load(config.read_text())
     for team, gate in gates.items():
-        data["teams"][team]["burst"] = {"max_queue_wait_seconds": 900, "clouds": ["aws"], "predicted_wait_gate": gate}
+        data["teams"][team]["burst"] = {
+            "max_queue_wait_seconds": 900,
+            "clouds": ["aws"],
+            "predicted_wait_gate": gate,
+            "predicted_wait_gate_max_stays": max_stays,
+        }
     config.write_text(yaml.safe_dump(data))
     return config
 
@@ -484,6 +495,25 @@ def test_a_team_with_the_gate_off_bursts_on_the_controllers_preemption_count(
     # gate on only a mark bursts it; with burst.predicted_wait_gate: false the count does.
     config = _burst_config(tmp_path, {"team-b": gate})
     assert _relaunches(monkeypatch, config, _state(tmp_path), _burst_task(), 7, 1) == expected
+
+
+def test_a_gated_job_kept_as_often_as_the_bound_allows_bursts_at_the_relaunch_without_a_mark(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Job 7 (team-b, gate on, burst after 1) was preempted twice and never marked: the gate kept
+    # it once, so with predicted_wait_gate_max_stays 1 its relaunch bursts; with 2 it does not yet.
+    from sky_kueue.controller.skypilot_plugin import AgingSource, Recovery
+
+    state = _state(tmp_path)
+    bounded = AgingSource(str(_burst_config(tmp_path, {"team-b": True}, max_stays=1)), str(state))
+    bursts, why = bounded.burst_verdict(Recovery(bounded, 7, 1))
+    assert bursts and "predicted_wait_gate_max_stays 1 reached" in why
+    assert _relaunches(
+        monkeypatch, _burst_config(tmp_path, {"team-b": True}, max_stays=1), state, _burst_task(), 7, 1
+    ) == [["AWS"]]
+    looser = AgingSource(str(_burst_config(tmp_path, {"team-b": True}, max_stays=2)), str(state))
+    bursts, why = looser.burst_verdict(Recovery(looser, 7, 1))
+    assert not bursts and "predicted-wait gate decides" in why
 
 
 def _team_task(team: str) -> Any:
