@@ -167,3 +167,24 @@ def test_the_gate_options_need_a_predicted_policy_and_seconds_at_least_zero():
         invoke("--policies", "rank+predicted", "--predicted-wait-margin", "-1"),
         "Invalid value for '--predicted-wait-margin'",
     )
+
+
+def test_the_gate_bound_bursts_more_the_fewer_stays_it_allows():
+    # --predicted-wait-max-stays 0 bursts every due relaunch; the default (1) bursts the second
+    # one whatever the prediction; unbounded keeps every relaunch the prediction keeps.
+    none, one, unbounded = (
+        _predicted_bursts("--predicted-wait-max-stays", "0"),
+        _predicted_bursts(),
+        _predicted_bursts("--predicted-wait-max-stays", "unbounded"),
+    )
+    assert none >= one >= unbounded and none > unbounded
+    assert _predicted_bursts("--predicted-wait-max-stays", "1") == one
+
+
+def test_the_gate_bound_needs_a_predicted_policy_and_a_count():
+    one_line_error(invoke("--policies", "rank", "--predicted-wait-max-stays", "1"), "apply to +predicted policies")
+    for bad in ("-1", "1.5", "forever"):
+        one_line_error(
+            invoke("--policies", "rank+predicted", "--predicted-wait-max-stays", bad),
+            "Invalid value for '--predicted-wait-max-stays'",
+        )

@@ -65,3 +65,36 @@ def test_without_allow_burst_the_gate_does_nothing() -> None:
 def test_the_suffix_goes_once_on_a_registered_policy(name: str) -> None:
     with pytest.raises(policies.UnknownSimPolicyError, match=r"\+predicted once"):
         policies.resolve(name, BURST)
+
+
+def reclaimed_twice():
+    """low-1 is preempted at t=10 by high-1 (200 s), relaunched on-prem when it ends, and
+    preempted again at t=400 by high-2 (200 s): both times on-prem frees up soon."""
+    return (
+        TraceBuilder()
+        .team("a", gpus=4)
+        .job("low-1", at=0, gpus=4, run=5_000, klass="low")
+        .job("high-1", at=10, gpus=4, run=200, klass="high")
+        .job("high-2", at=400, gpus=4, run=200, klass="high")
+        .trace()
+    )
+
+
+@pytest.mark.parametrize(
+    ("max_stays", "gate_verdicts", "bursts"),
+    [
+        (1, (1, 1), True),  # kept at its first due preemption, burst at the next one
+        (2, (0, 2), False),  # two stays allowed: kept both times
+        (None, (0, 2), False),  # unbounded: kept both times
+        (0, (1, 0), True),  # no stay: bursts at once, as rank
+    ],
+)
+def test_the_gate_keeps_a_relaunch_at_most_max_stays_times(
+    max_stays: int | None, gate_verdicts: tuple[int, int], bursts: bool
+) -> None:
+    policy = policies.resolve("rank+predicted", BURST, predicted=PredictedBurstSettings(max_stays=max_stays))
+    sim = Simulator(reclaimed_twice(), policy, CONFIG)
+    low = by_id(sim.run())["low-1"]
+    assert (sim.gate_bursts, sim.gate_stays) == gate_verdicts
+    assert (low.outcome is JobOutcome.BURST) == bursts
+    assert low.preemptions == (1 if max_stays == 0 else 2)
