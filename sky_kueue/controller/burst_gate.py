@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from sky_kueue.controller.detection import WorkloadFacts
@@ -74,9 +74,9 @@ class BurstGates:
 
         An unknown namespace (None: the SkyPilot recovery strategy without the controller's
         history) gets the gate of ``team`` when that team is known (the ``sky-kueue.io/team``
-        label the admin policy puts on the job's pods), else the strictest gate any team has,
-        when some team has one: without a prediction the gate keeps the job in Kueue, and its
-        admission timeout still bursts it.
+        label the admin policy puts on the job's pods), else the strictest gate any team has
+        (the highest threshold, the most stays), when some team has one: without a prediction
+        the gate keeps the job in Kueue, and its admission timeout still bursts it.
         """
         if namespace is not None:
             return self.by_namespace.get(namespace)
@@ -84,7 +84,11 @@ class BurstGates:
             return self.by_team[team]
         if not self.by_namespace:
             return None
-        return max(self.by_namespace.values(), key=lambda gate: gate.threshold_seconds)
+        gates = list(self.by_namespace.values())
+        strictest = max(gates, key=lambda gate: gate.threshold_seconds)
+        # ... and the most stays any team allows (None: unbounded), so no team's job bursts early.
+        stays = [gate.max_stays for gate in gates]
+        return replace(strictest, max_stays=None if None in stays else max(s for s in stays if s is not None))
 
 
 def burst_gates(config: PluginConfig) -> BurstGates:

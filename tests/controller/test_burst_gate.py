@@ -52,6 +52,27 @@ def test_an_unknown_team_gets_the_strictest_gate_and_no_gate_without_burst_teams
     assert BurstGates().for_namespace(None) is None and not BurstGates().enabled
 
 
+def test_an_unknown_team_gets_the_most_stays_any_team_allows() -> None:
+    one, three = PredictedBurstSettings(600.0, 900.0, max_stays=1), PredictedBurstSettings(600.0, 0.0, max_stays=3)
+    gate = BurstGates({"a": one, "b": three}).for_namespace(None)
+    assert gate == PredictedBurstSettings(600.0, 900.0, max_stays=3)
+    unbounded = BurstGates({"a": one, "b": PredictedBurstSettings(max_stays=None)}).for_namespace(None)
+    assert unbounded is not None and unbounded.max_stays is None
+
+
+def test_a_teams_stay_bound_reaches_its_gate_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    gate = load_controller_config(_config(tmp_path, predicted_wait_gate_max_stays=3)).burst_gates.for_namespace(
+        "team-a"
+    )
+    assert gate is not None and gate.max_stays == 3
+    gate = load_controller_config(_config(tmp_path, predicted_wait_gate_max_stays=None)).burst_gates.for_namespace(
+        "team-a"
+    )
+    assert gate is not None and gate.max_stays is None
+    with pytest.raises(ConfigFileError, match=r"teams\.team-a\.burst\.predicted_wait_gate_max_stays"):
+        load_controller_config(_config(tmp_path, predicted_wait_gate_max_stays=-1))
+
+
 def test_a_negative_margin_is_refused_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigFileError, match="predicted_wait_margin_seconds"):
         load_controller_config(_config(tmp_path, predicted_wait_margin_seconds=-1))
