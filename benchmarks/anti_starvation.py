@@ -17,7 +17,8 @@ carries the run's realised load. Modes:
   the default ``burst_after_preemptions`` (1) and, as ``<policy>@2``, with 2; ``rank+safe``
   bursts from a hold instead (when no safe place is predicted within the relaunch's limit);
   ``rank+predicted`` bursts a relaunch due a burst only when the predictor's on-prem wait
-  exceeds the cloud start-up plus a margin (:mod:`sky_kueue.controller.predicted_burst`).
+  exceeds the cloud start-up plus a margin, and at the next due preemption whatever the
+  prediction (at most one stay, :mod:`sky_kueue.controller.predicted_burst`).
   Criteria: ``relaunch_starved`` 0, no job preempted more than 3 times, p99 wait after
   preemption at least 5x lower, and the predictor-gated burst's pair: p99 wait after
   preemption at least 3x lower (``p99_wait_3x``) with on-prem goodput at most one point under
