@@ -71,7 +71,8 @@ AGING = "aging"
 SAFE_SUFFIX = "+safe"
 #: A policy name ending in this adds the safe-relaunch rule with its team reservation (``rank+team``).
 TEAM_SUFFIX = "+team"
-#: A policy name ending in this gates its bursts on the predicted on-prem wait (``rank+predicted``).
+#: A policy name ending in this gates its bursts on the predicted on-prem wait (``rank+predicted``),
+#: keeping a job on-prem at most ``PredictedBurstSettings.max_stays`` times.
 PREDICTED_SUFFIX = "+predicted"
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
 #: (``simulate --safe-after``).

@@ -541,7 +541,8 @@ class Simulator:
 
     def _predicted_burst(self, job: _Job) -> bool:
         """A relaunch due a burst goes to the cloud only when the predictor's on-prem wait
-        exceeds the cloud start-up plus the margin (:mod:`sky_kueue.controller.predicted_burst`)."""
+        exceeds the cloud start-up plus the margin, or once the gate kept the job ``max_stays``
+        times (:mod:`sky_kueue.controller.predicted_burst`; the policy then skips the model)."""
         # A policy written against the protocol before the gate existed has no gate.
         gate: PredictedBurstSettings | None = getattr(self.policy, "predicted_burst", None)
         if not self.config.allow_burst or gate is None or job.preemptions == 0 or job.workload is None:
