@@ -29,6 +29,7 @@ table instead of JSON).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -42,10 +43,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from sky_kueue.controller.detection import workload_facts
+from sky_kueue.controller.predicted_burst import PredictedWaitKind
+from sky_kueue.controller.safety_probe import MirrorRelaunchWait
 from sky_kueue.inputs import files, yaml_reader
-from sky_kueue.kueue import loader, predictor, validation, whatif
+from sky_kueue.kueue import api as kueue_api
+from sky_kueue.kueue import eta, loader, parse, predictor, validation, whatif
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import Engine
+from sky_kueue.mirror.kinds import ALL_KINDS, KindName
+from sky_kueue.mirror.store import MirrorStore, normalize
 
 ORACLE = Path(__file__).resolve().parent.parent / "tests" / "oracle"
 SETS = ("seeds", "public", "hier-public", "fair-public", "afs-public", "scale-public")
@@ -54,6 +61,21 @@ LARGE_COHORTS = 10
 LARGE_ADMITTED = 10_000
 LARGE_PENDING = 1_000
 WHAT_IF_REPEATS = 20
+#: Timed calls of the burst gate's relaunch wait per case (each one a whole export + model + ETA).
+RELAUNCH_WAIT_REPEATS = 5
+#: The controller's eviction-to-patch target (benchmarks/README.md, controller row): a
+#: reconcile that asks the gate should stay well under it on an ordinary cluster.
+RELAUNCH_WAIT_TARGET_MS = 100
+#: Remaining run times of the large cluster's admitted workloads at the measurement's ``now``
+#: are spread over (0, this] seconds, so the ETA simulates many completions before the horizon.
+LARGE_REMAINING_SPREAD_SECONDS = 20 * 3600
+#: Expected run time of each pending workload of the large cluster once admitted.
+LARGE_PENDING_RUN_SECONDS = 3600
+#: The Workloads the relaunch wait is asked about: a pending relaunch (its own reconcile or a
+#: re-age pass), and an admitted one just preempted (projected as a new Workload).
+RELAUNCH_WAIT_PENDING = "team-007/wait-7"
+RELAUNCH_WAIT_PREEMPTED = "team-007/run-50"
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
 PROCESS_SET = "scale-public"
 PROCESS_REPEATS = 3
 READER_REPEATS = 3
@@ -176,6 +198,234 @@ def large_state() -> o.ClusterState:
             priority=100 if i % 3 else 1000,
         )
     return state
+
+
+def _quantity(resource: str, amount: int) -> str:
+    """The model's amount (milli-CPU, else base units) as a Kubernetes quantity."""
+    return f"{amount}m" if resource == "cpu" else str(amount)
+
+
+def _stamp(at: datetime | None) -> str:
+    assert at is not None
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cluster_queue_doc(cq: o.ClusterQueue) -> dict[str, Any]:
+    selector = cq.namespace_selector or o.LabelSelector()
+    if selector.match_expressions:
+        raise ValueError(f"ClusterQueue {cq.name}: match expressions are not written by this benchmark")
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": dict(selector.match_labels)} if selector.match_labels else {},
+        "resourceGroups": [
+            {
+                "coveredResources": list(group.covered_resources),
+                "flavors": [
+                    {
+                        "name": flavor.name,
+                        "resources": [
+                            {"name": name, "nominalQuota": _quantity(name, quota.nominal)}
+                            for name, quota in flavor.resources.items()
+                        ],
+                    }
+                    for flavor in group.flavors
+                ],
+            }
+            for group in cq.resource_groups
+        ],
+        "preemption": {
+            "withinClusterQueue": cq.preemption.within_cluster_queue.value,
+            "reclaimWithinCohort": cq.preemption.reclaim_within_cohort.value,
+            "borrowWithinCohort": {"policy": cq.preemption.borrow_within_cohort.value},
+        },
+    }
+    if cq.cohort:
+        spec["cohort"] = cq.cohort
+    return {"apiVersion": KUEUE_API_VERSION, "kind": "ClusterQueue", "metadata": {"name": cq.name}, "spec": spec}
+
+
+def _workload_doc(wl: o.Workload) -> dict[str, Any]:
+    """A pod group's Workload (named after the group, no annotations: Kueue copies none)."""
+    doc: dict[str, Any] = {
+        "apiVersion": KUEUE_API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": wl.name,
+            "namespace": wl.namespace,
+            "uid": wl.uid,
+            "creationTimestamp": _stamp(wl.creation_timestamp),
+        },
+        "spec": {
+            "queueName": wl.queue_name,
+            "priority": wl.priority,
+            "active": wl.active,
+            "podSets": [
+                {
+                    "name": ps.name,
+                    "count": ps.count,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "resources": {"requests": {r: _quantity(r, v) for r, v in ps.requests.items()}},
+                                }
+                            ]
+                        }
+                    },
+                }
+                for ps in wl.pod_sets
+            ],
+        },
+    }
+    if wl.admission is not None:
+        doc["status"] = {
+            "admission": {
+                "clusterQueue": wl.admission.cluster_queue,
+                "podSetAssignments": [
+                    {
+                        "name": a.name,
+                        "count": a.count,
+                        "flavors": dict(a.flavors),
+                        "resourceUsage": {r: _quantity(r, v) for r, v in a.resource_usage.items()},
+                    }
+                    for a in wl.admission.pod_set_assignments
+                ],
+            },
+            "conditions": [
+                {
+                    "type": c.type,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": _stamp(c.last_transition_time),
+                }
+                for c in wl.conditions
+            ],
+        }
+    return doc
+
+
+def _pod_doc(wl: o.Workload, run_seconds: float) -> dict[str, Any]:
+    """The pod of ``wl``'s pod group, carrying the policy's expected run time (what the
+    controller's mirror joins onto the Workload)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{wl.name}-head",
+            "namespace": wl.namespace,
+            "uid": f"pod-{wl.uid}",
+            "labels": {kueue_api.POD_GROUP_NAME_KEY: wl.name, "kueue.x-k8s.io/queue-name": wl.queue_name},
+            "annotations": {eta.EXPECTED_RUNTIME_ANNOTATION: str(int(run_seconds))},
+        },
+        "status": {"phase": "Running" if wl.admission is not None else "Pending"},
+    }
+
+
+def _without_shape(wl: o.Workload) -> o.Workload:
+    """``wl`` without the pod template's digest the parser derives (the generator writes none)."""
+    return dataclasses.replace(wl, pod_sets=tuple(dataclasses.replace(ps, shape="") for ps in wl.pod_sets))
+
+
+def large_run_seconds(state: o.ClusterState, now: datetime) -> dict[str, float]:
+    """Expected run time per workload of :func:`large_state`: an admitted one ends a
+    deterministic (0, :data:`LARGE_REMAINING_SPREAD_SECONDS`] after ``now``; a pending one runs
+    :data:`LARGE_PENDING_RUN_SECONDS` once admitted."""
+    out: dict[str, float] = {}
+    for i, (key, wl) in enumerate(sorted(state.workloads.items())):
+        if wl.admission is None:
+            out[key] = float(LARGE_PENDING_RUN_SECONDS)
+            continue
+        elapsed = (now - wl.creation_timestamp).total_seconds()
+        out[key] = elapsed + 1 + (i * 7919) % LARGE_REMAINING_SPREAD_SECONDS
+    return out
+
+
+def large_documents(state: o.ClusterState, run_seconds: dict[str, float]) -> dict[KindName, list[dict[str, Any]]]:
+    """:func:`large_state` as the Kubernetes objects a mirror lists, per kind: every Workload a
+    pod group's with one pod carrying its run time.
+
+    Raises:
+        ValueError: the documents do not parse back into ``state``'s objects.
+    """
+    out: dict[KindName, list[dict[str, Any]]] = {kind.name: [] for kind in ALL_KINDS}
+    for ns in state.namespaces.values():
+        out[KindName.NAMESPACE].append(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns.name, "labels": dict(ns.labels)}}
+        )
+    for rf in state.resource_flavors.values():
+        out[KindName.RESOURCE_FLAVOR].append(
+            {"apiVersion": KUEUE_API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": rf.name}}
+        )
+    for pc in state.priority_classes.values():
+        out[KindName.WORKLOAD_PRIORITY_CLASS].append(
+            {"apiVersion": KUEUE_API_VERSION, "kind": "WorkloadPriorityClass", "metadata": {"name": pc.name}, "value": pc.value}
+        )
+    for cq in state.cluster_queues.values():
+        out[KindName.CLUSTER_QUEUE].append(_cluster_queue_doc(cq))
+    for lq in state.local_queues.values():
+        out[KindName.LOCAL_QUEUE].append(
+            {
+                "apiVersion": KUEUE_API_VERSION,
+                "kind": "LocalQueue",
+                "metadata": {"name": lq.name, "namespace": lq.namespace},
+                "spec": {"clusterQueue": lq.cluster_queue},
+            }
+        )
+    for key, wl in state.workloads.items():
+        out[KindName.WORKLOAD].append(_workload_doc(wl))
+        out[KindName.POD].append(_pod_doc(wl, run_seconds[key]))
+    parsed = parse.parse_documents([doc for kind in out for doc in out[kind] if kind is not KindName.POD])
+    shapeless = {key: _without_shape(wl) for key, wl in parsed.workloads.items()}
+    if shapeless != state.workloads or parsed.cluster_queues != state.cluster_queues:
+        raise ValueError("the large cluster's documents do not parse back into its objects")
+    return out
+
+
+def large_store(docs: dict[KindName, list[dict[str, Any]]]) -> MirrorStore:
+    """A mirror store that has listed ``docs`` (every kind synced), as the controller's."""
+    store = MirrorStore()
+    for kind in ALL_KINDS:
+        api_version = KUEUE_API_VERSION if kind.group else "v1"
+        store.replace(kind.name, [normalize(kind.name, api_version, d) for d in docs[kind.name]], "1")
+    return store
+
+
+def _relaunch_wait(state: o.ClusterState, cycle_s: float) -> dict[str, object]:
+    """Seconds of one :meth:`MirrorRelaunchWait.relaunch_wait` call on the large cluster's
+    mirror, per case (median and max of :data:`RELAUNCH_WAIT_REPEATS`), and the median's
+    ratio to one scheduling cycle."""
+    now = predictor.DEFAULT_NOW
+    store = large_store(large_documents(state, large_run_seconds(state, now)))
+    waits = MirrorRelaunchWait(store, now.timestamp)
+    cases = {
+        "pending_any": (RELAUNCH_WAIT_PENDING, PredictedWaitKind.ANY),
+        "pending_safe": (RELAUNCH_WAIT_PENDING, PredictedWaitKind.SAFE),
+        "preempted_any": (RELAUNCH_WAIT_PREEMPTED, PredictedWaitKind.ANY),
+    }
+    out: dict[str, object] = {}
+    for name, (key, kind) in cases.items():
+        doc = store.get(KindName.WORKLOAD, key)
+        assert doc is not None, key
+        facts = workload_facts(doc)
+        times, answers = [], set()
+        for _ in range(RELAUNCH_WAIT_REPEATS):
+            start = time.perf_counter()
+            answers.add(waits.relaunch_wait(facts, facts.priority, kind))
+            times.append(time.perf_counter() - start)
+        if len(answers) != 1:
+            raise RuntimeError(f"{name}: the relaunch wait changed between repeats: {sorted(map(str, answers))}")
+        median = statistics.median(times)
+        out[name] = {
+            "workload": key,
+            "wait_s": answers.pop(),
+            "median_ms": round(median * 1000, 1),
+            "max_ms": round(max(times) * 1000, 1),
+            "ratio_to_cycle": round(median / cycle_s, 2),
+        }
+    out["repeats"] = RELAUNCH_WAIT_REPEATS
+    out["target_ms"] = RELAUNCH_WAIT_TARGET_MS
+    return out
 
 
 def _large() -> dict[str, object]:
