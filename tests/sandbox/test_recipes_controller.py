@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -66,3 +69,50 @@ def test_stale_images_are_pruned(tmp_path: pathlib.Path) -> None:
         (directory / "etc").mkdir(parents=True)
     assert rc.prune_stale_images(tmp_path, keep) == [old]
     assert keep.is_dir() and other.is_dir() and not old.exists()
+
+
+def _python(
+    code: str, cwd: pathlib.Path, *, pythonpath: pathlib.Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter, outside the checkout (its package comes from the install
+    or from ``pythonpath``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=120, check=False
+    )
+
+
+#: Imports only what ``sandbox up --containers`` imports, then resolves the deployment's image.
+_RESOLVE_THROUGH_THE_NODE = f"""
+import sys
+from sky_kueue.sandbox.containers import node
+from sky_kueue.sandbox.containers.images import ImageNotFound, ImageStore
+print(node.__file__)
+try:
+    print("recipe", ImageStore().resolve({rc.CONTROLLER_IMAGE_REFERENCE!r}).name)
+except ImageNotFound as exc:
+    print("missing", str(exc).splitlines()[0])
+"""
+
+
+def test_the_containers_node_knows_the_controllers_image_from_a_checkout(tmp_path: pathlib.Path) -> None:
+    done = _python(_RESOLVE_THROUGH_THE_NODE, tmp_path)
+    assert done.returncode == 0, done.stderr
+    where, outcome = done.stdout.splitlines()
+    assert pathlib.Path(where).is_relative_to(REPO)
+    assert outcome == f"recipe {rc.CONTROLLER_IMAGE}"
+
+
+def test_without_sources_the_pull_error_says_the_image_is_built_from_a_checkout(tmp_path: pathlib.Path) -> None:
+    # An installed wheel: the package with no pyproject.toml (nor configs/) beside it.
+    installed = tmp_path / "site-packages"
+    shutil.copytree(REPO / "sky_kueue", installed / "sky_kueue", ignore=shutil.ignore_patterns("__pycache__"))
+    done = _python(_RESOLVE_THROUGH_THE_NODE, tmp_path, pythonpath=installed)
+    assert done.returncode == 0, done.stderr
+    where, outcome = done.stdout.splitlines()
+    assert pathlib.Path(where).is_relative_to(installed)
+    assert outcome.startswith(f'missing failed to pull image "{rc.CONTROLLER_IMAGE_REFERENCE}": ')
+    assert outcome.endswith("; " + rc.MISSING_HINT)
+    assert "configs/controller/Containerfile" in outcome and "kustomize edit set image" in outcome

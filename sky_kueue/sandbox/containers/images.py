@@ -66,6 +66,28 @@ class ImageNotFound(ImageError):
     """No recipe maps to the reference: what a kubelet reports as ``ErrImagePull``."""
 
 
+#: Why a known image has no recipe here, by repository (normalized, without tag): appended to
+#: the "no recipe" message, so a pod's ``ErrImagePull`` says what to do instead of only that
+#: the image is missing. Filled by :func:`explain_missing`.
+_MISSING_HINTS: dict[str, str] = {}
+
+
+def explain_missing(repository: str, hint: str) -> None:
+    """Say why ``repository`` (any tag) may have no recipe: the hint ends its "no recipe" message.
+
+    Raises:
+        ValueError: the hint spans lines (a pod's waiting message is the message's first line).
+    """
+    if "\n" in hint:
+        raise ValueError(f"the hint for {repository!r} must be one line (it ends a pod's waiting message)")
+    _MISSING_HINTS[recipes.split_tag(recipes.normalize(repository))[0]] = hint
+
+
+def missing_hint(reference: str) -> str | None:
+    """The hint registered for ``reference``'s repository, or None."""
+    return _MISSING_HINTS.get(recipes.split_tag(recipes.normalize(reference))[0])
+
+
 @dataclass(frozen=True)
 class Image:
     """A built image: its recipe and the directory holding its root filesystem."""
@@ -161,9 +183,10 @@ class ImageStore:
         """
         found = recipes.lookup(reference)
         if found is None:
+            hint = missing_hint(reference)
             raise ImageNotFound(
                 f'failed to pull image "{reference}": the sandbox image store has no recipe for it '
-                f"(known: {', '.join(sorted(recipes.recipes()))})"
+                f"(known: {', '.join(sorted(recipes.recipes()))})" + (f"; {hint}" if hint else "")
             )
         return found
 

@@ -26,7 +26,7 @@ from typing import IO, Any
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers import images as images_module
-from sky_kueue.sandbox.containers import recipes_skypilot
+from sky_kueue.sandbox.containers import recipes_controller, recipes_skypilot
 from sky_kueue.sandbox.containers.images import ImageStore
 from sky_kueue.sandbox.containers.network import REQUIRED_TOOLS, NetworkError, PodNetwork, cleanup_leftovers
 from sky_kueue.sandbox.containers.proxy import DEFAULT_PROXY_PORT, RegistryProxy
@@ -35,8 +35,13 @@ from sky_kueue.sandbox.containers.runtime import PodRuntime
 
 #: Recipes every containers sandbox can build, registered by importing their modules: the
 #: image SkyPilot's Kubernetes pods name by default (``sandbox up --containers`` then
-#: ``sky launch`` finds it instead of ErrImagePull).
-PRESET_RECIPES = (recipes_skypilot.SKYPILOT_RUNTIME,)
+#: ``sky launch`` finds it instead of ErrImagePull), and, when sky-kueue runs from a checkout,
+#: the controller's image ``configs/controller/deployment.yaml`` names (then ``kubectl apply -k
+#: configs/controller`` runs the controller; from an installed wheel there are no sources to
+#: build it from, and its pods' ErrImagePull says how to get the image).
+PRESET_RECIPES = tuple(
+    recipe for recipe in (recipes_skypilot.SKYPILOT_RUNTIME, recipes_controller.CONTROLLER) if recipe is not None
+)
 
 DEFAULT_STATE_ROOT = pathlib.Path("~/.local/state/sky-kueue/sandboxes")
 #: Where the automatic subnet choice starts (10.<N>.0.0/16, N counting up to 254).

@@ -16,8 +16,11 @@ Differences from the Containerfile, and why:
   whatever ``kustomize edit set image`` names; in the sandbox the manifests run unchanged).
 
 The recipe exists only when this module runs from a checkout (``pyproject.toml`` beside the
-package): an installed wheel has no sources to build the image from. The cache key covers a
-hash of the copied sources, so an edited checkout builds a new image.
+package): an installed wheel has no sources to build the image from, and then a pod naming the
+image reports ``ErrImagePull`` with :data:`MISSING_HINT` (how to get the image instead). The
+cache key covers a hash of the copied sources, so an edited checkout builds a new image.
+``sky-kueue sandbox up --containers`` imports this module (``containers/node.py``), so
+``kubectl apply -k configs/controller`` on that sandbox runs the controller from this image.
 """
 
 from __future__ import annotations
@@ -30,8 +33,20 @@ from sky_kueue.sandbox.containers.recipe import BASE_NAME, ImageRecipe, register
 
 #: The reference ``configs/controller/deployment.yaml`` names.
 CONTROLLER_IMAGE_REFERENCE = "ghcr.io/sky-kueue/sky-kueue:0.1.0"
+#: The repository of that reference (every tag maps to the recipe).
+CONTROLLER_REPOSITORY = "ghcr.io/sky-kueue/sky-kueue"
 #: The recipe's name (also a reference that maps to it).
 CONTROLLER_IMAGE = "sky-kueue-controller"
+#: What the "no recipe" message adds for the controller's image (one line: it ends the pod's
+#: ``ErrImagePull`` message): why there is no image, and how to get one.
+MISSING_HINT = (
+    "the controller's image is built from a sky-kueue checkout, and this sky-kueue is installed "
+    "without its sources: run `sky-kueue sandbox up --containers` from a git checkout of sky-kueue "
+    "(installed with `pip install -e .`), or, for a real cluster, build configs/controller/Containerfile "
+    "from the checkout's root (podman/docker build), push it to a registry the cluster pulls from, and "
+    f"point the kustomization at it (`kustomize edit set image {CONTROLLER_REPOSITORY}=<your image>`; "
+    "README, Install the controller)"
+)
 #: Where the checkout is (this file is ``<root>/sky_kueue/sandbox/containers/...``).
 CHECKOUT = pathlib.Path(__file__).resolve().parents[3]
 INSTALL_SCRIPT = pathlib.Path("configs/controller/install.sh")
@@ -82,7 +97,7 @@ def controller_recipe(root: pathlib.Path = CHECKOUT) -> ImageRecipe:
     files += [(str(root / source), f"{build}/src/{source}") for source in SOURCES]
     return ImageRecipe(
         name=CONTROLLER_IMAGE,
-        references=(CONTROLLER_IMAGE_REFERENCE, "ghcr.io/sky-kueue/sky-kueue"),
+        references=(CONTROLLER_IMAGE_REFERENCE, CONTROLLER_REPOSITORY),
         base=BASE_NAME,
         steps=(
             # python:3.11-slim has the venv module; Debian's python3 needs its package.
@@ -114,6 +129,8 @@ def register_controller_image(root: pathlib.Path = CHECKOUT) -> ImageRecipe | No
     return register(recipe)
 
 
+# The hint is registered either way: it shows only when no recipe maps to the reference.
+images.explain_missing(CONTROLLER_REPOSITORY, MISSING_HINT)
 CONTROLLER = register_controller_image()
 
 

@@ -453,11 +453,12 @@ class PodRuntime:
                     state.image = self.images.ensure(state.image_ref)
                     state.waiting_reason, state.waiting_message = "ContainerCreating", None
                 except ImageError as exc:  # unknown image, or its build failed (e.g. no archive)
+                    reason = str(exc).splitlines()[0]
                     if failures == 0:
-                        state.waiting_reason, state.waiting_message = "ErrImagePull", str(exc).splitlines()[0]
-                    else:
+                        state.waiting_reason, state.waiting_message = "ErrImagePull", reason
+                    else:  # the pull error stays in the message, as kubelets >= 1.32 keep it
                         state.waiting_reason = "ImagePullBackOff"
-                        state.waiting_message = f'Back-off pulling image "{state.image_ref}"'
+                        state.waiting_message = f'Back-off pulling image "{state.image_ref}": ErrImagePull: {reason}'
                     still.append(state)
             pending = still
             self._write_status(record)
