@@ -26,6 +26,7 @@ from sky_kueue.sandbox.apiserver import ApiError, ApiServer, Fault, FaultKind
 from sky_kueue.sandbox.apiserver import kubeconfig as kubeconfig_file
 from sky_kueue.sandbox.apiserver.clock import Clock
 from sky_kueue.sandbox.apiserver.resources import default_resources
+from sky_kueue.sandbox.apiserver.store import NAMESPACES
 from sky_kueue.sandbox.containers import node as container_node
 from sky_kueue.sandbox.containers.node import ContainerNode
 from sky_kueue.sandbox.kubelet import LocalKubelet
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
 
 #: Where ``(apiVersion, kind)`` maps to the store's resource name for ``apply``: every version
 #: of every resource the server serves (Kueue's v1beta1 and v1beta2 alike).
+#: The namespace Kueue's install manifests create and run in. A sandbox that emulates Kueue
+#: has it, as a cluster with Kueue installed does: ``configs/controller/rbac.yaml`` binds the
+#: controller's gate-detection Role there, so ``kubectl apply -k configs/controller`` needs it.
+KUEUE_SYSTEM_NAMESPACE = "kueue-system"
+
 _KIND_RESOURCES = {
     (resource.api_version(version), resource.kind): str(resource.key)
     for resource in default_resources()
@@ -163,6 +169,9 @@ class Sandbox:
             if self._containers_wanted:
                 self._start_containers(self.kubelet, root)
         if self._run_emulator:
+            if self.server.store.try_get(NAMESPACES, KUEUE_SYSTEM_NAMESPACE) is None:
+                namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_SYSTEM_NAMESPACE}}
+                self.server.store.create(NAMESPACES, namespace)
             self.emulator.start(self._step_interval_seconds)
         return self
 

@@ -7,7 +7,8 @@ are frozen dataclasses so that their hash keys the cache: change a step and the 
 rebuilt, nothing else is.
 
 Other modules register recipes at import time (``register(ImageRecipe(...))``) - e.g.
-``recipes_skypilot`` for SkyPilot's default Kubernetes image and the controller's image.
+``recipes_skypilot`` for SkyPilot's default Kubernetes image, ``recipes_controller`` for the
+controller's image (from a checkout).
 ``lookup`` maps an image reference as a pod spec names it (``debian:bookworm``,
 ``docker.io/library/python:3.11-slim``, ``ghcr.io/sky-kueue/sky-kueue:0.1.0``) to a recipe.
 """
