@@ -67,9 +67,6 @@ RELAUNCH_WAIT_KINDS = (
     KindName.WORKLOAD,
     KindName.POD,
 )
-#: The start of :attr:`sky_kueue.kueue.eta.Eta.reason` when known run times end past the
-#: horizon (as opposed to a wait that depends on an unknown run time).
-_BEYOND_HORIZON_REASON = "not admitted within"
 
 
 def _active(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,9 +245,25 @@ class MirrorRelaunchWait:
             return None
         if projected.seconds is not None:
             return projected.seconds
-        if projected.reason.startswith(_BEYOND_HORIZON_REASON):
-            return math.inf
-        return None
+        return _wait_without_seconds(projected)
+
+
+def _wait_without_seconds(projected: eta.Eta) -> float | None:
+    """The gate's wait for an estimate without ``seconds``: ``math.inf`` when nothing in the
+    relaunch's cohort tree frees room for it within the horizon (its tree's next known
+    completion is past the horizon, or every quota holder there finishes and it still does
+    not fit), None when it waits on a quota holder whose run time is unknown (or is not a
+    pending Workload of the cluster).
+
+    The estimate simulates only the relaunch's own cohort tree, so "no quota holder with a
+    known run time frees room" covers both of the last cases; :attr:`Eta.waits_on_unknown_runtime`
+    tells them apart.
+    """
+    if projected.reason.startswith(eta.BEYOND_HORIZON_REASON):
+        return math.inf
+    if projected.reason.startswith(eta.NO_KNOWN_RUNTIME_REASON) and not projected.waits_on_unknown_runtime:
+        return math.inf
+    return None
 
 
 def export_key(doc: Mapping[str, Any]) -> str:

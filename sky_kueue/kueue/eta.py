@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.cohort_trees import TreeId, restrict_to_trees
 from sky_kueue.kueue.predictor import DEFAULT_NOW, run_until_settled
 from sky_kueue.kueue.scheduler import CycleResult, Engine
 from sky_kueue.kueue.validation import validate_state
@@ -37,6 +38,10 @@ EXPECTED_RUNTIME_ANNOTATION = "sky-kueue.io/expected-runtime-seconds"
 EXPECTED_RUNTIME_SOURCE_ANNOTATION = "sky-kueue.io/expected-runtime-source"
 #: The source reported for a run time annotated without a source.
 UNSPECIFIED_SOURCE = "annotated"
+#: The start of :attr:`Eta.reason` when its tree's next known completion is past the horizon.
+BEYOND_HORIZON_REASON = "not admitted within"
+#: The start of :attr:`Eta.reason` when no quota holder of its tree with a known run time is left.
+NO_KNOWN_RUNTIME_REASON = "no quota holder with a known run time frees room"
 
 RuntimeFn = Callable[[o.Workload], float | None]
 SourceFn = Callable[[o.Workload], str]
@@ -76,6 +81,10 @@ class Eta:
     reason: str = ""
     #: where the run times of ``waits_for`` came from, one entry per workload, in its order
     runtime_sources: list[str] = field(default_factory=list)
+    #: not admitted while quota holders of its cohort tree whose run time is unknown remain:
+    #: the admission waits on them. False with :data:`NO_KNOWN_RUNTIME_REASON` means nothing
+    #: in its tree will ever free room (every holder there finished and it still does not fit).
+    waits_on_unknown_runtime: bool = False
 
 
 def estimate(
@@ -90,16 +99,65 @@ def estimate(
 
     ``source`` names where a workload's run time came from (for :attr:`Eta.runtime_sources`).
 
+    Only the cohort trees of ``workloads`` are simulated
+    (:func:`sky_kueue.kueue.cohort_trees.restrict_to_trees`): Kueue never lends, borrows or
+    preempts across cohort trees and frees a tree's parked Workloads only on that tree's
+    events, so the other trees' completions never free room for these and their admission
+    times are the whole cluster's. On a large cluster this is what keeps the burst gate's
+    per-job call cheap: the whole cluster once stepped every tree's completions. So
+    :attr:`Eta.waits_for` lists completions of the workload's own tree only, and when that
+    tree has no known completion left the reason is :data:`NO_KNOWN_RUNTIME_REASON` (not the
+    horizon, which only unrelated trees' completions could reach).
+
     Raises:
         ModelError: if ``state`` fails Kueue's validation.
     """
     validate_state(state)
+    wanted = list(workloads)
+    restricted = restrict_to_trees(state, wanted)
+    return _simulate(restricted.state, wanted, runtime, now, horizon_seconds, source, restricted.tree_by_cluster_queue)
+
+
+def _estimate_whole_cluster(
+    state: o.ClusterState,
+    workloads: Iterable[str],
+    runtime: RuntimeFn,
+    now: datetime | None = None,
+    horizon_seconds: float = DEFAULT_HORIZON_SECONDS,
+    source: SourceFn = source_from_annotation,
+) -> dict[str, Eta]:
+    """:func:`estimate` simulating every cohort tree (the tests' reference for its ``seconds``)."""
+    validate_state(state)
+    return _simulate(state, list(workloads), runtime, now, horizon_seconds, source, None)
+
+
+def _simulate(
+    state: o.ClusterState,
+    workloads: list[str],
+    runtime: RuntimeFn,
+    now: datetime | None,
+    horizon_seconds: float,
+    source: SourceFn,
+    trees: dict[str, TreeId] | None,
+) -> dict[str, Eta]:
+    """The simulation behind :func:`estimate` on ``state`` as given.
+
+    ``trees`` maps each ClusterQueue to its cohort tree; with it, ``waits_for`` and the
+    reasons count only completions in the workload's own tree (None: every completion).
+    """
     start = now or state.now or DEFAULT_NOW
     engine = Engine(state, start)
     wanted = set(workloads)
     result: dict[str, Eta] = {}
     finish_at: dict[str, datetime] = {}
     sources: dict[str, str] = {}
+
+    def same_tree(cluster_queue: str) -> Callable[[str], bool]:
+        if trees is None:
+            return lambda _other: True
+        tree = trees.get(cluster_queue)
+        return lambda other: tree is not None and trees.get(other) == tree
+
     for key, info in engine.holders.items():
         total = runtime(info.obj)
         if total is None:
@@ -107,7 +165,8 @@ def estimate(
         reserved = info.reserved_at or start
         finish_at[key] = max(start, reserved + timedelta(seconds=total))
         sources[key] = source(info.obj)
-    finished: list[str] = []
+    #: completed quota holders, with the ClusterQueue each held quota in
+    finished: list[tuple[str, str]] = []
     victims_of: dict[str, list[str]] = {}
 
     def on_cycle(cycle: CycleResult) -> None:
@@ -121,12 +180,14 @@ def estimate(
                 finish_at[key] = engine.now + timedelta(seconds=total)
                 sources[key] = source(entry.info.obj)
             if key in wanted and key not in result:
+                in_tree = same_tree(entry.cq)
+                waited = [k for k, cq in finished if in_tree(cq)]
                 result[key] = Eta(
                     key,
                     (engine.now - start).total_seconds(),
-                    waits_for=list(finished),
+                    waits_for=waited,
                     preempts=list(victims_of.get(key, [])),
-                    runtime_sources=[sources.get(k, UNSPECIFIED_SOURCE) for k in finished],
+                    runtime_sources=[sources.get(k, UNSPECIFIED_SOURCE) for k in waited],
                 )
 
     horizon = start + timedelta(seconds=horizon_seconds)
@@ -138,16 +199,24 @@ def estimate(
         engine.now = moment
         for key in [k for k, t in finish_at.items() if t == moment]:
             del finish_at[key]
-            finished.append(key)
+            holder = engine.holders.get(key)
+            finished.append((key, holder.cluster_queue if holder is not None else ""))
             engine.delete_workload(key)
         run_until_settled(engine, SETTLE_CAP_CYCLES, on_cycle)
     for key in sorted(wanted - set(result)):
         pending = engine.pending.get(key)
         if pending is None:
             result[key] = Eta(key, None, reason="not a pending workload of this cluster")
-        elif finish_at:
-            result[key] = Eta(key, None, reason=f"not admitted within {horizon_seconds / 3600:.0f}h")
+            continue
+        in_tree = same_tree(pending.cluster_queue)
+        if any(in_tree(engine.holders[k].cluster_queue) for k in finish_at if k in engine.holders):
+            result[key] = Eta(key, None, reason=f"{BEYOND_HORIZON_REASON} {horizon_seconds / 3600:.0f}h")
         else:
             message = pending.message or "waiting for its turn"
-            result[key] = Eta(key, None, reason=f"no quota holder with a known run time frees room: {message}")
+            result[key] = Eta(
+                key,
+                None,
+                reason=f"{NO_KNOWN_RUNTIME_REASON}: {message}",
+                waits_on_unknown_runtime=any(in_tree(info.cluster_queue) for info in engine.holders.values()),
+            )
     return result

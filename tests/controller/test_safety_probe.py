@@ -191,6 +191,16 @@ def test_an_unknown_run_time_is_an_unknown_wait_and_a_late_one_is_beyond_the_hor
     assert short_horizon.relaunch_wait(workload_facts(PENDING_DEV), 100, PredictedWaitKind.ANY) == math.inf
 
 
+def test_a_relaunch_nothing_in_its_tree_makes_room_for_is_beyond_the_horizon() -> None:
+    # 11 cpu never fit the cohort's 10: once own and train (known run times) finish, nothing is
+    # left to wait for, so the gate bursts; with train's run time unknown it cannot say.
+    huge = _workload("huge-4", "team-b", "11", 100, admitted=False)
+    known = _waits(_store(huge, OWN, TRAIN_KNOWN))
+    assert known.relaunch_wait(workload_facts(huge), 100, PredictedWaitKind.ANY) == math.inf
+    unknown = _waits(_store(huge, OWN, TRAIN))
+    assert unknown.relaunch_wait(workload_facts(huge), 100, PredictedWaitKind.ANY) is None
+
+
 def test_no_answer_before_the_mirror_has_listed_the_queue_kinds() -> None:
     store = _store(PENDING_DEV, OWN, TRAIN_KNOWN)
     fresh = MirrorStore()
