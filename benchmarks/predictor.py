@@ -19,9 +19,10 @@
   ``large.relaunch_wait_ordinary`` is the same on a tenth of the cluster (10 ClusterQueues,
   1,000 admitted, 100 pending). Target: a reconcile that asks stays well under the
   controller's 100-ms eviction-to-patch target on an ordinary cluster. Not met: the tenth
-  costs about 0.2 s a call and the large cluster seconds (3.4-4.4 s), nearly three quarters
-  of it the ETA's simulation of completions in the Kueue model, the rest the export,
-  run-time join and parse; the gate's answer lags the preemption by that much.
+  costs 0.10-0.12 s a call and the large cluster 0.8-1.0 s (it was 3.4-4.4 s while the ETA
+  simulated every cohort tree; it now simulates the relaunch's tree only), about 70 % of it
+  parsing the whole mirror into the model, 10 % the run-time join and under 20 % the ETA;
+  the gate's answer lags the preemption by that much.
 * ``process``: the whole ``sky-kueue predict --snapshot FILE --output json`` process, as a
   user (and the oracle's ``score.py``) runs it, on each scale-public scenario: wall seconds
   (median of :data:`PROCESS_REPEATS` runs) and their ratio to Kueue's ``scheduleSeconds``
