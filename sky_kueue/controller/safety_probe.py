@@ -40,10 +40,12 @@ from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
 from sky_kueue.controller.predicted_burst import PredictedWaitKind
 from sky_kueue.kueue import eta
 from sky_kueue.kueue import objects as o
+from sky_kueue.kueue.cohort_trees import documents_of_trees
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.kueue.whatif import quick_verdict
 from sky_kueue.mirror import export
+from sky_kueue.mirror.identity import pod_group_of
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.store import MirrorStore
 from sky_kueue.skypilot.runtime_annotations import with_pod_runtimes
@@ -217,21 +219,28 @@ class MirrorRelaunchWait:
             return None
         now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
         pending = facts.phase is WorkloadPhase.PENDING
-        docs = [
+        docs: list[Mapping[str, Any]] = [
             as_relaunch(doc, priority, now, pending=pending)
             if doc.get("kind") == "Workload" and export_key(doc) == key
-            else dict(doc)
-            for doc in with_pod_runtimes(export.documents(self._cache), self._cache.items(KindName.POD))
+            else doc
+            for doc in export.documents(self._cache)
         ]
+        gone: dict[str, Any] | None = None
         if not any(doc.get("kind") == "Workload" and export_key(doc) == key for doc in docs):
             # Read after the documents: the store records a deletion with the removal, so a
             # Workload missing from them is in the record (unless beyond its bound).
-            gone = self._cache.deleted_workload(facts.uid)
-            if gone is not None:
+            deleted = self._cache.deleted_workload(facts.uid)
+            if deleted is not None:
                 # Whatever it was when deleted, its job comes back, if at all, as a new Workload.
-                docs.append(as_relaunch(gone, priority, now, pending=False))
+                gone = as_relaunch(deleted, priority, now, pending=False)
+        # Only the relaunch's cohort tree decides its wait: cut the rest before parsing it and
+        # before joining the pods' run times (on a large cluster both cost far more than the ETA).
+        cut = documents_of_trees(docs if gone is None else [*docs, gone], [key])
+        pods = [pod for pod in self._cache.items(KindName.POD) if _pod_workload_key(pod) in cut.workload_keys]
+        joined = with_pod_runtimes([doc for doc in cut.documents if doc is not gone], pods)
+        kept = [dict(doc) for doc in joined] + ([] if gone is None else [gone])
         try:
-            state = export.cluster_state(docs, now=now)
+            state = export.cluster_state(kept, now=now)
             workload = state.workloads.get(key)
             if workload is None or workload.uid != facts.uid:
                 return None
@@ -264,6 +273,14 @@ def _wait_without_seconds(projected: eta.Eta) -> float | None:
     if projected.reason.startswith(eta.NO_KNOWN_RUNTIME_REASON) and not projected.waits_on_unknown_runtime:
         return math.inf
     return None
+
+
+def _pod_workload_key(pod: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of the pod group's Workload (named after the group), None without one."""
+    group = pod_group_of(pod)
+    if group is None:
+        return None
+    return f"{(pod.get('metadata') or {}).get('namespace', '')}/{group}"
 
 
 def export_key(doc: Mapping[str, Any]) -> str:

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import copy
 import datetime
+import importlib.util
 import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from sky_kueue.controller import safety_probe
 from sky_kueue.controller.detection import workload_facts
 from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedWaitKind, decide_predicted_burst
-from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe
+from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe, export_key
+from sky_kueue.kueue.cohort_trees import DocumentsCut
 from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
 from sky_kueue.mirror.store import DELETED, DELETED_WORKLOAD_TTL_SECONDS, MirrorStore, normalize
@@ -24,6 +31,8 @@ from sky_kueue.sandbox.apiserver import ManualClock
 from tests.mirror.builders import admitted_status
 
 from .test_live_hold import hold_setup
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 START = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
 OWN_RUN_SECONDS = 900
@@ -317,3 +326,81 @@ def test_a_deleted_workload_whose_name_is_taken_again_gets_no_answer() -> None:
         waits.relaunch_wait(workload_facts(relaunch), 100, PredictedWaitKind.ANY)
         == 4 * OWN_RUN_SECONDS - ELAPSED_SECONDS
     )
+
+
+# --- the relaunch wait parses only the relaunch's cohort tree -----------------------------
+
+
+def _whole_cluster(docs: Iterable[Mapping[str, Any]], workloads: Iterable[str]) -> DocumentsCut:
+    """No cut: every document kept (the reference the cut must agree with)."""
+    kept = list(docs)
+    return DocumentsCut(kept, {export_key(doc) for doc in kept if doc.get("kind") == "Workload"})
+
+
+def _answers(waits: MirrorRelaunchWait, store: MirrorStore, keys: list[str]) -> dict[tuple[str, str], float | None]:
+    out: dict[tuple[str, str], float | None] = {}
+    for key in keys:
+        doc = store.get(KindName.WORKLOAD, key)
+        assert doc is not None, key
+        facts = workload_facts(doc)
+        for kind in PredictedWaitKind:
+            out[key, kind.value] = waits.relaunch_wait(facts, facts.priority + 5, kind)
+    return out
+
+
+def _generated_store() -> tuple[MirrorStore, float]:
+    """A generated cluster of the predictor benchmark's shape: 6 ClusterQueues in 3 cohorts."""
+    spec = importlib.util.spec_from_file_location("predictor_benchmark", BENCHMARKS / "predictor.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    now = bench.predictor.DEFAULT_NOW
+    state = bench.large_state(cluster_queues=6, cohorts=3, admitted=300, pending=30)
+    return bench.large_store(bench.large_documents(state, bench.large_run_seconds(state, now))), now.timestamp()
+
+
+def test_the_cut_to_the_relaunchs_tree_gives_the_whole_clusters_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    store, now = _generated_store()
+    keys = [f"team-{i:03d}/wait-{i}" for i in range(6)] + ["team-001/run-3", "team-004/run-40"]
+    waits = MirrorRelaunchWait(store, lambda: now)
+    calls: list[int] = []
+    real_cut = safety_probe.documents_of_trees
+
+    def counting_cut(docs: Iterable[Mapping[str, Any]], workloads: Iterable[str]) -> DocumentsCut:
+        docs = list(docs)
+        cut = real_cut(docs, workloads)
+        calls.append(len(docs) - len(cut.documents))
+        return cut
+
+    monkeypatch.setattr(safety_probe, "documents_of_trees", counting_cut)
+    cut = _answers(waits, store, keys)
+    assert calls and min(calls) > 0  # the cut dropped the other trees every time
+    monkeypatch.setattr(safety_probe, "documents_of_trees", _whole_cluster)
+    whole = _answers(waits, store, keys)
+    assert cut == whole
+    assert sum(isinstance(v, float) and math.isfinite(v) for v in whole.values()) >= len(keys)
+
+
+def test_the_existing_relaunch_cases_answer_the_same_without_the_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    huge = _workload("huge-4", "team-b", "11", 100, admitted=False)
+    scenes = [
+        (
+            _store(PENDING_DEV, _workload("own-3", "team-b", "4", 100, admitted=True, runtime=3600), TRAIN_KNOWN),
+            PENDING_DEV,
+        ),
+        (_store(PENDING_DEV, OWN, TRAIN), PENDING_DEV),
+        (_store(huge, OWN, TRAIN_KNOWN), huge),
+        (_store(huge, OWN, TRAIN), huge),
+    ]
+
+    def answers() -> list[float | None]:
+        return [
+            _waits(store).relaunch_wait(workload_facts(doc), 100, kind)
+            for store, doc in scenes
+            for kind in PredictedWaitKind
+        ]
+
+    cut = answers()
+    monkeypatch.setattr(safety_probe, "documents_of_trees", _whole_cluster)
+    assert answers() == cut
+    assert None in cut and math.inf in cut and 600.0 in cut

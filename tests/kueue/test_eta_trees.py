@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from sky_kueue.kueue import eta, loader
+from sky_kueue.kueue import eta, loader, parse
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue.cohort_trees import restrict_to_trees
+from sky_kueue.kueue.cohort_trees import documents_of_trees, restrict_to_trees
 
-from .builders import cohort, cq, flavor, lq, namespace, state, workload
+from .builders import V1B1, V1B2, cohort, cq, flavor, lq, namespace, state, workload
 
 ORACLE = Path(__file__).resolve().parent.parent / "oracle"
 SETS = ("seeds", "public", "hier-public", "fair-public", "afs-public", "scale-public")
@@ -194,3 +194,94 @@ def test_an_unknown_workload_is_reported_as_such() -> None:
     s = _two_trees(_b_run(600))
     got = eta.estimate(s, ["t/missing"], eta.runtime_from_annotation())["t/missing"]
     assert got.seconds is None and got.reason == "not a pending workload of this cluster"
+
+
+def _parsed_cut(docs: list[Any], config: o.KueueConfig, key: str) -> o.ClusterState:
+    return parse.parse_documents(documents_of_trees(docs, [key]).documents, config)
+
+
+@pytest.mark.parametrize("path", _scenarios(), ids=lambda p: p.stem)
+def test_cutting_the_documents_gives_the_restricted_state_of_every_oracle_scenario(path: Path) -> None:
+    text = loader.read_text(path)
+    config = parse.parse_header(text)
+    docs = parse.flatten_documents(loader.load_documents(text, str(path)))
+    whole = parse.parse_documents(docs, config)
+    for key in _pending(whole):
+        restricted = restrict_to_trees(whole, [key]).state
+        cut = _parsed_cut(docs, config, key)
+        assert cut.cluster_queues == restricted.cluster_queues, key
+        assert cut.cohorts == restricted.cohorts, key
+        assert cut.local_queues == restricted.local_queues, key
+        assert cut.workloads == restricted.workloads, key
+        assert cut.resource_flavors == whole.resource_flavors and cut.namespaces == whole.namespaces
+        assert cut.priority_classes == whole.priority_classes
+
+
+def _api_tree_docs(api: str) -> list[dict[str, Any]]:
+    """Two trees in ``api``'s field names: cohort "top" (child cohort "mid", ClusterQueues "a"
+    under "mid" and "b" under "top") and lone "c"; a Workload admitted to "b" from "c"'s queue
+    ties "c" to the first tree; lone "d" stays apart."""
+    parent_field, cohort_field = ("parentName", "cohortName") if api == V1B2 else ("parent", "cohort")
+    docs: list[dict[str, Any]] = [namespace("t"), flavor("f")]
+    docs += [
+        {"apiVersion": api, "kind": "Cohort", "metadata": {"name": "top"}, "spec": {}},
+        {"apiVersion": api, "kind": "Cohort", "metadata": {"name": "mid"}, "spec": {parent_field: "top"}},
+    ]
+    for name, home in (("a", "mid"), ("b", "top"), ("c", None), ("d", None)):
+        doc = cq(name, [{"f": {"cpu": "4"}}], api=api)
+        if home:
+            doc["spec"][cohort_field] = home
+        docs += [doc, {**lq("t", f"q{name}", name), "apiVersion": api}]
+    docs += [
+        workload("moved", "t", "qc", {"cpu": "2"}, T0, admitted_to="b", flavors={"cpu": "f"}, api=api),
+        workload("wait-a", "t", "qa", {"cpu": "2"}, T0, api=api),
+        workload("wait-d", "t", "qd", {"cpu": "2"}, T0, api=api),
+    ]
+    return docs
+
+
+def _names(docs: list[Any], kind: str) -> list[str]:
+    return sorted(d["metadata"]["name"] for d in docs if d["kind"] == kind)
+
+
+@pytest.mark.parametrize("api", [V1B1, V1B2])
+def test_the_raw_cut_reads_both_api_versions_field_names(api: str) -> None:
+    docs = _api_tree_docs(api)
+    cut = documents_of_trees(docs, ["t/wait-a"])
+    assert _names(cut.documents, "ClusterQueue") == ["a", "b", "c"]
+    assert _names(cut.documents, "Cohort") == ["mid", "top"]
+    assert _names(cut.documents, "LocalQueue") == ["qa", "qb", "qc"]
+    assert cut.workload_keys == {"t/moved", "t/wait-a"}
+    assert _names(cut.documents, "Namespace") == ["t"] and _names(cut.documents, "ResourceFlavor") == ["f"]
+    lone = documents_of_trees(docs, ["t/wait-d"])
+    assert _names(lone.documents, "ClusterQueue") == ["d"] and _names(lone.documents, "Cohort") == []
+    assert lone.workload_keys == {"t/wait-d"}
+    # the same cut as the parsed rule
+    whole = parse.parse_documents(docs)
+    assert (
+        parse.parse_documents(cut.documents).cluster_queues
+        == restrict_to_trees(whole, ["t/wait-a"]).state.cluster_queues
+    )
+
+
+def test_what_the_raw_cut_cannot_place_is_kept() -> None:
+    docs = _api_tree_docs(V1B2)
+    docs += [
+        workload("lost", "t", "no-such-queue", {"cpu": "1"}, T0, api=V1B2),
+        {**lq("t", "orphan", "no-such-cq"), "apiVersion": V1B2},
+        {"apiVersion": V1B2, "kind": "ClusterQueue", "metadata": {"name": "odd"}, "spec": {"cohortName": 7}},
+        {"apiVersion": V1B2, "kind": "Cohort", "metadata": {"name": "loop1"}, "spec": {"parentName": "loop2"}},
+        {"apiVersion": V1B2, "kind": "Cohort", "metadata": {"name": "loop2"}, "spec": {"parentName": "loop1"}},
+        {"apiVersion": V1B2, "kind": "ClusterQueue", "metadata": {"name": "cyc"}, "spec": {"cohortName": "loop1"}},
+        {"apiVersion": V1B2, "kind": "ClusterQueue", "metadata": {}, "spec": {}},
+    ]
+    cut = documents_of_trees(docs, ["t/wait-d"])
+    assert "t/lost" in cut.workload_keys
+    assert _names(cut.documents, "LocalQueue") == ["orphan", "qd"]
+    assert _names(cut.documents, "Cohort") == ["loop1", "loop2"]
+    assert sorted(d["metadata"].get("name", "") for d in cut.documents if d["kind"] == "ClusterQueue") == [
+        "",
+        "cyc",
+        "d",
+        "odd",
+    ]
