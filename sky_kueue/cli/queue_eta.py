@@ -26,6 +26,9 @@ from sky_kueue.skypilot.runtime_estimate import describe_basis
 
 #: What an unknown ETA says, by the start of the ETA model's reason.
 NO_RUN_TIMES = "no run times"
+#: When every quota holder of its cohort tree finishes and it still does not fit: no run time
+#: would change that, so it must not read as a missing run time.
+NEVER_FITS = "never fits: nothing in its cohort frees room"
 NOT_QUEUED = "not queued"
 _SECONDS_PER_MINUTE = 60
 _MINUTES_PER_HOUR = 60
@@ -74,8 +77,8 @@ def from_model(estimate: model_eta.Eta) -> PendingEta:
     if estimate.seconds is not None:
         return PendingEta(estimate.seconds, describe_basis(estimate.runtime_sources))
     reason = estimate.reason
-    if reason.startswith("no quota holder with a known run time"):
-        return PendingEta(None, unknown_reason=NO_RUN_TIMES)
+    if reason.startswith(model_eta.NO_KNOWN_RUNTIME_REASON):
+        return PendingEta(None, unknown_reason=NO_RUN_TIMES if estimate.waits_on_unknown_runtime else NEVER_FITS)
     if reason.startswith("not a pending workload"):
         return PendingEta(None, unknown_reason=NOT_QUEUED)
     return PendingEta(None, unknown_reason=reason or "no estimate")

@@ -13,9 +13,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sky_kueue.cli.main import cli
-from sky_kueue.cli.queue_eta import NO_RUN_TIMES, NOT_QUEUED, PendingEta, duration_text, from_model
+from sky_kueue.cli.queue_eta import NEVER_FITS, NO_RUN_TIMES, NOT_QUEUED, PendingEta, duration_text, from_model
+from sky_kueue.kueue import eta as model_eta
+from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.eta import Eta
 from sky_kueue.sandbox.apiserver import ApiServer
+from tests.kueue import builders as kueue_builders
 from tests.mirror import builders
 
 RUNTIME = "sky-kueue.io/expected-runtime-seconds"
@@ -23,6 +26,7 @@ SOURCE = "sky-kueue.io/expected-runtime-source"
 #: The holder in team-a declared an hour and has run ten minutes: the waiter's ETA is ~50m.
 DECLARED_SECONDS = 3_600
 RAN_SECONDS = 600
+T0 = "2026-01-01T11:00:00Z"
 
 
 def _rfc3339(at: datetime) -> str:
@@ -122,10 +126,38 @@ def test_the_eta_says_its_wait_and_where_the_run_times_came_from() -> None:
     history = from_model(Eta("ns/w", 720.0, waits_for=["a", "b"], runtime_sources=["history(n=7)", "declared"]))
     assert history.text() == "ETA 12m (history of 7 runs and declared)"
     assert from_model(Eta("ns/w", 0.0)).text() == "ETA now"
-    no_run_times = Eta("ns/w", None, reason="no quota holder with a known run time frees room: full")
+    no_run_times = Eta(
+        "ns/w", None, reason="no quota holder with a known run time frees room: full", waits_on_unknown_runtime=True
+    )
     assert from_model(no_run_times) == PendingEta(None, unknown_reason=NO_RUN_TIMES)
     assert from_model(Eta("ns/w", None, reason="not a pending workload of this cluster")).unknown_reason == NOT_QUEUED
     assert (
         from_model(Eta("ns/w", None, reason="not admitted within 168h")).text()
         == "ETA unknown: not admitted within 168h"
     )
+
+
+def _one_full_queue(holder_runtime_s: int | None) -> o.ClusterState:
+    """ClusterQueue "a" (4 cpu) held by "run"; "huge" asks for 5 cpu, more than "a" ever has."""
+    holder = kueue_builders.workload("run", "t", "q", {"cpu": "4"}, T0, admitted_to="a", flavors={"cpu": "f"})
+    if holder_runtime_s is not None:
+        holder["metadata"]["annotations"] = {RUNTIME: str(holder_runtime_s)}
+    return kueue_builders.state(
+        kueue_builders.namespace("t"),
+        kueue_builders.flavor("f"),
+        kueue_builders.cq("a", [{"f": {"cpu": "4"}}]),
+        kueue_builders.lq("t", "q", "a"),
+        holder,
+        kueue_builders.workload("huge", "t", "q", {"cpu": "5"}, T0),
+    )
+
+
+def test_a_workload_nothing_in_its_cohort_will_make_room_for_never_fits_rather_than_lacks_run_times() -> None:
+    runtime = model_eta.runtime_from_annotation()
+    # the holder's run time is known: once it finishes there is still no room
+    never = from_model(model_eta.estimate(_one_full_queue(600), ["t/huge"], runtime)["t/huge"])
+    assert never == PendingEta(None, unknown_reason=NEVER_FITS)
+    assert never.text() == "ETA unknown: never fits: nothing in its cohort frees room"
+    # the holder's run time is unknown: the estimate waits on it, and says so
+    waiting = from_model(model_eta.estimate(_one_full_queue(None), ["t/huge"], runtime)["t/huge"])
+    assert waiting == PendingEta(None, unknown_reason=NO_RUN_TIMES)
