@@ -101,14 +101,7 @@ def restrict_to_trees(state: o.ClusterState, workloads: Iterable[str]) -> Restri
             for tree in touched:
                 links.setdefault(tree, set()).update(touched - {tree})
     wanted = [key for key in workloads if key in state.workloads]
-    kept: set[TreeId] = set()
-    frontier = [t for key in wanted for t in _home_trees(state, state.workloads[key], trees)]
-    while frontier:
-        tree = frontier.pop()
-        if tree in kept:
-            continue
-        kept.add(tree)
-        frontier.extend(links.get(tree, ()))
+    kept = _linked_trees([t for key in wanted for t in _home_trees(state, state.workloads[key], trees)], links)
     cqs = {name: cq for name, cq in state.cluster_queues.items() if trees[name] in kept}
     kept_roots = {name for kind, name in kept if kind == "cohort"}
     cohorts = {name: c for name, c in state.cohorts.items() if _cohort_root(state, name) in kept_roots}
@@ -287,14 +280,9 @@ def documents_of_trees(documents: Iterable[Mapping[str, Any]], workloads: Iterab
             for tree in touched:
                 links.setdefault(tree, set()).update(touched - {tree})
     wanted = set(workloads)
-    kept: set[TreeId] = set()
-    frontier = [tree for key in wanted for index in rows_by_key.get(key, ()) for tree in touched_by_row[index]]
-    while frontier:
-        tree = frontier.pop()
-        if tree in kept:
-            continue
-        kept.add(tree)
-        frontier.extend(links.get(tree, ()))
+    kept = _linked_trees(
+        [tree for key in wanted for index in rows_by_key.get(key, ()) for tree in touched_by_row[index]], links
+    )
     kept_roots = {name for kind, name in kept if kind == "cohort"}
 
     out: list[Mapping[str, Any]] = []
@@ -324,3 +312,16 @@ def documents_of_trees(documents: Iterable[Mapping[str, Any]], workloads: Iterab
         else:
             out.append(doc)
     return DocumentsCut(out, keys)
+
+
+def _linked_trees(start: list[TreeId], links: dict[TreeId, set[TreeId]]) -> set[TreeId]:
+    """``start`` and every tree a Workload holding quota across trees ties to them, transitively."""
+    kept: set[TreeId] = set()
+    frontier = list(start)
+    while frontier:
+        tree = frontier.pop()
+        if tree in kept:
+            continue
+        kept.add(tree)
+        frontier.extend(links.get(tree, ()))
+    return kept
