@@ -65,10 +65,62 @@ def _write(path: pathlib.Path, header: tuple[str, ...], rows: list[tuple[str, ..
 
 
 def free_local_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a SkyPilot API server of one's own)."""
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+#: SkyPilot 0.14.1's API server port when ``SKYPILOT_API_SERVER_LOCAL_PORT`` is unset
+#: (``sky/server/common.py`` ``DEFAULT_SERVER_PORT``).
+SKYPILOT_DEFAULT_SERVER_PORT = 46580
+#: Its request-queue manager's port for that default, and the range its other ports wrap in
+#: (``sky/server/requests/queues/mp_queue.py`` ``get_queue_manager_port``: the queue port moves
+#: in lockstep with the API server's port, modulo 10,000 above 50,000).
+SKYPILOT_DEFAULT_QUEUE_MANAGER_PORT = 50011
+SKYPILOT_QUEUE_MANAGER_PORT_BASE = 50000
+SKYPILOT_QUEUE_MANAGER_PORT_SPAN = 10000
+#: How many API server ports to try before giving up on a free pair.
+API_SERVER_PORT_ATTEMPTS = 50
+
+
+def skypilot_queue_manager_port(api_server_port: int) -> int:
+    """The port SkyPilot's API server on ``api_server_port`` binds its request queues to."""
+    offset = api_server_port - SKYPILOT_DEFAULT_SERVER_PORT
+    if offset == 0:
+        return SKYPILOT_DEFAULT_QUEUE_MANAGER_PORT
+    shifted = SKYPILOT_DEFAULT_QUEUE_MANAGER_PORT - SKYPILOT_QUEUE_MANAGER_PORT_BASE + offset
+    return SKYPILOT_QUEUE_MANAGER_PORT_BASE + shifted % SKYPILOT_QUEUE_MANAGER_PORT_SPAN
+
+
+def _bindable(port: int) -> bool:
+    """Whether ``port`` can be bound on every interface now (as SkyPilot checks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_api_server_port() -> int:
+    """A port for a SkyPilot API server of one's own whose request-queue port is free too.
+
+    Why: SkyPilot derives a second port from the API server's (its queue manager's, in
+    50,000-59,999, inside Linux's ephemeral range) and refuses to start when another process
+    holds it ("port ... is already in use by another process"); a free API server port alone
+    hit that under parallel tests.
+
+    Raises:
+        OSError: no such pair was found in :data:`API_SERVER_PORT_ATTEMPTS` tries.
+    """
+    for _ in range(API_SERVER_PORT_ATTEMPTS):
+        port = free_local_port()
+        queue_port = skypilot_queue_manager_port(port)
+        if queue_port != port and _bindable(queue_port):
+            return port
+    raise OSError(f"no free port pair for a SkyPilot API server in {API_SERVER_PORT_ATTEMPTS} tries")
 
 
 def isolated_environment(
@@ -103,7 +155,7 @@ def isolated_environment(
         KUBECONFIG=str(kubeconfig),
         SKYPILOT_GLOBAL_CONFIG=str(global_config),
         SKYPILOT_PROJECT_CONFIG=str(project_config),
-        SKYPILOT_API_SERVER_LOCAL_PORT=str(free_local_port()),
+        SKYPILOT_API_SERVER_LOCAL_PORT=str(free_api_server_port()),
         SKY_KUEUE_CONFIG=str(plugin_config),
     )
     return env
