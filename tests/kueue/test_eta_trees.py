@@ -54,13 +54,22 @@ def _assert_same_seconds(s: o.ClusterState) -> int:
     return admitted
 
 
-def _scenarios() -> list[Path]:
-    found = [p for name in SETS for p in sorted((ORACLE / name / "scenarios").glob("*.yaml"))]
+#: The large scenarios' whole-cluster reference runs take seconds each: the whole suite checks
+#: them, the inner loop (``-m "not slow"``) the other sets.
+SLOW_SETS = frozenset({"scale-public"})
+
+
+def _scenarios() -> list[Any]:
+    found = [
+        pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if name in SLOW_SETS else [])
+        for name in SETS
+        for p in sorted((ORACLE / name / "scenarios").glob("*.yaml"))
+    ]
     assert found, f"no oracle scenarios under {ORACLE}"
     return found
 
 
-@pytest.mark.parametrize("path", _scenarios(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", _scenarios())
 def test_every_oracle_scenario_gets_the_whole_clusters_eta(path: Path) -> None:
     s = loader.load_state_file(path)
     _assert_same_seconds(s)
@@ -200,7 +209,7 @@ def _parsed_cut(docs: list[Any], config: o.KueueConfig, key: str) -> o.ClusterSt
     return parse.parse_documents(documents_of_trees(docs, [key]).documents, config)
 
 
-@pytest.mark.parametrize("path", _scenarios(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", _scenarios())
 def test_cutting_the_documents_gives_the_restricted_state_of_every_oracle_scenario(path: Path) -> None:
     text = loader.read_text(path)
     config = parse.parse_header(text)
