@@ -201,15 +201,13 @@ class AgingEngine:
         priority_boost_gate: bool | None = None,
         preemptor_priority: PreemptorPriority = message_priority,
         holds: HoldKeeper | None = None,
-        burst_gate: PredictedBurstSettings | None = None,
         burst_gates: BurstGates | None = None,
         relaunch_wait: RelaunchWait | None = None,
     ) -> None:
         self._store = store
         self._holds = holds
-        #: The predicted-wait gate on the preemption burst trigger (None: count alone bursts),
-        #: for every namespace; ``burst_gates`` (per team namespace) replaces it when given.
-        self._burst_gate = burst_gate
+        #: The teams' predicted-wait gates on the preemption burst trigger, by namespace (None,
+        #: or a namespace without one: the count alone bursts).
         self._burst_gates = burst_gates
         #: The predictor the gate asks (None: every prediction is unknown, so a gated job stays).
         self._relaunch_wait = relaunch_wait
@@ -558,9 +556,7 @@ class AgingEngine:
 
     def burst_gate_for(self, namespace: str) -> PredictedBurstSettings | None:
         """The predicted-wait gate of the team owning ``namespace`` (None: ungated)."""
-        if self._burst_gates is not None:
-            return self._burst_gates.for_namespace(namespace)
-        return self._burst_gate
+        return None if self._burst_gates is None else self._burst_gates.for_namespace(namespace)
 
     def _aged_priority(self, facts: WorkloadFacts, base: int, boost: int) -> int:
         """The priority the Workload waits at once its aging step is actuated."""

@@ -9,6 +9,7 @@ import pydantic
 import pytest
 
 from sky_kueue.controller.burst import BurstReason, decide_burst, relaunch_burst
+from sky_kueue.controller.burst_gate import BurstGates
 from sky_kueue.controller.predicted_burst import (
     DEFAULT_CLOUD_STARTUP_SECONDS,
     DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS,
@@ -103,9 +104,14 @@ def test_the_team_config_carries_the_thresholds_and_rejects_bad_ones() -> None:
         BurstSettings(max_queue_wait_seconds=900, clouds=("aws",), cloud_startup_seconds=0)
 
 
+def team_b_gate(gate: PredictedBurstSettings) -> BurstGates:
+    """``gate`` for the namespace of the engine tests' Workloads (team-b), as the config gives it."""
+    return BurstGates(by_namespace={"team-b": gate}, by_team={"team-b": gate})
+
+
 def test_the_controller_records_a_gated_burst_once_and_only_when_on_prem_is_slow(store, clock) -> None:
     engine, actuator = engine_for(
-        store, clock, settings=replace(ENGINE_SETTINGS, burst_after_preemptions=1), burst_gate=GATE
+        store, clock, settings=replace(ENGINE_SETTINGS, burst_after_preemptions=1), burst_gates=team_b_gate(GATE)
     )
     cluster = Cluster(clock)
     uid = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -181,7 +187,7 @@ def test_the_controller_bursts_a_job_the_gate_kept_once_at_its_next_preemption(s
         store,
         clock,
         settings=replace(ENGINE_SETTINGS, burst_after_preemptions=1),
-        burst_gate=replace(GATE, max_stays=1),
+        burst_gates=team_b_gate(replace(GATE, max_stays=1)),
     )
     cluster = Cluster(clock)
     second = preempt_and_relaunch(cluster, engine, "w0", 0)
