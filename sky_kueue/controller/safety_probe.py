@@ -129,6 +129,8 @@ class MirrorSafetyProbe:
             _active(doc) if doc.get("kind") == "Workload" and export_key(doc) == key else doc
             for doc in export.documents(self._cache)
         ]
+        # The run times are on a pod group's pods, not its Workload (see MirrorRelaunchWait).
+        docs = [dict(doc) for doc in with_pod_runtimes(docs, self._cache.items(KindName.POD))]
         try:
             state = export.cluster_state(docs, now=now)
             workload = state.workloads.get(key)
@@ -219,26 +221,24 @@ class MirrorRelaunchWait:
             return None
         now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
         pending = facts.phase is WorkloadPhase.PENDING
-        docs: list[Mapping[str, Any]] = [
-            as_relaunch(doc, priority, now, pending=pending)
-            if doc.get("kind") == "Workload" and export_key(doc) == key
-            else doc
-            for doc in export.documents(self._cache)
-        ]
-        gone: dict[str, Any] | None = None
-        if not any(doc.get("kind") == "Workload" and export_key(doc) == key for doc in docs):
+        docs: list[Mapping[str, Any]] = []
+        found = False
+        for doc in export.documents(self._cache):
+            if doc.get("kind") == "Workload" and export_key(doc) == key:
+                doc, found = as_relaunch(doc, priority, now, pending=pending), True
+            docs.append(doc)
+        if not found:
             # Read after the documents: the store records a deletion with the removal, so a
             # Workload missing from them is in the record (unless beyond its bound).
             deleted = self._cache.deleted_workload(facts.uid)
             if deleted is not None:
                 # Whatever it was when deleted, its job comes back, if at all, as a new Workload.
-                gone = as_relaunch(deleted, priority, now, pending=False)
+                docs.append(as_relaunch(deleted, priority, now, pending=False))
         # Only the relaunch's cohort tree decides its wait: cut the rest before parsing it and
         # before joining the pods' run times (on a large cluster both cost far more than the ETA).
-        cut = documents_of_trees(docs if gone is None else [*docs, gone], [key])
+        cut = documents_of_trees(docs, [key])
         pods = [pod for pod in self._cache.items(KindName.POD) if _pod_workload_key(pod) in cut.workload_keys]
-        joined = with_pod_runtimes([doc for doc in cut.documents if doc is not gone], pods)
-        kept = [dict(doc) for doc in joined] + ([] if gone is None else [gone])
+        kept = [dict(doc) for doc in with_pod_runtimes(cut.documents, pods)]
         try:
             state = export.cluster_state(kept, now=now)
             workload = state.workloads.get(key)

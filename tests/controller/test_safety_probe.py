@@ -110,6 +110,31 @@ def test_a_held_relaunch_waits_for_nominal_quota_until_its_owner_finishes() -> N
     assert placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
 
 
+def test_the_run_time_on_a_pod_groups_pods_reaches_the_safe_wait() -> None:
+    """Kueue copies no pod annotation onto a pod group's Workload: the policy's expected run
+    time is on the pods only, and the probe joins it as the burst gate does."""
+    own = copy.deepcopy(OWN)
+    own["metadata"]["annotations"] = {}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "own-3-head",
+            "namespace": "team-b",
+            "uid": "uid-own-3-head",
+            "labels": {"kueue.x-k8s.io/pod-group-name": "own-3"},
+            "annotations": {EXPECTED_RUNTIME_ANNOTATION: str(OWN_RUN_SECONDS)},
+        },
+        "spec": {"containers": [{"name": "c"}]},
+    }
+    without_pod = _probe(_store(DEV, own, TRAIN)).placement(workload_facts(DEV), "this cluster")
+    assert without_pod is not None and without_pod.predicted_safe_wait_seconds is None  # unknown
+
+    placement = _probe(_store(DEV, own, TRAIN, pod)).placement(workload_facts(DEV), "this cluster")
+
+    assert placement is not None and placement.predicted_safe_wait_seconds == OWN_RUN_SECONDS - ELAPSED_SECONDS
+
+
 def test_idle_borrowed_quota_is_admission_but_not_safety() -> None:
     placement = _probe(_store(DEV, OWN)).placement(workload_facts(DEV), "this cluster")  # train finished
 
