@@ -32,7 +32,7 @@ from enum import Enum
 
 from sky_kueue.controller.aging.settings import AgingSettings
 from sky_kueue.controller.history import BurstRecord, JobHistory, Phase
-from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst, gated_verdict
 
 
 class BurstReason(str, Enum):
@@ -163,11 +163,10 @@ def relaunch_burst(
         return True, f"the controller marked it for a cloud burst: {history.burst.detail}"
     if gate is not None:
         count = preemptions_since_success(history, settings, now)
-        after = settings.burst_after_preemptions
-        if count >= after:
-            bounded = decide_predicted_burst(count, after, None, gate)
-            if bounded.max_stays_reached:
-                return True, f"{bounded.reason} ({source})"
+        # No prediction exists at the relaunch: only the gate's bound can burst it here.
+        bounded = gated_verdict(count, settings.burst_after_preemptions, gate, lambda: None)
+        if bounded is not None and bounded.max_stays_reached:
+            return True, f"{bounded.reason} ({source})"
         return False, "the predicted-wait gate decides (the controller has not marked it for a cloud burst)"
     verdict = decide_burst(history, settings, now)  # no predicted wait: preemptions only
     if verdict is None:

@@ -42,6 +42,7 @@ Pure: no I/O, no clock. One implementation for the controller (:mod:`sky_kueue.c
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -218,3 +219,19 @@ def decide_predicted_burst(
     if predicted_wait_seconds > threshold:
         return verdict(BurstChoice.BURST, f"{said}: burst")
     return verdict(BurstChoice.STAY, f"{said}: stays on-prem")
+
+
+def gated_verdict(
+    preemptions: int,
+    after_preemptions: int | None,
+    settings: PredictedBurstSettings,
+    predicted_wait: Callable[[], float | None],
+) -> PredictedBurstVerdict | None:
+    """:func:`decide_predicted_burst` for a job due a burst, asking ``predicted_wait`` (it runs
+    the model) only when the answer depends on it: None when the job is not due a burst, and
+    no prediction once the gate kept it ``settings.max_stays`` times."""
+    if after_preemptions is None or preemptions < after_preemptions:
+        return None
+    bound = max_stays_reached(preemptions, after_preemptions, settings)
+    wait = None if bound else predicted_wait()
+    return decide_predicted_burst(preemptions, after_preemptions, wait, settings)

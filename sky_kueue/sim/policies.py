@@ -58,12 +58,7 @@ from sky_kueue.controller.aging.band import BandPolicy
 from sky_kueue.controller.aging.policies import FoldPolicy
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings, TeamReservationScope
 from sky_kueue.controller.history import JobHistory
-from sky_kueue.controller.predicted_burst import (
-    PredictedBurstSettings,
-    PredictedBurstVerdict,
-    decide_predicted_burst,
-    max_stays_reached,
-)
+from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedBurstVerdict, gated_verdict
 
 BASELINE = "baseline"
 AGING = "aging"
@@ -227,12 +222,7 @@ class RegistryPolicy:
         after = self.settings.burst_after_preemptions
         if gate is None or history is None or after is None:
             return None
-        count = burst.preemptions_since_success(history, self.settings, now)
-        if count < after:
-            return None
-        # The bound bursts whatever the prediction: the predictor is not asked.
-        wait = None if max_stays_reached(count, after, gate) else predicted_wait()
-        return decide_predicted_burst(count, after, wait, gate)
+        return gated_verdict(burst.preemptions_since_success(history, self.settings, now), after, gate, predicted_wait)
 
     @property
     def relaunch_wait_limit_s(self) -> float | None:

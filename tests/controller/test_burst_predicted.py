@@ -17,6 +17,7 @@ from sky_kueue.controller.predicted_burst import (
     PredictedBurstSettings,
     PredictedBurstSettingsError,
     decide_predicted_burst,
+    gated_verdict,
     max_stays_reached,
 )
 from sky_kueue.skypilot.config import BurstSettings
@@ -200,3 +201,18 @@ def test_the_controller_bursts_a_job_the_gate_kept_once_at_its_next_preemption(s
     assert recorded is not None and recorded.reason == "predicted-wait-gate-max-stays"
     assert "kept it on-prem 1x" in recorded.detail and recorded.preemptions == 2
     assert relaunch.burst is None  # recorded once, at the preemption (no predictor needed past the bound)
+
+
+def test_the_gated_verdict_asks_the_predictor_only_when_the_answer_depends_on_it() -> None:
+    asked: list[int] = []
+
+    def wait() -> float:
+        asked.append(1)
+        return 3_600.0
+
+    gate = replace(GATE, max_stays=1)
+    assert gated_verdict(0, 1, gate, wait) is None and not asked  # not due a burst
+    first = gated_verdict(1, 1, gate, wait)
+    assert first is not None and first.bursts and not first.max_stays_reached and len(asked) == 1
+    bound = gated_verdict(2, 1, gate, wait)
+    assert bound is not None and bound.bursts and bound.max_stays_reached and len(asked) == 1  # not asked
