@@ -96,10 +96,7 @@ def restrict_to_trees(state: o.ClusterState, workloads: Iterable[str]) -> Restri
     trees: dict[str, TreeId | None] = {name: tree_of(state, name) for name in state.cluster_queues}
     links: dict[TreeId, set[TreeId]] = {}
     for wl in state.workloads.values():
-        touched = _home_trees(state, wl, trees)
-        if len(touched) > 1:
-            for tree in touched:
-                links.setdefault(tree, set()).update(touched - {tree})
+        _tie(links, _home_trees(state, wl, trees))
     wanted = [key for key in workloads if key in state.workloads]
     kept = _linked_trees([t for key in wanted for t in _home_trees(state, state.workloads[key], trees)], links)
     cqs = {name: cq for name, cq in state.cluster_queues.items() if trees[name] in kept}
@@ -276,9 +273,7 @@ def documents_of_trees(documents: Iterable[Mapping[str, Any]], workloads: Iterab
         touched = workload_trees(doc, namespace, spec)
         touched_by_row[index] = touched
         rows_by_key.setdefault(f"{namespace or ''}/{name or ''}", []).append(index)
-        if len(touched) > 1:
-            for tree in touched:
-                links.setdefault(tree, set()).update(touched - {tree})
+        _tie(links, touched)
     wanted = set(workloads)
     kept = _linked_trees(
         [tree for key in wanted for index in rows_by_key.get(key, ()) for tree in touched_by_row[index]], links
@@ -312,6 +307,13 @@ def documents_of_trees(documents: Iterable[Mapping[str, Any]], workloads: Iterab
         else:
             out.append(doc)
     return DocumentsCut(out, keys)
+
+
+def _tie(links: dict[TreeId, set[TreeId]], touched: set[TreeId]) -> None:
+    """Record that one Workload touches every tree of ``touched`` (so they are kept together)."""
+    if len(touched) > 1:
+        for tree in touched:
+            links.setdefault(tree, set()).update(touched - {tree})
 
 
 def _linked_trees(start: list[TreeId], links: dict[TreeId, set[TreeId]]) -> set[TreeId]:
