@@ -115,6 +115,10 @@ class Decision:
     admitted_boost: int | None = None
     released_boost: int | None = None
     protect_s: float | None = None
+    #: Grant ``admitted_boost`` only when the job fits its ClusterQueue's nominal quota with the
+    #: admitted Workloads at that level or above, else ``released_boost``
+    #: (``AgingSettings.protect_within_nominal``, :mod:`sky_kueue.controller.aging.protected_slot`).
+    protect_within_nominal: bool = False
 
 
 class ResubmissionPolicy(Protocol):
@@ -245,6 +249,7 @@ class RegistryPolicy:
             decision.admitted_boost,
             decision.released_boost,
             decision.protect_seconds,
+            self.settings.protect_within_nominal,
         )
 
     def _next_change(self, decision: AgingDecision, now: float) -> float | None:

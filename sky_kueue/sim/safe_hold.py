@@ -34,7 +34,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 
+from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, fits_protected
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import Engine
@@ -59,6 +61,25 @@ def nominal_gpus(cq: o.ClusterQueue) -> int:
         for flavor in group.flavors
         if GPU_RESOURCE in flavor.resources
     )
+
+
+#: The one quantity the simulator's protected-slot check compares (GPUs bind in its clusters).
+_GPUS = ("", GPU_RESOURCE)
+
+
+def fits_protected_gpus(
+    engine: Engine, cluster_queue: str, key: str, *, level: int, gpus: int, holder: Callable[[str], Running | None]
+) -> bool:
+    """Whether the admitted Workload ``key`` may take the protected ``level``: its GPUs and those
+    of the ClusterQueue's other admitted Workloads at ``level`` or above fit its nominal GPUs
+    (:func:`sky_kueue.controller.aging.protected_slot.fits_protected`, on GPUs alone)."""
+    admitted = [
+        AdmittedWorkload(info.priority, {_GPUS: Decimal(r.gpus)})
+        for other, info in engine.holders.items()
+        if other != key and info.cluster_queue == cluster_queue and (r := holder(other)) is not None
+    ]
+    nominal = {_GPUS: Decimal(nominal_gpus(engine.state.cluster_queues[cluster_queue]))}
+    return fits_protected(nominal, admitted, level, {_GPUS: Decimal(gpus)})
 
 
 def predicted_safe_wait(excess_gpus: int, running: Iterable[Running], now: float) -> float | None:

@@ -846,6 +846,8 @@ class Simulator:
         if job.history is not None:
             job.history = job.history.admitted(job.workload.uid, instant)
         decision = job.decision
+        if decision is not None and not self._grants_protection(job, decision):
+            decision = replace(decision, admitted_boost=decision.released_boost, protect_s=None)
         if decision is not None and decision.admitted_boost is not None:
             # The controller's actuator for admitted Workloads (zero latency, as every reaction).
             self._set_admitted_priority(job, job.base_priority + decision.admitted_boost)
@@ -854,6 +856,28 @@ class Simulator:
         self._usage_delta(job, +job.alloc_gpus, instant)
         self.admission_times[job.queue.cluster_queue].append(instant)
         self.events.push(instant + job.remaining_s, EventKind.FINISH, job.index, job.launches)
+
+    def _grants_protection(self, job: _Job, decision: Decision) -> bool:
+        """Whether the admitted job keeps the decision's protected level: always, unless the
+        policy protects only within nominal quota and the job would not fit there with the
+        ClusterQueue's admitted Workloads at that level or above (decided once, at admission,
+        as the controller keeps a granted level for the run)."""
+        if (
+            not decision.protect_within_nominal
+            or decision.admitted_boost is None
+            or decision.released_boost is None
+            or decision.admitted_boost <= decision.released_boost
+        ):
+            return True
+        assert job.workload is not None
+        return safe_hold.fits_protected_gpus(
+            self.engine,
+            job.queue.cluster_queue,
+            job.workload.key,
+            level=job.base_priority + decision.admitted_boost,
+            gpus=job.alloc_gpus,
+            holder=self._holder,
+        )
 
     def _set_admitted_priority(self, job: _Job, priority: int) -> None:
         assert job.workload is not None

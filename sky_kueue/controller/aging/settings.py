@@ -75,6 +75,11 @@ DEFAULT_PROTECT_LEVELS = 8
 DEFAULT_PROTECT_AFTER_PREEMPTIONS = 1
 #: Band policies: how long a readmitted relaunch stays protected (None: until its run ends).
 DEFAULT_PROTECT_SECONDS: float | None = None
+#: Band policies: grant the protected level at admission only when the relaunch fits its
+#: ClusterQueue's nominal quota with every admitted Workload at that level or above
+#: (:mod:`sky_kueue.controller.aging.protected_slot`); off: every relaunch past
+#: protect_after_preemptions is protected.
+DEFAULT_PROTECT_WITHIN_NOMINAL = False
 #: Largest rank_levels/protect_levels accepted (a band wider than this would swallow classes).
 MAX_BAND_LEVELS = 1_000
 
@@ -196,6 +201,7 @@ class AgingSettings:
     protect_levels: BandLevels = DEFAULT_PROTECT_LEVELS
     protect_after_preemptions: Preemptions = DEFAULT_PROTECT_AFTER_PREEMPTIONS
     protect_seconds: PositiveSeconds | None = DEFAULT_PROTECT_SECONDS
+    protect_within_nominal: bool = DEFAULT_PROTECT_WITHIN_NOMINAL
     actuator: Annotated[ActuatorKind, Field(strict=False)] = ActuatorKind.AUTO
     priority_class_ladder: Ladder = ()
 
