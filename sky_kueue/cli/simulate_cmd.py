@@ -71,15 +71,18 @@ def _given(defaults: _Settings, **options: object) -> _Settings:
     return replace(defaults, **given) if given else defaults
 
 
-def _safe_settings(safe_after: int | None, safe_max_hold: float | None) -> SafeRelaunchSettings | None:
+def _safe_settings(
+    safe_after: int | None, safe_max_hold: float | None, hold_unpredicted: bool = False
+) -> SafeRelaunchSettings | None:
     """The ``+safe`` policies' settings from the options (None: the simulator's defaults)."""
-    if safe_after is None and safe_max_hold is None:
+    if safe_after is None and safe_max_hold is None and not hold_unpredicted:
         return None
     from sky_kueue.sim import policies
 
     return SafeRelaunchSettings(
         safe_after_preemptions=safe_after if safe_after is not None else policies.SAFE_AFTER_PREEMPTIONS_DEFAULT,
         safe_max_hold_seconds=safe_max_hold if safe_max_hold is not None else DEFAULT_SAFE_MAX_HOLD_SECONDS,
+        hold_only_when_predicted=not hold_unpredicted,
     )
 
 
@@ -300,6 +303,12 @@ def _predicted_settings(
     default=None,
     help="+safe policies: release a held relaunch after this many seconds (default 1800).",
 )
+@click.option(
+    "--safe-hold-unpredicted",
+    is_flag=True,
+    help="+safe policies: hold even when no safe place is predicted within the hold "
+    "(safe_relaunch.hold_only_when_predicted: false).",
+)
 @click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
 @click.option(
     "--clusters",
@@ -366,6 +375,7 @@ def simulate(
     eta_within: float | None,
     safe_after: int | None,
     safe_max_hold: float | None,
+    safe_hold_unpredicted: bool,
     no_relaunch_backoff: bool,
     clusters: int,
     failover_after: float | None,
@@ -386,9 +396,12 @@ def simulate(
     settings = _settings(config_path, aging_overrides)
     if allow_burst:
         settings = policies.with_burst_defaults(settings)
-    safe = _safe_settings(safe_after, safe_max_hold)
+    safe = _safe_settings(safe_after, safe_max_hold, safe_hold_unpredicted)
     if safe is not None and not any(n.endswith(policies.SAFE_SUFFIX) for n in names):
-        errors.fail("--safe-after/--safe-max-hold apply to +safe policies; add one to --policies", EXIT_BAD_INPUT)
+        errors.fail(
+            "--safe-after/--safe-max-hold/--safe-hold-unpredicted apply to +safe policies; add one to --policies",
+            EXIT_BAD_INPUT,
+        )
     if reserve_after is not None and any(n.endswith(policies.SAFE_SUFFIX) for n in names):
         errors.fail("--reserve-after is not modelled with +safe policies; drop one of them", EXIT_BAD_INPUT)
     gated = any(n.endswith(policies.PREDICTED_SUFFIX) for n in names)
