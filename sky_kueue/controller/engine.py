@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from sky_kueue.controller import aging
 from sky_kueue.controller.actuators import (
@@ -84,6 +85,40 @@ PreemptorPriority = Callable[[PreemptionMessage], "int | None"]
 def message_priority(preemptor: PreemptionMessage) -> int | None:
     """Default resolver: the priority printed in the message (events carry it)."""
     return preemptor.class_priority
+
+
+@dataclass(frozen=True)
+class ProtectedFit:
+    """Whether an admitted Workload at a protected band level stays within its ClusterQueue's
+    nominal quota (:func:`sky_kueue.controller.aging.protected_slot.fits_protected`).
+
+    ``detail`` names the ClusterQueue and, when it does not fit, the first flavor/resource
+    that would exceed nominal quota (for the reconcile's notes).
+    """
+
+    fits: bool
+    detail: str
+
+
+class ProtectedSlot(Protocol):
+    """Reads, for ``protect_within_nominal``, an admitted Workload's ClusterQueue: its nominal
+    quota and the admitted Workloads at a level or above (the controller's mirror:
+    :class:`sky_kueue.controller.safety_probe.MirrorProtectedSlot`)."""
+
+    def protected_fit(self, facts: WorkloadFacts, level: int) -> ProtectedFit | None:
+        """Whether the admitted Workload of ``facts``, at priority ``level``, fits nominal quota
+        with every other admitted Workload of its ClusterQueue at ``level`` or above.
+
+        Returns None when the mirror cannot answer (not synced, the Workload or its
+        ClusterQueue missing or not admitted there, an object the model cannot read).
+        """
+        ...
+
+    def granted(self, facts: WorkloadFacts, level: int) -> bool:
+        """Whether the Workload of ``facts`` is at ``level`` by an admitted-level patch (its
+        band-level annotation says ``admitted``), not because it was admitted at its class
+        value before any band level landed (then ``level``, the class value, proves nothing)."""
+        ...
 
 
 class FactKind(str, Enum):
@@ -203,8 +238,12 @@ class AgingEngine:
         holds: HoldKeeper | None = None,
         burst_gates: BurstGates | None = None,
         relaunch_wait: RelaunchWait | None = None,
+        protected_slot: ProtectedSlot | None = None,
     ) -> None:
         self._store = store
+        #: Where ``protect_within_nominal`` reads nominal quota and admitted Workloads (None:
+        #: nowhere, so with that setting no admitted Workload is granted the protected level).
+        self._protected_slot = protected_slot
         self._holds = holds
         #: The teams' predicted-wait gates on the preemption burst trigger, by namespace (None,
         #: or a namespace without one: the count alone bursts).
@@ -221,6 +260,9 @@ class AgingEngine:
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}
+        #: Workload UID -> job key of the Workloads reconciled lately (bounded as ``_waiting``),
+        #: so :meth:`protected_level` can answer the safety probe, which sees only the facts.
+        self._job_keys: dict[str, str] = {}
 
     @property
     def mechanism(self) -> ActuatorKind:
@@ -273,6 +315,10 @@ class AgingEngine:
         facts = detection.workload
         now = self._clock()
         job_key = self._store.ensure_job(identity, facts.priority, facts.created_at if facts.created_at else now)
+        self._job_keys.pop(facts.uid, None)
+        self._job_keys[facts.uid] = job_key
+        while len(self._job_keys) > MAX_WAITING_SNAPSHOTS:
+            self._job_keys.pop(next(iter(self._job_keys)))
         recorded: list[RecordedFact] = []
         notes: list[str] = []
 
@@ -628,6 +674,7 @@ class AgingEngine:
         else:
             level = "admitted"
             offset = decision.admitted_boost if decision.admitted_boost is not None else 0
+            offset = self._within_nominal(facts, decision, offset, notes)
         if self._mechanism is ActuatorKind.RECORD_ONLY:
             notes.append(f"actuator record-only: {level} level {decision.base_priority + offset} not patched")
             return AgingResult(None, decision, burst=burst, notes=tuple(notes))
@@ -642,6 +689,61 @@ class AgingEngine:
             log.warning("band level for %s not set yet: %s", facts.name, err)
             return AgingResult(None, decision, plan.patch, burst=burst, notes=tuple(notes))
         return AgingResult(None, decision, plan.patch, result, burst, tuple(notes))
+
+    def _within_nominal(self, facts: WorkloadFacts, decision: AgingDecision, offset: int, notes: list[str]) -> int:
+        """The admitted offset under ``protect_within_nominal``: the protected ``offset`` only
+        when it was granted before (the Workload is at that level: it stays so for the run) or
+        the Workload fits its ClusterQueue's nominal quota with every admitted Workload at that
+        level or above; otherwise the class's plain level (``released_boost``), where Kueue's
+        own order (newest admission first) applies.
+
+        Why: protect every relaunch and the protected set outgrows nominal quota, so a reclaim
+        reaches it again (:mod:`sky_kueue.controller.aging.protected_slot`).
+        """
+        released = decision.released_boost
+        if not self._settings.protect_within_nominal or released is None or offset <= released:
+            return offset
+        protected, plain = decision.base_priority + offset, decision.base_priority + released
+        if facts.priority == protected and (
+            # Strictly inside the band only an admitted-level patch puts it; at the class value,
+            # a Workload admitted before its waiting level landed is there too: ask the mirror.
+            protected < decision.base_priority
+            or (self._protected_slot is not None and self._protected_slot.granted(facts, protected))
+        ):
+            notes.append(f"protected level {protected}: granted before, kept for the run")
+            return offset
+        if self._protected_slot is None:
+            notes.append(f"plain level {plain}: protect_within_nominal has no mirror to read nominal quota from")
+            return released
+        fit = self._protected_slot.protected_fit(facts, protected)
+        if fit is None:
+            notes.append(f"plain level {plain}: the mirror cannot tell whether protected level {protected} fits")
+            return released
+        if fit.fits:
+            notes.append(f"protected level {protected}: fits nominal quota ({fit.detail})")
+            return offset
+        notes.append(f"plain level {plain}: protected level {protected} would exceed nominal quota of {fit.detail}")
+        return released
+
+    def protected_level(self, facts: WorkloadFacts) -> int | None:
+        """The level the job of ``facts`` would be protected at once its relaunch is admitted,
+        when ``protect_within_nominal`` must judge that (for the safety probe, which judges a
+        held relaunch by whether that level fits nominal quota).
+
+        None: not a band policy, the setting is off, the job is not protected once admitted
+        (its admitted level is the plain one), or the Workload was not reconciled lately.
+        """
+        if self._band is None or not self._settings.protect_within_nominal:
+            return None
+        job_key = self._job_keys.get(facts.uid)
+        history = None if job_key is None else self._store.load(job_key)
+        if history is None:
+            return None
+        decision = self._band.decide(history, self._settings, self._clock())
+        admitted, released = decision.admitted_boost, decision.released_boost
+        if admitted is None or released is None or admitted <= released:
+            return None
+        return decision.base_priority + admitted
 
     def _plan(self, detection: Detection, base: int, step: AgingStep) -> PatchPlan:
         facts = detection.workload

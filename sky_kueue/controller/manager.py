@@ -37,7 +37,7 @@ from sky_kueue.controller.aging import ActuatorKind, AgingSettings
 from sky_kueue.controller.burst_gate import BurstGates
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.cursor import CURSOR_PERSIST_INTERVAL_SECONDS, WorkloadCursor
-from sky_kueue.controller.detection import Detection
+from sky_kueue.controller.detection import Detection, WorkloadFacts
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome, band_mechanism
 from sky_kueue.controller.events import (
     ControllerEvent,
@@ -54,7 +54,7 @@ from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, Kuber
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.metrics import WatchRequests
 from sky_kueue.controller.reconciler import Reconciler, preemptor_class
-from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe
+from sky_kueue.controller.safety_probe import MirrorProtectedSlot, MirrorRelaunchWait, MirrorSafetyProbe
 from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session, session_kinds
 from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
@@ -266,8 +266,16 @@ class Controller:
             self.gate = GateReading(gate, "set by the operator")
         actuator = FencedActuator(self._actuator, self.is_leader)
         keeper = None
+        within_nominal = self.aging.protect_within_nominal
+        engine: AgingEngine | None = None
+
+        def protected_level(facts: WorkloadFacts) -> int | None:
+            # The engine is built below; the probe asks it only while it reconciles.
+            return None if engine is None else engine.protected_level(facts)
+
         if self.holds.enabled:
-            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock))
+            probe = MirrorSafetyProbe(cache, self.clock, protected_level=protected_level if within_nominal else None)
+            keeper = HoldKeeper(self.store, actuator, self.holds, probe)
         engine = AgingEngine(
             self.store,
             actuator,
@@ -278,6 +286,7 @@ class Controller:
             holds=keeper,
             burst_gates=self.burst_gates,
             relaunch_wait=MirrorRelaunchWait(cache, self.clock) if self.burst_gates.enabled else None,
+            protected_slot=MirrorProtectedSlot(cache) if within_nominal else None,
         )
         log.info(
             "aging actuator resolved",
@@ -318,7 +327,10 @@ class Controller:
                 new_engine=self._new_engine,
                 new_reconciler=self._new_reconciler,
                 on_handled=self.notify,
-                kind_list=session_kinds(self.holds.enabled or self.burst_gates.enabled),
+                # protect_within_nominal reads ClusterQueues' nominal quota from the mirror too.
+                kind_list=session_kinds(
+                    self.holds.enabled or self.burst_gates.enabled or self.aging.protect_within_nominal
+                ),
             )
         except StoreError as err:
             log.warning("cannot start a controller session (retrying): %s", err)

@@ -21,6 +21,15 @@ Kueue's scheduler skips inactive Workloads):
   comes, borrows: it does unless the estimate with borrowing allowed is no sooner than the
   one without (both unknown: assumed to borrow, so that it may be held).
 
+With the band policies' ``protect_within_nominal`` (the probe is given the relaunch's protected
+level), "borrows" means instead: admitted now with the flavors Kueue would assign, it would not
+fit its ClusterQueue's nominal quota together with every admitted Workload at its protected
+level or above (:func:`~sky_kueue.controller.aging.protected_slot.fits_protected`), so it would
+be admitted at the plain level, the next reclaim's first victim. A relaunch Kueue would not
+admit now is then simply not safe now (no wait predicted).
+
+:class:`MirrorProtectedSlot` answers the engine's same question for an admitted Workload.
+
 The model is pure and the mirror's store is in memory: nothing here does I/O. A state the
 model cannot read gives no answer (None) and a warning, never an exception in the reconciler.
 """
@@ -32,18 +41,25 @@ import dataclasses
 import datetime
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
+from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION
+from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, Quantities, fits_protected, protected_usage
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
+from sky_kueue.controller.engine import ProtectedFit
 from sky_kueue.controller.predicted_burst import PredictedWaitKind
 from sky_kueue.kueue import eta
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.cohort_trees import documents_of_trees
 from sky_kueue.kueue.errors import ModelError
+from sky_kueue.kueue.parse import parse_cluster_queue, parse_priority_class, parse_workload
+from sky_kueue.kueue.quantity import format_amount
 from sky_kueue.kueue.scheduler import Engine
-from sky_kueue.kueue.whatif import quick_verdict
+from sky_kueue.kueue.whatif import QuickVerdict, quick_verdict
+from sky_kueue.kueue.workload import PodSetRequests, admitted_requests, pending_requests
 from sky_kueue.mirror import export
 from sky_kueue.mirror.identity import pod_group_of
 from sky_kueue.mirror.kinds import KindName
@@ -116,11 +132,16 @@ class MirrorSafetyProbe:
         *,
         runtime: eta.RuntimeFn | None = None,
         horizon_seconds: float = SAFE_WAIT_HORIZON_SECONDS,
+        protected_level: Callable[[WorkloadFacts], int | None] | None = None,
     ) -> None:
+        """``protected_level``: with ``protect_within_nominal``, the level a relaunch would be
+        protected at once admitted (:meth:`~sky_kueue.controller.engine.AgingEngine.protected_level`;
+        None from it: judged by Kueue's borrowing, as without the setting)."""
         self._cache = cache
         self._clock = clock
         self._runtime = runtime or eta.runtime_from_annotation()
         self._horizon = horizon_seconds
+        self._protected_level = protected_level
 
     def placement(self, facts: WorkloadFacts, cluster: str) -> Placement | None:
         key = f"{facts.namespace}/{facts.name}"
@@ -138,7 +159,12 @@ class MirrorSafetyProbe:
                 return None
             verdict = quick_verdict(Engine(state, now), workload)
             placement = placement_from_verdict(cluster, verdict)
-            if placement.safe_now or verdict.never_fits:
+            if verdict.never_fits:
+                return placement
+            level = None if self._protected_level is None else self._protected_level(facts)
+            if level is not None:
+                return _protected_placement(state, workload, verdict, placement, level)
+            if placement.safe_now:
                 return placement
             safe = self._eta(without_borrowing(state, verdict.cluster_queue), key, now)
             if not placement.admits_now:
@@ -159,6 +185,148 @@ class MirrorSafetyProbe:
             ModelError: the state fails Kueue's validation.
         """
         return eta.estimate(state, [key], self._runtime, now, self._horizon)[key].seconds
+
+
+def _protected_placement(
+    state: o.ClusterState, workload: o.Workload, verdict: QuickVerdict, placement: Placement, level: int
+) -> Placement:
+    """``placement`` judged for ``protect_within_nominal``: safe now only when Kueue admits the
+    relaunch now and, with the flavors it assigns and the verdict's victims gone, it fits
+    nominal quota at its protected ``level`` (it would then keep that level for its run)."""
+    if not placement.admits_now:
+        return dataclasses.replace(placement, borrows=True, predicted_safe_wait_seconds=None)
+    request = usage_of(
+        dataclasses.replace(pod_set, flavors=verdict.flavors.get(pod_set.name, {}))
+        for pod_set in pending_requests(workload)
+    )
+    victims = {key for key, _ in verdict.victims}
+    fit = protected_fit_in(
+        state.cluster_queues[verdict.cluster_queue],
+        [wl for wl in state.workloads.values() if wl.key not in victims],
+        workload.uid,
+        level,
+        request,
+    )
+    return dataclasses.replace(placement, borrows=not fit.fits, predicted_safe_wait_seconds=None)
+
+
+def usage_of(pod_sets: Iterable[PodSetRequests]) -> dict[tuple[str, str], Decimal]:
+    """Quota used per ``(flavor, resource)`` by pod sets with their flavors assigned (a resource
+    without a flavor, one its ClusterQueue does not cover, uses none)."""
+    usage: dict[tuple[str, str], Decimal] = {}
+    for pod_set in pod_sets:
+        for resource, amount in pod_set.requests.items():
+            flavor = pod_set.flavors.get(resource)
+            if flavor is not None:
+                key = (flavor, resource)
+                usage[key] = usage.get(key, Decimal(0)) + Decimal(amount)
+    return usage
+
+
+def nominal_of(cluster_queue: o.ClusterQueue) -> dict[tuple[str, str], Decimal]:
+    """A ClusterQueue's nominal quota per ``(flavor, resource)``."""
+    return {
+        (flavor.name, resource): Decimal(quota.nominal)
+        for group in cluster_queue.resource_groups
+        for flavor in group.flavors
+        for resource, quota in flavor.resources.items()
+    }
+
+
+def _holds_quota_in(wl: o.Workload, cluster_queue: str) -> bool:
+    return (
+        wl.admission is not None
+        and wl.has_quota_reservation
+        and not wl.is_finished
+        and wl.admission.cluster_queue == cluster_queue
+    )
+
+
+def protected_fit_in(
+    cluster_queue: o.ClusterQueue, workloads: Iterable[o.Workload], own_uid: str, level: int, request: Quantities
+) -> ProtectedFit:
+    """:func:`fits_protected` for a Workload of ``cluster_queue`` (UID ``own_uid``, asking
+    ``request``) at ``level``, against the Workloads of ``workloads`` holding quota there."""
+    admitted = [
+        AdmittedWorkload(wl.priority, usage_of(admitted_requests(wl)))
+        for wl in workloads
+        if wl.uid != own_uid and _holds_quota_in(wl, cluster_queue.name)
+    ]
+    nominal = nominal_of(cluster_queue)
+    where = f"ClusterQueue {cluster_queue.name}"
+    if fits_protected(nominal, admitted, level, request):
+        return ProtectedFit(True, where)
+    above = protected_usage(admitted, level)
+    for (flavor, resource), amount in sorted(request.items()):
+        held, quota = above.get((flavor, resource), Decimal(0)), nominal.get((flavor, resource), Decimal(0))
+        if amount > 0 and held + amount > quota:
+            asked, above_level, nominal_text = (format_amount(resource, int(q)) for q in (amount, held, quota))
+            return ProtectedFit(
+                False,
+                f"{where} ({resource} in flavor {flavor}: {asked} asked + {above_level} held at priority "
+                f"{level} or above > {nominal_text} nominal)",
+            )
+    return ProtectedFit(False, where)  # not reached: fits_protected failed on some key above
+
+
+class MirrorProtectedSlot:
+    """:class:`~sky_kueue.controller.engine.ProtectedSlot` over a session's mirror store.
+
+    Reads the admitted Workload's own document (its admission: ClusterQueue, flavors, usage),
+    its ClusterQueue's nominal quota and the other Workloads holding quota there (their
+    ``spec.priority``, else their class's value, as Kueue fills it). Quantities are Kueue's
+    integer amounts (CPU in millicores), compared as :class:`~decimal.Decimal`. Pure over the
+    in-memory store; an object the model cannot read gives no answer (None) and a warning.
+    """
+
+    def __init__(self, cache: MirrorStore) -> None:
+        self._cache = cache
+
+    def granted(self, facts: WorkloadFacts, level: int) -> bool:
+        doc = self._cache.get(KindName.WORKLOAD, f"{facts.namespace}/{facts.name}")
+        if doc is None:
+            return False
+        meta, spec = doc.get("metadata") or {}, doc.get("spec") or {}
+        return (
+            meta.get("uid") == facts.uid
+            and (meta.get("annotations") or {}).get(BAND_LEVEL_ANNOTATION) == "admitted"
+            and spec.get("priority") == level
+        )
+
+    def protected_fit(self, facts: WorkloadFacts, level: int) -> ProtectedFit | None:
+        key = f"{facts.namespace}/{facts.name}"
+        unsynced = [
+            kind.value
+            for kind in (KindName.CLUSTER_QUEUE, KindName.WORKLOAD, KindName.WORKLOAD_PRIORITY_CLASS)
+            if not self._cache.is_synced(kind)
+        ]
+        if unsynced:
+            log.info("no nominal-quota check for %s: the mirror has not listed %s", key, ", ".join(unsynced))
+            return None
+        doc = self._cache.get(KindName.WORKLOAD, key)
+        if doc is None:
+            return None
+        try:
+            classes = {
+                c.name: c
+                for c in (parse_priority_class(d) for d in self._cache.items(KindName.WORKLOAD_PRIORITY_CLASS))
+            }
+            own = parse_workload(doc, classes)
+            if own.uid != facts.uid or own.admission is None:
+                return None
+            name = own.admission.cluster_queue
+            if not _holds_quota_in(own, name):
+                return None
+            cq_doc = self._cache.get(KindName.CLUSTER_QUEUE, name)
+            if cq_doc is None:
+                return None
+            others = [parse_workload(d, classes) for d in self._cache.workloads(cluster_queue=name)]
+            return protected_fit_in(
+                parse_cluster_queue(cq_doc), others, own.uid, level, usage_of(admitted_requests(own))
+            )
+        except ModelError as err:
+            log.warning("the Kueue model cannot check nominal quota for Workload %s: %s", key, err)
+            return None
 
 
 def _stamp(at: datetime.datetime) -> str:
