@@ -14,8 +14,8 @@ carries the run's realised load. Modes:
   least the baseline's minus one point. On the synthetic traces the no-harm criteria (the
   last four) and ``starved`` no more than the baseline (:data:`NO_HARM_ONLY_TRACES`).
   Policies: ``rank``, ``keep-place``, ``rank+safe`` and ``safe-place``
-  (:data:`SAFE_PLACE_POLICY`: ``keep-place`` protecting only within nominal quota, with the
-  safe-relaunch hold).
+  (``keep-place`` protecting only within nominal quota, with the safe-relaunch hold:
+  :data:`sky_kueue.sim.policies.SAFE_PLACE`).
 * ``burst``: ``--allow-burst`` for the policies (baseline keeps SkyPilot's behaviour), with
   the default ``burst_after_preemptions`` (1) and, as ``<policy>@2``, with 2; ``rank+safe``
   bursts from a hold instead (when no safe place is predicted within the relaunch's limit);
@@ -64,7 +64,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings, get_policy
-from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings, TeamReservationScope
+from sky_kueue.controller.aging.safe_relaunch import TeamReservationScope
 from sky_kueue.sim import compare, policies
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, REPEAT_PREEMPTED_MIN, CauseSplit, PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
@@ -80,19 +80,7 @@ TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 DEFAULT_SEEDS = "0,1,2,3,4"
 DEFAULT_WORKERS = 2
-IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe")
-#: ``keep-place`` with one protected level granted only within nominal quota
-#: (``aging.protect_within_nominal``), plus the safe-relaunch hold: after a job's 2nd preemption
-#: its relaunch waits (up to the rule's 30 min) until it would fit nominal quota at its
-#: protected level, whether or not a place is predicted (``hold_only_when_predicted: false``).
-SAFE_PLACE_POLICY = "safe-place"
-SAFE_PLACE_AGING: dict[str, Any] = {
-    "policy": "keep-place",
-    "protect_levels": 1,
-    "protect_after_preemptions": 2,
-    "protect_within_nominal": True,
-}
-SAFE_PLACE_RELAUNCH = SafeRelaunchSettings(safe_after_preemptions=2, hold_only_when_predicted=False)
+IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", policies.SAFE_PLACE)
 #: ``--team``: the safe-relaunch rule's team-scoped nominal reservation, measured not to pay
 #: (benchmarks/README.md), so off by default to keep the run under 10 minutes.
 TEAM_POLICY = "rank+team"
@@ -262,9 +250,6 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
 def _in_cluster_policies(settings: AgingSettings, *, team_variants: bool) -> list[str | policies.ResubmissionPolicy]:
     """The in-cluster policies; with ``team_variants`` also ``rank+team`` and its :data:`TEAM_VARIANTS`."""
     named: list[str | policies.ResubmissionPolicy] = list(IN_CLUSTER_POLICIES)
-    safe_place = policies.resolve("keep-place+safe", AgingSettings(**SAFE_PLACE_AGING), SAFE_PLACE_RELAUNCH)
-    assert isinstance(safe_place, policies.RegistryPolicy)
-    named.append(replace(safe_place, name=SAFE_PLACE_POLICY))
     if not team_variants:
         return named
     named.append(TEAM_POLICY)

@@ -146,7 +146,8 @@ def _predicted_settings(
     default="baseline,aging",
     show_default=True,
     help="Comma-separated: baseline, aging (the configured default), or a registered aging policy; any of them "
-    "with +safe (e.g. rank+safe) adds the safe-relaunch rule.",
+    "with +safe (e.g. rank+safe) adds the safe-relaunch rule; safe-place is keep-place protecting only within "
+    "nominal quota, with that rule.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the trace generator and relaunch jitter.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Simulate this many jobs of the trace.")

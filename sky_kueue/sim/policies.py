@@ -24,6 +24,13 @@ Names accepted by :func:`resolve`:
   predictor's wait for its on-prem admission exceeds the cloud start-up plus a margin
   (:mod:`sky_kueue.controller.predicted_burst`); otherwise its relaunch enters Kueue, where the
   relaunch's admission timeout still applies;
+* ``safe-place``: ``keep-place`` with one protected level, granted after the 2nd preemption
+  and only within nominal quota (``protect_within_nominal``,
+  :mod:`sky_kueue.controller.aging.protected_slot`), plus the safe-relaunch rule holding a
+  relaunch after its 2nd preemption whether or not a safe place is predicted
+  (:data:`SAFE_PLACE_AGING`, :data:`SAFE_PLACE_RELAUNCH`; in the controller the same
+  ``aging.parameters`` and a team's ``safe_after_preemptions: 2``,
+  ``safe_hold_only_when_predicted: false``);
 * any of those with ``+team`` (``rank+team``): ``+safe`` plus the rule's team-scoped
   nominal reservation (``team_reservation: head`` unless ``safe`` sets a scope): while a
   starved relaunch waits for nominal quota, its own team's pending work of its class or
@@ -69,6 +76,16 @@ TEAM_SUFFIX = "+team"
 #: A policy name ending in this gates its bursts on the predicted on-prem wait (``rank+predicted``),
 #: keeping a job on-prem at most ``PredictedBurstSettings.max_stays`` times.
 PREDICTED_SUFFIX = "+predicted"
+#: The ``safe-place`` recipe (module docstring): its aging settings over the given ones...
+SAFE_PLACE = "safe-place"
+SAFE_PLACE_AGING: dict[str, object] = {
+    "policy": "keep-place",
+    "protect_levels": 1,
+    "protect_after_preemptions": 2,
+    "protect_within_nominal": True,
+}
+#: ... and its safe-relaunch rule (the 30-min hold of the rule's default).
+SAFE_PLACE_RELAUNCH = SafeRelaunchSettings(safe_after_preemptions=2, hold_only_when_predicted=False)
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
 #: (``simulate --safe-after``).
 SAFE_AFTER_PREEMPTIONS_DEFAULT = 2
@@ -273,7 +290,7 @@ class RegistryPolicy:
 
 def names() -> tuple[str, ...]:
     """Every name :func:`resolve` accepts without a suffix (``+safe``, ``+team``, ``+predicted``)."""
-    return (BASELINE, AGING, *aging.policy_names())
+    return (BASELINE, AGING, SAFE_PLACE, *aging.policy_names())
 
 
 def safe_settings(settings: AgingSettings, safe: SafeRelaunchSettings | None = None) -> SafeRelaunchSettings:
@@ -333,6 +350,11 @@ def resolve(
                 f"unknown policy {name!r}; add {SAFE_SUFFIX} once, to one of {', '.join(names())}"
             )
         return replace(inner, name=name, safe_relaunch=safe_settings(settings, safe))
+    if name == SAFE_PLACE:
+        recipe = replace(settings, **SAFE_PLACE_AGING)
+        inner = resolve("keep-place" + SAFE_SUFFIX, recipe, safe if safe is not None else SAFE_PLACE_RELAUNCH)
+        assert isinstance(inner, RegistryPolicy)
+        return replace(inner, name=name)
     if name == BASELINE:
         return BaselinePolicy()
     registry_name = settings.policy if name == AGING else name

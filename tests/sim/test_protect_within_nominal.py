@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.sim import policies
-from sky_kueue.sim.results import RunResult
+from sky_kueue.sim.results import JobOutcome, RunResult
 from sky_kueue.sim.simulator import Simulator
 from sky_kueue.sim.traces import Trace
 from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
@@ -58,7 +58,49 @@ def test_within_nominal_only_one_relaunch_is_protected_and_the_newest_plain_one_
 
 def test_the_setting_is_off_by_default_and_reaches_the_simulators_decision() -> None:
     assert AgingSettings().protect_within_nominal is False
-    assert AgingSettings.from_mapping({"protect_within_nominal": True}).protect_within_nominal is True
+    on = AgingSettings.from_mapping({"policy": "keep-place", "protect_within_nominal": True})
+    assert on.protect_within_nominal is True
     policy = policies.resolve("keep-place", AgingSettings(policy="keep-place", protect_within_nominal=True))
     assert isinstance(policy, policies.RegistryPolicy)
     assert policy.settings.protect_within_nominal is True
+
+
+def test_safe_place_is_the_measured_recipe() -> None:
+    policy = policies.resolve("safe-place")
+    assert isinstance(policy, policies.RegistryPolicy)
+    assert policy.name == "safe-place"
+    assert policy.settings.policy == "keep-place"
+    assert (policy.settings.protect_levels, policy.settings.protect_after_preemptions) == (1, 2)
+    assert policy.settings.protect_within_nominal is True
+    assert policy.safe_relaunch is not None
+    assert policy.safe_relaunch.safe_after_preemptions == 2
+    assert policy.safe_relaunch.hold_only_when_predicted is False
+    assert "safe-place" in policies.names()
+
+
+def _three_returns() -> Trace:
+    """Team a (nominal 2 GPUs) runs a-nominal in its quota and a-borrower on team b's 2 GPUs;
+    b's owners return at 100, 400 and 800 s (2 GPUs, 100 s each) and each reclaims 2 GPUs."""
+    builder = (
+        TraceBuilder()
+        .team("a", gpus=2, cohort="org")
+        .team("b", gpus=2, cohort="org")
+        .job("a-nominal", at=0, gpus=2, run=1500, team="a")
+        .job("a-borrower", at=1, gpus=2, run=5000, team="a")
+    )
+    for index, start in enumerate((100, 400, 800)):
+        builder.job(f"b-owner-{index}", at=start, gpus=2, run=100, klass="high", team="b")
+    return builder.trace()
+
+
+def test_safe_place_protects_the_twice_preempted_relaunch_and_the_reclaim_takes_plain_work() -> None:
+    plain = by_id(Simulator(_three_returns(), policies.resolve("rank"), NO_DELAY).run())
+    # rank: the relaunch is the newest admission every time, so every return reclaims it.
+    assert (plain["a-borrower"].preemptions, plain["a-nominal"].preemptions) == (3, 0)
+    run = Simulator(_three_returns(), policies.resolve("safe-place"), NO_DELAY).run()
+    safe = by_id(run)
+    # After its 2nd preemption the relaunch fits nominal quota at the protected level (nothing
+    # else is there), is admitted at it, and the third return takes a-nominal instead: the
+    # protection moves the reclaim onto plain work, which had run 800 s.
+    assert (safe["a-borrower"].preemptions, safe["a-nominal"].preemptions) == (2, 1)
+    assert all(job.outcome is JobOutcome.FINISHED for job in run.jobs)
