@@ -78,7 +78,8 @@ DEFAULT_PROTECT_SECONDS: float | None = None
 #: Band policies: grant the protected level at admission only when the relaunch fits its
 #: ClusterQueue's nominal quota with every admitted Workload at that level or above
 #: (:mod:`sky_kueue.controller.aging.protected_slot`); off: every relaunch past
-#: protect_after_preemptions is protected.
+#: protect_after_preemptions is protected. Only a policy that protects (``keep-place``,
+#: ``protect``) takes it on; with any other policy the settings are refused.
 DEFAULT_PROTECT_WITHIN_NOMINAL = False
 #: Largest rank_levels/protect_levels accepted (a band wider than this would swallow classes).
 MAX_BAND_LEVELS = 1_000
@@ -222,6 +223,18 @@ class AgingSettings:
             )
         return self
 
+    @model_validator(mode="after")
+    def _within_nominal_for_a_protecting_policy(self) -> AgingSettings:
+        # Only a band policy that protects readmitted relaunches has a protected level to
+        # grant or withhold; elsewhere the setting would silently do nothing.
+        if self.protect_within_nominal and self.policy not in protecting_policies():
+            raise _Located(
+                ".protect_within_nominal",
+                "applies only to the policies that protect readmitted relaunches "
+                f"({', '.join(protecting_policies())}), not to policy {self.policy!r}",
+            )
+        return self
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
@@ -293,6 +306,13 @@ class AgingSettings:
                 value = [{"name": r.name, "value": r.value} for r in value]
             out[f.name] = value
         return out
+
+
+def protecting_policies() -> tuple[str, ...]:
+    """Names of the registered policies that protect readmitted relaunches (band policies with
+    ``protect``: ``keep-place`` and ``protect`` built in), the ones ``protect_within_nominal``
+    applies to."""
+    return tuple(p.name for p in registry.all_policies() if getattr(p, "protect", False) is True)
 
 
 def _expected(error: Mapping[str, Any]) -> str:
