@@ -28,8 +28,8 @@ Names accepted by :func:`resolve`:
   and only within nominal quota (``protect_within_nominal``,
   :mod:`sky_kueue.controller.aging.protected_slot`), plus the safe-relaunch rule holding a
   relaunch after its 2nd preemption whether or not a safe place is predicted
-  (:data:`SAFE_PLACE_AGING`, :data:`SAFE_PLACE_RELAUNCH`; in the controller the same
-  ``aging.parameters`` and a team's ``safe_after_preemptions: 2``,
+  (:data:`SAFE_PLACE_POLICY`, the ``SAFE_PLACE_PROTECT_*`` values, :data:`SAFE_PLACE_RELAUNCH`;
+  in the controller the same ``aging.parameters`` and a team's ``safe_after_preemptions: 2``,
   ``safe_hold_only_when_predicted: false``);
 * any of those with ``+team`` (``rank+team``): ``+safe`` plus the rule's team-scoped
   nominal reservation (``team_reservation: head`` unless ``safe`` sets a scope): while a
@@ -78,12 +78,9 @@ TEAM_SUFFIX = "+team"
 PREDICTED_SUFFIX = "+predicted"
 #: The ``safe-place`` recipe (module docstring): its aging settings over the given ones...
 SAFE_PLACE = "safe-place"
-SAFE_PLACE_AGING: dict[str, object] = {
-    "policy": "keep-place",
-    "protect_levels": 1,
-    "protect_after_preemptions": 2,
-    "protect_within_nominal": True,
-}
+SAFE_PLACE_POLICY = "keep-place"
+SAFE_PLACE_PROTECT_LEVELS = 1
+SAFE_PLACE_PROTECT_AFTER_PREEMPTIONS = 2
 #: ... and its safe-relaunch rule (the 30-min hold of the rule's default).
 SAFE_PLACE_RELAUNCH = SafeRelaunchSettings(safe_after_preemptions=2, hold_only_when_predicted=False)
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
@@ -351,7 +348,13 @@ def resolve(
             )
         return replace(inner, name=name, safe_relaunch=safe_settings(settings, safe))
     if name == SAFE_PLACE:
-        recipe = replace(settings, **SAFE_PLACE_AGING)
+        recipe = replace(
+            settings,
+            policy=SAFE_PLACE_POLICY,
+            protect_levels=SAFE_PLACE_PROTECT_LEVELS,
+            protect_after_preemptions=SAFE_PLACE_PROTECT_AFTER_PREEMPTIONS,
+            protect_within_nominal=True,
+        )
         inner = resolve("keep-place" + SAFE_SUFFIX, recipe, safe if safe is not None else SAFE_PLACE_RELAUNCH)
         assert isinstance(inner, RegistryPolicy)
         return replace(inner, name=name)
