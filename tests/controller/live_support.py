@@ -38,7 +38,8 @@ WORKLOADS = "workloads.kueue.x-k8s.io"
 EPOCH = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone.utc)
 SETTLE_SECONDS = 20.0
 #: Fast election timing for tests (seconds of the injected lease clock).
-TEST_LEASE = {"lease_duration_seconds": 15.0, "renew_deadline_seconds": 10.0, "retry_period_seconds": 2.0}
+#: Lease timings of live tests' controllers (seconds): duration, renew deadline, retry period.
+TEST_LEASE_SECONDS = (15.0, 10.0, 2.0)
 USER_HASH = "fcd1e5cf"
 #: The controller's requests carry this User-Agent (as ``controller run`` sets it).
 CONTROLLER_USER_AGENT = "sky-kueue-controller"
@@ -158,7 +159,13 @@ class Live:
             self.store,
             aging,
             ControllerSettings(
-                lease=LeaseSettings(namespace="default", identity=identity, **TEST_LEASE),
+                lease=LeaseSettings(
+                    namespace="default",
+                    identity=identity,
+                    lease_duration_seconds=TEST_LEASE_SECONDS[0],
+                    renew_deadline_seconds=TEST_LEASE_SECONDS[1],
+                    retry_period_seconds=TEST_LEASE_SECONDS[2],
+                ),
                 priority_boost_gate=gate,
                 namespace=namespace,
             ),
