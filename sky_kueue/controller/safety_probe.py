@@ -194,7 +194,9 @@ def _protected_placement(
     relaunch now and, with the flavors it assigns and the verdict's victims gone, it fits
     nominal quota at its protected ``level`` (it would then keep that level for its run)."""
     if not placement.admits_now:
-        return dataclasses.replace(placement, borrows=True, predicted_safe_wait_seconds=None)
+        return dataclasses.replace(
+            placement, borrows=True, predicted_safe_wait_seconds=None, why="Kueue would not admit it now"
+        )
     request = usage_of(
         dataclasses.replace(pod_set, flavors=verdict.flavors.get(pod_set.name, {}))
         for pod_set in pending_requests(workload)
@@ -207,7 +209,8 @@ def _protected_placement(
         level,
         request,
     )
-    return dataclasses.replace(placement, borrows=not fit.fits, predicted_safe_wait_seconds=None)
+    why = "" if fit.fits else f"Kueue would admit it, but at protected level {level}: {fit.detail}"
+    return dataclasses.replace(placement, borrows=not fit.fits, predicted_safe_wait_seconds=None, why=why)
 
 
 def usage_of(pod_sets: Iterable[PodSetRequests]) -> dict[tuple[str, str], Decimal]:

@@ -143,7 +143,7 @@ def test_safe_place_holds_the_relaunch_until_it_fits_nominal_quota_at_its_protec
         held = _read(live, DEV)
         assert held["spec"]["active"] is False and not held_quota(held)
         assert held["metadata"]["annotations"][HOLD_ANNOTATION] == (
-            "held: waiting for nominal quota (predicted wait unknown)"
+            "held: waiting for nominal quota (predicted wait unknown); Kueue would not admit it now"
         )
         status_text = cli_output("controller", "status", "--state", str(live.state_path))
         status_json = json.loads(cli_output("controller", "status", "--state", str(live.state_path), "-o", "json"))
@@ -177,6 +177,13 @@ def test_safe_place_holds_the_relaunch_until_it_fits_nominal_quota_at_its_protec
     actions = [(at - held_at, action) for at, action, _, _ in outcomes]
     assert actions[0] == (0, HoldAction.HELD) and outcomes[0][2] is HoldReason.NO_NOMINAL_QUOTA
     assert (TRAIN_RUN_SECONDS, HoldAction.STILL_HELD) in actions
+    # The reason says which check holds it: Kueue would admit it, but not at its protected level.
+    still_held_at = (TRAIN_RUN_SECONDS, HoldAction.STILL_HELD)
+    (still_held,) = [reason for at, action, _, reason in outcomes if (at - held_at, action) == still_held_at]
+    assert still_held.endswith(
+        "; Kueue would admit it, but at protected level 100: ClusterQueue team-b-cq "
+        "(cpu in flavor default-flavor: 4 asked + 2 held at priority 100 or above > 4 nominal)"
+    ), still_held
     assert actions[-1] == (URGENT_RUN_SECONDS, HoldAction.RELEASED)
     assert [a for _, a in actions].count(HoldAction.RELEASED) == 1
 

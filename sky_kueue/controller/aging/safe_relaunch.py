@@ -265,6 +265,9 @@ class Placement:
     admits_now: bool
     borrows: bool
     predicted_safe_wait_seconds: float | None = None
+    #: Why it is not safe now, when the predictor can say more than "it borrows" (e.g. the
+    #: protected level it would take does not fit nominal quota); shown in a hold's reason.
+    why: str = ""
 
     @property
     def safe_now(self) -> bool:
@@ -513,9 +516,10 @@ def _decide(job: SafeRelaunchInput, settings: SafeRelaunchSettings) -> SafeRelau
             predicted_wait_seconds=predicted,
         )
     said = "predicted wait unknown" if predicted is None else f"predicted {format_duration(predicted)}"
+    why = f"; {job.own.why}" if job.own.why else ""
     return SafeRelaunchDecision(
         SafeRelaunchKind.HOLD,
-        f"held: waiting for nominal quota ({said})",
+        f"held: waiting for nominal quota ({said}){why}",
         predicted_wait_seconds=predicted,
         release_by_seconds=left,
     )
