@@ -688,6 +688,10 @@ class AgingEngine:
             notes.append(f"actuation failed, the next snapshot or resync retries it: {err}")
             log.warning("band level for %s not set yet: %s", facts.name, err)
             return AgingResult(None, decision, plan.patch, burst=burst, notes=tuple(notes))
+        if result.outcome is not ActuationOutcome.APPLIED:
+            # The note above says what was planned; say that it did not land (the snapshot's
+            # Workload changed or is gone, and the next snapshot plans anew).
+            notes.append(f"not applied: {result.outcome.value}{f' ({result.detail})' if result.detail else ''}")
         return AgingResult(None, decision, plan.patch, result, burst, tuple(notes))
 
     def _within_nominal(self, facts: WorkloadFacts, decision: AgingDecision, offset: int, notes: list[str]) -> int:

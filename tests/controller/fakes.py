@@ -23,6 +23,10 @@ class RecordingActuator:
             raise outcome
         return ActuationResult(outcome, patch.summary)
 
+    def then(self, *outcomes: ActuationOutcome | Exception) -> None:
+        """Scripts the outcomes of the next applies (after those already scripted)."""
+        self._outcomes.extend(outcomes)
+
     @property
     def bodies(self) -> list[dict[str, object]]:
         return [dict(p.body) for p in self.patches]

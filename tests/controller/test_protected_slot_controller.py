@@ -15,7 +15,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION
+from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION, ActuationOutcome
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings
 from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.detection import WorkloadFacts, classify, workload_facts
@@ -270,3 +270,20 @@ def test_a_relaunch_without_a_protected_level_is_judged_as_before() -> None:
     store = _store(DEV, OWN)  # admitted now into team-a's idle quota: borrows
     placement = _protected_probe(store, level=None).placement(workload_facts(DEV), "c")
     assert placement == _probe(store).placement(workload_facts(DEV), "c")
+
+
+def test_a_band_level_that_did_not_land_says_so_in_the_notes(store: SqliteHistoryStore, clock: ManualClock) -> None:
+    """The plan's note says what was planned; a patch the API server refused (the snapshot's
+    Workload was replaced) must not read as applied."""
+    engine, actuator, cluster = _engine(store, clock, FakeSlot(ProtectedFit(True, "ClusterQueue dev-cq")))
+    uid = preempt_and_relaunch(cluster, engine, "w0", 0)
+    uid = preempt_and_relaunch(cluster, engine, uid, 2_000)
+    obj = cluster.pending(uid, 4_000, priority=91).admitted(T0 + 4_010).obj()
+    obj["metadata"]["resourceVersion"] = "7"
+    cluster.at(4_010)
+    actuator.then(ActuationOutcome.TARGET_REPLACED)
+
+    outcome = engine.reconcile(classify(obj, cluster.pods))
+
+    assert _patched_priority(outcome) == PROTECTED
+    assert outcome.notes[-1].startswith("not applied: target-replaced")
