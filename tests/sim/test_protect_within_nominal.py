@@ -104,3 +104,38 @@ def test_safe_place_protects_the_twice_preempted_relaunch_and_the_reclaim_takes_
     # protection moves the reclaim onto plain work, which had run 800 s.
     assert (safe["a-borrower"].preemptions, safe["a-nominal"].preemptions) == (2, 1)
     assert all(job.outcome is JobOutcome.FINISHED for job in run.jobs)
+
+
+def _nominal_held_by_the_own_higher_class() -> Trace:
+    """Team a's prod job holds a's whole nominal quota (2 GPUs) for 3 h; a's 10-min dev job
+    borrows b's 2 GPUs, whose owners return at 100 and 300 s, then every 2,000 s from 2,300 s
+    (50 s each)."""
+    builder = (
+        TraceBuilder()
+        .team("a", gpus=2, cohort="org")
+        .team("b", gpus=2, cohort="org")
+        .job("a-prod", at=0, gpus=2, run=10_800, klass="high", team="a")
+        .job("a-dev", at=1, gpus=2, run=600, team="a")
+    )
+    for index, start in enumerate((100, 300, 2_300, 4_300, 6_300, 8_300, 10_300)):
+        builder.job(f"b-owner-{index}", at=start, gpus=2, run=50, klass="high", team="b")
+    return builder.trace()
+
+
+def test_counter_example_safe_place_holds_for_a_place_the_own_higher_class_keeps() -> None:
+    """Issue 24's relaunch-starved and max-preemptions targets, missed by ``safe-place``: after
+    its 2nd preemption the dev job is held for a protected place in nominal quota, but its own
+    team's prod job holds all of it; every release at the end of a 30-min hold admits it into
+    borrowed quota again, where the next return reclaims it. Readmitted at once, it would have
+    finished in the quiet window after the 2nd return, as under SkyPilot alone and ``rank``."""
+    trace = _nominal_held_by_the_own_higher_class()
+    for name in ("baseline", "rank"):
+        job = by_id(Simulator(trace, policies.resolve(name), NO_DELAY).run())["a-dev"]
+        assert (job.preemptions, job.end_s) == (2, 950)
+    run = Simulator(trace, policies.resolve("safe-place"), NO_DELAY).run()
+    job = by_id(run)["a-dev"]
+    assert job.preemptions == 7
+    assert job.wait_s > 10 * job.duration_s  # starved: over 10x its run time and over an hour
+    # Five holds timed out; the sixth released it safely once prod ended at 10,800 s.
+    assert (run.safe.released_timeout, run.safe.released_safe) == (5, 1)
+    assert job.end_s is not None and job.end_s > 10_800
