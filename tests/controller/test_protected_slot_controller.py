@@ -11,6 +11,7 @@ protected 100, plain 99).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 import dataclasses
 import datetime
 from typing import Any
@@ -64,13 +65,17 @@ def _engine(
     return engine, actuator, Cluster(clock)
 
 
-def _readmitted(engine: AgingEngine, cluster: Cluster, priority: int) -> ReconcileOutcome:
-    """Twice preempted, the job's third Workload is admitted at ``priority``; its reconcile."""
+def _readmitted(
+    engine: AgingEngine, cluster: Cluster, priority: int, before: Callable[[], None] = lambda: None
+) -> ReconcileOutcome:
+    """Twice preempted, the job's third Workload is admitted at ``priority``; its reconcile
+    (``before`` runs just before it)."""
     uid = preempt_and_relaunch(cluster, engine, "w0", 0)
     uid = preempt_and_relaunch(cluster, engine, uid, 2_000)
     obj = cluster.pending(uid, 4_000, priority=priority).admitted(T0 + 4_010).obj()
     obj["metadata"]["resourceVersion"] = "7"  # a band level is patched on this snapshot only
     cluster.at(4_010)
+    before()
     return engine.reconcile(classify(obj, cluster.pods))
 
 
@@ -276,14 +281,8 @@ def test_a_band_level_that_did_not_land_says_so_in_the_notes(store: SqliteHistor
     """The plan's note says what was planned; a patch the API server refused (the snapshot's
     Workload was replaced) must not read as applied."""
     engine, actuator, cluster = _engine(store, clock, FakeSlot(ProtectedFit(True, "ClusterQueue dev-cq")))
-    uid = preempt_and_relaunch(cluster, engine, "w0", 0)
-    uid = preempt_and_relaunch(cluster, engine, uid, 2_000)
-    obj = cluster.pending(uid, 4_000, priority=91).admitted(T0 + 4_010).obj()
-    obj["metadata"]["resourceVersion"] = "7"
-    cluster.at(4_010)
-    actuator.then(ActuationOutcome.TARGET_REPLACED)
 
-    outcome = engine.reconcile(classify(obj, cluster.pods))
+    outcome = _readmitted(engine, cluster, priority=91, before=lambda: actuator.then(ActuationOutcome.TARGET_REPLACED))
 
     assert _patched_priority(outcome) == PROTECTED
     assert outcome.notes[-1].startswith("not applied: target-replaced")
