@@ -11,9 +11,9 @@ protected 100, plain 99).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 import dataclasses
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION, ActuationOutcome
