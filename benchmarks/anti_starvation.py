@@ -18,7 +18,8 @@ carries the run's realised load. Modes:
   :data:`sky_kueue.sim.policies.SAFE_PLACE`).
 * ``burst``: ``--allow-burst`` for the policies (baseline keeps SkyPilot's behaviour), with
   the default ``burst_after_preemptions`` (1) and, as ``<policy>@2``, with 2; ``rank+safe``
-  bursts from a hold instead (when no safe place is predicted within the relaunch's limit);
+  and ``safe-place`` burst from a hold instead (when no safe place is predicted within the
+  relaunch's limit);
   ``rank+predicted`` bursts a relaunch due a burst only when the predictor's on-prem wait
   exceeds the cloud start-up plus a margin, and at the next due preemption whatever the
   prediction (at most one stay, :mod:`sky_kueue.controller.predicted_burst`).
@@ -96,7 +97,7 @@ TEAM_VARIANTS: dict[str, dict[str, Any]] = {
     "long": {"team_reservation_min_wait_seconds": TEAM_RESERVATION_LONG_WAIT_SECONDS},
     "cap": {"team_reservation_max_held": TEAM_RESERVATION_CAP},
 }
-BURST_POLICIES = ("baseline", "rank", "rank+safe", "rank+predicted")
+BURST_POLICIES = ("baseline", "rank", "rank+safe", "rank+predicted", policies.SAFE_PLACE)
 #: Burst settings shown beside the default: the policy bursts after this many preemptions.
 BURST_ALTERNATIVE_PREEMPTIONS = 2
 #: Traces judged on the no-harm criteria and the starved count only (issue 24's Done means).
@@ -238,7 +239,9 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
     alternative = policies.with_burst_defaults(AgingSettings(burst_after_preemptions=BURST_ALTERNATIVE_PREEMPTIONS))
     named: list[str | policies.ResubmissionPolicy] = list(BURST_POLICIES)
     for name in BURST_POLICIES:
-        if name != policies.BASELINE and "+" not in name:  # suffixed policies keep their own rule
+        # Suffixed policies and the safe-place recipe keep their own rule (they burst from a hold
+        # or through the gate, not on the preemption count).
+        if name != policies.BASELINE and "+" not in name and name != policies.SAFE_PLACE:
             named.append(
                 policies.RegistryPolicy(
                     name=f"{name}@{BURST_ALTERNATIVE_PREEMPTIONS}", policy=get_policy(name), settings=alternative
