@@ -254,6 +254,8 @@ class PolicyMetrics:
     reservations: int = 0
     held_back_workloads: int = 0
     preemptions_by_reason: dict[str, int] = field(default_factory=dict)
+    #: Preemptions of Workloads at a protected band level, per reason (``RunResult``).
+    protected_preemptions_by_reason: dict[str, int] = field(default_factory=dict)
     #: Starved jobs that were never preempted (they only queued) and that were.
     starved_never_preempted: int = 0
     starved_preempted: int = 0
@@ -294,6 +296,7 @@ class PolicyMetrics:
             "preemptions_per_job_max": self.preemptions_per_job_max,
             "preemptions_by_reason": dict(self.preemptions_by_reason),
             "in_queue_preemptions": self.preemptions_by_reason.get(IN_QUEUE_REASON, 0),
+            "protected_preemptions_by_reason": dict(self.protected_preemptions_by_reason),
             "inverted_preemptions": self.inverted_preemptions,
             "starved_never_preempted": self.starved_never_preempted,
             "starved_preempted": self.starved_preempted,
@@ -395,6 +398,7 @@ def summarize(
         reservations=run.reservations,
         held_back_workloads=run.held_back_workloads,
         preemptions_by_reason=dict(run.preemptions_by_reason),
+        protected_preemptions_by_reason=dict(run.protected_preemptions_by_reason),
         starved_never_preempted=sum(1 for j in starved_jobs if j.preemptions == 0),
         starved_preempted=sum(1 for j in starved_jobs if j.preemptions > 0),
         relaunch_starved=sum(1 for j in starved_jobs if j.preemptions >= RELAUNCH_STARVED_MIN_PREEMPTIONS),

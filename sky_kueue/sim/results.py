@@ -119,6 +119,10 @@ class RunResult:
     #: Preemptions whose victim's class priority was above the preemptor's class priority
     #: (a boost, or a lower-class owner reclaiming borrowed quota under reclaimWithinCohort: Any).
     inverted_preemptions: int = 0
+    #: Preemptions of Workloads at a protected band level (admitted above their class's plain
+    #: level), per Kueue reason. With ``protect_within_nominal`` no reclaim is among them: the
+    #: check that a protected place is out of every reclaim's reach.
+    protected_preemptions_by_reason: dict[str, int] = field(default_factory=dict)
     #: Reservations taken (``SimConfig.reserve_after_s``) and Workloads they held back.
     reservations: int = 0
     held_back_workloads: int = 0

@@ -268,6 +268,8 @@ class Simulator:
         self.useful_gpu_s = 0.0
         self.preemptions_by_reason: dict[str, int] = {}
         self.inverted_preemptions = 0
+        #: Preemptions of Workloads at a protected band level, per reason (RunResult doc).
+        self.protected_preemptions: dict[str, int] = {}
         self.used_gpus: dict[str, int] = {name: 0 for name in state.cluster_queues}
         self.pending_count: dict[str, int] = {name: 0 for name in state.cluster_queues}
         #: admissions per ClusterQueue, in time order (for rate estimates)
@@ -369,6 +371,7 @@ class Simulator:
             cycles=self.cycles,
             preemptions_by_reason=dict(sorted(self.preemptions_by_reason.items())),
             inverted_preemptions=self.inverted_preemptions,
+            protected_preemptions_by_reason=dict(sorted(self.protected_preemptions.items())),
             reservations=self.reservations.taken,
             held_back_workloads=self.reservations.held_back,
             timeline_cq=self.timeline_cq,
@@ -857,6 +860,18 @@ class Simulator:
         self.admission_times[job.queue.cluster_queue].append(instant)
         self.events.push(instant + job.remaining_s, EventKind.FINISH, job.index, job.launches)
 
+    @staticmethod
+    def _at_protected_level(job: _Job) -> bool:
+        """Whether the admitted job sits at its band policy's protected level."""
+        decision = job.decision
+        return (
+            decision is not None
+            and decision.admitted_boost is not None
+            and decision.released_boost is not None
+            and decision.admitted_boost > decision.released_boost
+            and job.priority == job.base_priority + decision.admitted_boost
+        )
+
     def _grants_protection(self, job: _Job, decision: Decision) -> bool:
         """Whether the admitted job keeps the decision's protected level: always, unless the
         policy protects only within nominal quota and the job would not fit there with the
@@ -925,6 +940,8 @@ class Simulator:
         if job.first_preempted_s is None:
             job.first_preempted_s = instant
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
+        if self._at_protected_level(job):
+            self.protected_preemptions[reason] = self.protected_preemptions.get(reason, 0) + 1
         job.preemption_events.append(PreemptionEvent(instant, reason, preemptor_cluster_queue, preemptor_priority))
         if preemptor_priority is not None and preemptor_priority < job.base_priority:
             # The preemptor's class is below the victim's: a boost did this, or an owner

@@ -10,8 +10,8 @@ from __future__ import annotations
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.sim import policies
 from sky_kueue.sim.results import JobOutcome, RunResult
-from sky_kueue.sim.simulator import Simulator
-from sky_kueue.sim.traces import Trace
+from sky_kueue.sim.simulator import SimConfig, Simulator
+from sky_kueue.sim.traces import Trace, load_trace
 from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
 
 
@@ -139,3 +139,16 @@ def test_counter_example_safe_place_holds_for_a_place_the_own_higher_class_keeps
     # Five holds timed out; the sixth released it safely once prod ended at 10,800 s.
     assert (run.safe.released_timeout, run.safe.released_safe) == (5, 1)
     assert job.end_s is not None and job.end_s > 10_800
+
+
+def test_on_dev_starvation_no_protected_workload_is_reclaimed_within_nominal_quota() -> None:
+    """The rule's invariant, measured: with one class per ClusterQueue (nothing above the
+    protected level joins later), a Workload granted its protected place within nominal quota
+    is never reclaimed; ``keep-place`` protecting every relaunch lets reclaims reach them."""
+    trace = load_trace("dev-starvation", seed=0, hours=12)
+    config = SimConfig(seed=0)
+    within = Simulator(trace, policies.resolve("safe-place"), config).run()
+    everyone = Simulator(trace, policies.resolve("keep-place"), config).run()
+    assert sum(within.preemptions_by_reason.values()) > 50  # reclaims did happen
+    assert within.protected_preemptions_by_reason == {}
+    assert everyone.protected_preemptions_by_reason.get("InCohortReclamation", 0) > 0
