@@ -260,9 +260,6 @@ class AgingEngine:
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}
-        #: Workload UID -> job key of the Workloads reconciled lately (bounded as ``_waiting``),
-        #: so :meth:`protected_level` can answer the safety probe, which sees only the facts.
-        self._job_keys: dict[str, str] = {}
 
     @property
     def mechanism(self) -> ActuatorKind:
@@ -315,10 +312,6 @@ class AgingEngine:
         facts = detection.workload
         now = self._clock()
         job_key = self._store.ensure_job(identity, facts.priority, facts.created_at if facts.created_at else now)
-        self._job_keys.pop(facts.uid, None)
-        self._job_keys[facts.uid] = job_key
-        while len(self._job_keys) > MAX_WAITING_SNAPSHOTS:
-            self._job_keys.pop(next(iter(self._job_keys)))
         recorded: list[RecordedFact] = []
         notes: list[str] = []
 
@@ -426,7 +419,7 @@ class AgingEngine:
         history = self._store.load(identity.key)
         if history is None:
             return None
-        return self._holds.settle(detection, history, now, self._record_hold_burst)
+        return self._holds.settle(detection, history, now, self._record_hold_burst, self.protected_level(history, now))
 
     def _record_hold_burst(self, detection: Detection, record: BurstRecord) -> BurstRecord:
         """The burst a hold ended in, through the burst path: stored once, surfaced on the Workload."""
@@ -729,21 +722,17 @@ class AgingEngine:
         notes.append(f"plain level {plain}: protected level {protected} would exceed nominal quota of {fit.detail}")
         return released
 
-    def protected_level(self, facts: WorkloadFacts) -> int | None:
-        """The level the job of ``facts`` would be protected at once its relaunch is admitted,
-        when ``protect_within_nominal`` must judge that (for the safety probe, which judges a
+    def protected_level(self, history: JobHistory, now: float) -> int | None:
+        """The level the job of ``history`` would be protected at once its relaunch is admitted,
+        when ``protect_within_nominal`` must judge that (the safe-relaunch hold's probe judges a
         held relaunch by whether that level fits nominal quota).
 
-        None: not a band policy, the setting is off, the job is not protected once admitted
-        (its admitted level is the plain one), or the Workload was not reconciled lately.
+        None: not a band policy, the setting is off, or the job is not protected once admitted
+        (its admitted level is the plain one).
         """
         if self._band is None or not self._settings.protect_within_nominal:
             return None
-        job_key = self._job_keys.get(facts.uid)
-        history = None if job_key is None else self._store.load(job_key)
-        if history is None:
-            return None
-        decision = self._band.decide(history, self._settings, self._clock())
+        decision = self._band.decide(history, self._settings, now)
         admitted, released = decision.admitted_boost, decision.released_boost
         if admitted is None or released is None or admitted <= released:
             return None

@@ -129,8 +129,12 @@ class HoldTeams:
 class SafetyProbe(Protocol):
     """The predictor's answer for one Workload of the controller's cluster."""
 
-    def placement(self, facts: WorkloadFacts, cluster: str) -> Placement | None:
+    def placement(self, facts: WorkloadFacts, cluster: str, protected_level: int | None = None) -> Placement | None:
         """Would Kueue admit this Workload now (as if active), and would it borrow?
+
+        ``protected_level``: with ``protect_within_nominal``, the band level the relaunch would be
+        protected at once admitted; "borrows" then means it would not fit nominal quota at that
+        level (None: Kueue's own borrowing decides).
 
         Returns None when the model cannot answer (unreadable objects, an unknown queue):
         the caller then neither holds a fresh relaunch nor releases a held one early.
@@ -231,8 +235,18 @@ class HoldKeeper:
             return True
         return detection.is_pending and self._teams.for_namespace(facts.namespace) is not None
 
-    def settle(self, detection: Detection, history: JobHistory, now: float, burst: BurstSink) -> HoldOutcome | None:
+    def settle(
+        self,
+        detection: Detection,
+        history: JobHistory,
+        now: float,
+        burst: BurstSink,
+        protected_level: int | None = None,
+    ) -> HoldOutcome | None:
         """Holds, keeps holding or releases the Workload of ``detection``; None: nothing to do.
+
+        ``protected_level``: the level the job's relaunch would be protected at once admitted,
+        when the aging settings protect only within nominal quota (the probe judges it there).
 
         Raises:
             StoreError: the history store failed (nothing after the failure was done).
@@ -245,7 +259,7 @@ class HoldKeeper:
             team = self._teams.for_namespace(facts.namespace)
             if team is None or not detection.is_pending:
                 return None  # off for the team; or inactive without a hold of ours: someone else's
-            return self._maybe_hold(detection, history, team, now, burst)
+            return self._maybe_hold(detection, history, team, now, burst, protected_level)
         # A held relaunch is settled even when its team turned the rule off since (then released).
         team = self._teams.by_namespace.get(facts.namespace) or TeamHold(team="", settings=SafeRelaunchSettings())
         if record.released:
@@ -260,7 +274,7 @@ class HoldKeeper:
                 return HoldOutcome(HoldAction.RELEASED, team.team, released, release_kind=ReleaseKind.REACTIVATED)
             # The hold was stored but its patch never landed (crash, transient error): send it again.
             return self._patch(HoldAction.STILL_HELD, team, record, hold_patch(facts, record.reason))
-        return self._maybe_release(detection, history, team, record, now, burst)
+        return self._maybe_release(detection, history, team, record, now, burst, protected_level)
 
     # --- hold ---------------------------------------------------------------------------
 
@@ -274,13 +288,19 @@ class HoldKeeper:
         )
 
     def _maybe_hold(
-        self, detection: Detection, history: JobHistory, team: TeamHold, now: float, burst: BurstSink
+        self,
+        detection: Detection,
+        history: JobHistory,
+        team: TeamHold,
+        now: float,
+        burst: BurstSink,
+        protected_level: int | None,
     ) -> HoldOutcome | None:
         k = team.settings.safe_after_preemptions
         if k is None or history.preemption_count < k:
             return None  # cheap exit before the predictor runs
         facts = detection.workload
-        own = self._probe.placement(facts, team.cluster)
+        own = self._probe.placement(facts, team.cluster, protected_level)
         if own is None:
             return None
         decision = decide_safe_relaunch(self._input(history, team, own, None), team.settings)
@@ -318,10 +338,11 @@ class HoldKeeper:
         record: HoldRecord,
         now: float,
         burst: BurstSink,
+        protected_level: int | None,
     ) -> HoldOutcome:
         facts = detection.workload
         held = record.held_seconds(now)
-        own = self._probe.placement(facts, team.cluster)
+        own = self._probe.placement(facts, team.cluster, protected_level)
         if own is None:  # the model cannot answer: not safe as far as we know; the bound still holds
             own = Placement(team.cluster, admits_now=False, borrows=True)
         decision = decide_safe_relaunch(self._input(history, team, own, held), team.settings)

@@ -37,7 +37,7 @@ from sky_kueue.controller.aging import ActuatorKind, AgingSettings
 from sky_kueue.controller.burst_gate import BurstGates
 from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.cursor import CURSOR_PERSIST_INTERVAL_SECONDS, WorkloadCursor
-from sky_kueue.controller.detection import Detection, WorkloadFacts
+from sky_kueue.controller.detection import Detection
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome, band_mechanism
 from sky_kueue.controller.events import (
     ControllerEvent,
@@ -267,15 +267,8 @@ class Controller:
         actuator = FencedActuator(self._actuator, self.is_leader)
         keeper = None
         within_nominal = self.aging.protect_within_nominal
-        engine: AgingEngine | None = None
-
-        def protected_level(facts: WorkloadFacts) -> int | None:
-            # The engine is built below; the probe asks it only while it reconciles.
-            return None if engine is None else engine.protected_level(facts)
-
         if self.holds.enabled:
-            probe = MirrorSafetyProbe(cache, self.clock, protected_level=protected_level if within_nominal else None)
-            keeper = HoldKeeper(self.store, actuator, self.holds, probe)
+            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock))
         engine = AgingEngine(
             self.store,
             actuator,

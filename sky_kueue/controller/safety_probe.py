@@ -132,18 +132,16 @@ class MirrorSafetyProbe:
         *,
         runtime: eta.RuntimeFn | None = None,
         horizon_seconds: float = SAFE_WAIT_HORIZON_SECONDS,
-        protected_level: Callable[[WorkloadFacts], int | None] | None = None,
     ) -> None:
-        """``protected_level``: with ``protect_within_nominal``, the level a relaunch would be
-        protected at once admitted (:meth:`~sky_kueue.controller.engine.AgingEngine.protected_level`;
-        None from it: judged by Kueue's borrowing, as without the setting)."""
         self._cache = cache
         self._clock = clock
         self._runtime = runtime or eta.runtime_from_annotation()
         self._horizon = horizon_seconds
-        self._protected_level = protected_level
 
-    def placement(self, facts: WorkloadFacts, cluster: str) -> Placement | None:
+    def placement(self, facts: WorkloadFacts, cluster: str, protected_level: int | None = None) -> Placement | None:
+        """``protected_level``: with ``protect_within_nominal``, the level the relaunch would be
+        protected at once admitted (:meth:`~sky_kueue.controller.engine.AgingEngine.protected_level`;
+        None: judged by Kueue's borrowing, as without the setting)."""
         key = f"{facts.namespace}/{facts.name}"
         now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
         docs = [
@@ -161,9 +159,8 @@ class MirrorSafetyProbe:
             placement = placement_from_verdict(cluster, verdict)
             if verdict.never_fits:
                 return placement
-            level = None if self._protected_level is None else self._protected_level(facts)
-            if level is not None:
-                return _protected_placement(state, workload, verdict, placement, level)
+            if protected_level is not None:
+                return _protected_placement(state, workload, verdict, placement, protected_level)
             if placement.safe_now:
                 return placement
             safe = self._eta(without_borrowing(state, verdict.cluster_queue), key, now)

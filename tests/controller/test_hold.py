@@ -36,7 +36,7 @@ class ScriptedProbe:
         self.placement_now = placement
         self.asked: list[str] = []
 
-    def placement(self, facts: WorkloadFacts, cluster: str) -> Placement | None:
+    def placement(self, facts: WorkloadFacts, cluster: str, protected_level: int | None = None) -> Placement | None:
         self.asked.append(facts.uid)
         return self.placement_now
 

@@ -18,15 +18,17 @@ from typing import Any
 
 from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION, ActuationOutcome
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings
+from sky_kueue.controller.aging.safe_relaunch import Placement
 from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.detection import WorkloadFacts, classify, workload_facts
 from sky_kueue.controller.engine import AgingEngine, ProtectedFit, ReconcileOutcome
+from sky_kueue.controller.history import JobHistory
 from sky_kueue.controller.safety_probe import MirrorProtectedSlot, MirrorSafetyProbe
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.store import MirrorStore, normalize
 
-from .builders import T0, WorkloadBuilder
+from .builders import T0
 from .fakes import RecordingActuator
 from .test_engine import Cluster, preempt_and_relaunch
 from .test_safety_probe import DEV, ELAPSED_SECONDS, OWN, START, TRAIN, _probe, _store, _workload
@@ -77,6 +79,13 @@ def _readmitted(
     cluster.at(4_010)
     before()
     return engine.reconcile(classify(obj, cluster.pods))
+
+
+def _history(store: SqliteHistoryStore, outcome: ReconcileOutcome) -> JobHistory:
+    assert outcome.job_key is not None
+    history = store.load(outcome.job_key)
+    assert history is not None
+    return history
 
 
 def _patched_priority(outcome: ReconcileOutcome) -> int | None:
@@ -169,16 +178,18 @@ def test_the_setting_off_protects_as_before(store: SqliteHistoryStore, clock: Ma
     outcome = _readmitted(engine, cluster, priority=91)
 
     assert _patched_priority(outcome) == PROTECTED and slot.asked == []
-    assert engine.protected_level(workload_facts(WorkloadBuilder("train-17-fcd1e5cf", uid="w0++").obj())) is None
+    history = _history(store, outcome)
+    assert engine.protected_level(history, clock()) is None
 
 
 def test_the_engine_tells_the_probe_a_relaunchs_protected_level(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, _, cluster = _engine(store, clock, FakeSlot(None))
-    _readmitted(engine, cluster, priority=91)
-    relaunch = workload_facts(WorkloadBuilder("train-17-fcd1e5cf", uid="w0++").obj())
-    assert engine.protected_level(relaunch) == PROTECTED
-    unknown = workload_facts(WorkloadBuilder("other", uid="never-seen").obj())
-    assert engine.protected_level(unknown) is None
+    outcome = _readmitted(engine, cluster, priority=91)
+    history = _history(store, outcome)
+    assert engine.protected_level(history, clock()) == PROTECTED
+    # Preempted once, below protect_after_preemptions (2): it is not protected once admitted.
+    once = history.as_of(history.preemptions[0].at)
+    assert len(once.preemptions) == 1 and engine.protected_level(once, clock()) is None
 
 
 # --- the mirror's answer (MirrorProtectedSlot) ------------------------------------------------
@@ -236,9 +247,10 @@ def test_the_mirror_tells_a_granted_level_from_a_class_value() -> None:
 # --- the safety probe with protect_within_nominal ----------------------------------------------
 
 
-def _protected_probe(store: MirrorStore, level: int | None = 100) -> MirrorSafetyProbe:
+def _protected_placement(store: MirrorStore, level: int | None = 100) -> Placement | None:
+    """The probe's answer for DEV when the engine says it would be protected at ``level``."""
     now = (START + datetime.timedelta(seconds=ELAPSED_SECONDS)).timestamp()
-    return MirrorSafetyProbe(store, lambda: now, protected_level=lambda facts: level)
+    return MirrorSafetyProbe(store, lambda: now).placement(workload_facts(DEV), "c", level)
 
 
 def test_a_relaunch_fitting_nominal_at_its_protected_level_is_safe_though_kueue_borrows() -> None:
@@ -248,14 +260,14 @@ def test_a_relaunch_fitting_nominal_at_its_protected_level_is_safe_though_kueue_
     store = _store(DEV, low)
     assert (old := _probe(store).placement(workload_facts(DEV), "c")) is not None and old.borrows
 
-    placement = _protected_probe(store).placement(workload_facts(DEV), "c")
+    placement = _protected_placement(store)
 
     assert placement is not None and placement.safe_now
 
 
 def test_a_relaunch_exceeding_nominal_at_its_protected_level_is_not_safe_now() -> None:
     peer = _workload("own-3", "team-b", "1", 100, admitted=True)  # 1 + 4 > 4 at 100
-    placement = _protected_probe(_store(DEV, peer)).placement(workload_facts(DEV), "c")
+    placement = _protected_placement(_store(DEV, peer))
     assert placement is not None and placement.admits_now and placement.borrows
     assert placement.predicted_safe_wait_seconds is None
 
@@ -265,7 +277,7 @@ def test_a_relaunch_kueue_would_not_admit_now_is_not_safe_now() -> None:
     assert (old := _probe(_store(DEV, OWN, TRAIN)).placement(workload_facts(DEV), "c")) is not None
     assert old.safe_when_admitted
 
-    placement = _protected_probe(_store(DEV, OWN, TRAIN)).placement(workload_facts(DEV), "c")
+    placement = _protected_placement(_store(DEV, OWN, TRAIN))
 
     assert placement is not None and not placement.admits_now and placement.borrows
     assert placement.predicted_safe_wait_seconds is None
@@ -273,7 +285,7 @@ def test_a_relaunch_kueue_would_not_admit_now_is_not_safe_now() -> None:
 
 def test_a_relaunch_without_a_protected_level_is_judged_as_before() -> None:
     store = _store(DEV, OWN)  # admitted now into team-a's idle quota: borrows
-    placement = _protected_probe(store, level=None).placement(workload_facts(DEV), "c")
+    placement = _protected_placement(store, level=None)
     assert placement == _probe(store).placement(workload_facts(DEV), "c")
 
 
