@@ -46,7 +46,7 @@ from decimal import Decimal
 from typing import Any
 
 from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION
-from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, Quantities, fits_protected, protected_usage
+from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, Quantities, overflow
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
 from sky_kueue.controller.engine import ProtectedFit
@@ -58,8 +58,9 @@ from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.parse import parse_cluster_queue, parse_priority_class, parse_workload
 from sky_kueue.kueue.quantity import format_amount
 from sky_kueue.kueue.scheduler import Engine
+from sky_kueue.kueue.tree import quotas_by_fr
 from sky_kueue.kueue.whatif import QuickVerdict, quick_verdict
-from sky_kueue.kueue.workload import PodSetRequests, admitted_requests, pending_requests
+from sky_kueue.kueue.workload import admitted_requests, pending_requests, usage_from
 from sky_kueue.mirror import export
 from sky_kueue.mirror.identity import pod_group_of
 from sky_kueue.mirror.kinds import KindName
@@ -194,9 +195,11 @@ def _protected_placement(
         return dataclasses.replace(
             placement, borrows=True, predicted_safe_wait_seconds=None, why="Kueue would not admit it now"
         )
-    request = usage_of(
-        dataclasses.replace(pod_set, flavors=verdict.flavors.get(pod_set.name, {}))
-        for pod_set in pending_requests(workload)
+    request = _decimal(
+        usage_from(
+            dataclasses.replace(pod_set, flavors=verdict.flavors.get(pod_set.name, {}))
+            for pod_set in pending_requests(workload)
+        )
     )
     victims = {key for key, _ in verdict.victims}
     fit = protected_fit_in(
@@ -210,27 +213,8 @@ def _protected_placement(
     return dataclasses.replace(placement, borrows=not fit.fits, predicted_safe_wait_seconds=None, why=why)
 
 
-def usage_of(pod_sets: Iterable[PodSetRequests]) -> dict[tuple[str, str], Decimal]:
-    """Quota used per ``(flavor, resource)`` by pod sets with their flavors assigned (a resource
-    without a flavor, one its ClusterQueue does not cover, uses none)."""
-    usage: dict[tuple[str, str], Decimal] = {}
-    for pod_set in pod_sets:
-        for resource, amount in pod_set.requests.items():
-            flavor = pod_set.flavors.get(resource)
-            if flavor is not None:
-                key = (flavor, resource)
-                usage[key] = usage.get(key, Decimal(0)) + Decimal(amount)
-    return usage
-
-
-def nominal_of(cluster_queue: o.ClusterQueue) -> dict[tuple[str, str], Decimal]:
-    """A ClusterQueue's nominal quota per ``(flavor, resource)``."""
-    return {
-        (flavor.name, resource): Decimal(quota.nominal)
-        for group in cluster_queue.resource_groups
-        for flavor in group.flavors
-        for resource, quota in flavor.resources.items()
-    }
+def _decimal(usage: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], Decimal]:
+    return {key: Decimal(amount) for key, amount in usage.items()}
 
 
 def _holds_quota_in(wl: o.Workload, cluster_queue: str) -> bool:
@@ -248,25 +232,22 @@ def protected_fit_in(
     """:func:`fits_protected` for a Workload of ``cluster_queue`` (UID ``own_uid``, asking
     ``request``) at ``level``, against the Workloads of ``workloads`` holding quota there."""
     admitted = [
-        AdmittedWorkload(wl.priority, usage_of(admitted_requests(wl)))
+        AdmittedWorkload(wl.priority, _decimal(usage_from(admitted_requests(wl))))
         for wl in workloads
         if wl.uid != own_uid and _holds_quota_in(wl, cluster_queue.name)
     ]
-    nominal = nominal_of(cluster_queue)
+    nominal = {key: Decimal(quota.nominal) for key, quota in quotas_by_fr(cluster_queue.resource_groups).items()}
     where = f"ClusterQueue {cluster_queue.name}"
-    if fits_protected(nominal, admitted, level, request):
+    over = overflow(nominal, admitted, level, request)
+    if over is None:
         return ProtectedFit(True, where)
-    above = protected_usage(admitted, level)
-    for (flavor, resource), amount in sorted(request.items()):
-        held, quota = above.get((flavor, resource), Decimal(0)), nominal.get((flavor, resource), Decimal(0))
-        if amount > 0 and held + amount > quota:
-            asked, above_level, nominal_text = (format_amount(resource, int(q)) for q in (amount, held, quota))
-            return ProtectedFit(
-                False,
-                f"{where} ({resource} in flavor {flavor}: {asked} asked + {above_level} held at priority "
-                f"{level} or above > {nominal_text} nominal)",
-            )
-    return ProtectedFit(False, where)  # not reached: fits_protected failed on some key above
+    (flavor, resource) = over.key
+    asked, held, quota = (format_amount(resource, int(q)) for q in (over.asked, over.held, over.nominal))
+    return ProtectedFit(
+        False,
+        f"{where} ({resource} in flavor {flavor}: {asked} asked + {held} held at priority "
+        f"{level} or above > {quota} nominal)",
+    )
 
 
 class MirrorProtectedSlot:
@@ -322,7 +303,7 @@ class MirrorProtectedSlot:
                 return None
             others = [parse_workload(d, classes) for d in self._cache.workloads(cluster_queue=name)]
             return protected_fit_in(
-                parse_cluster_queue(cq_doc), others, own.uid, level, usage_of(admitted_requests(own))
+                parse_cluster_queue(cq_doc), others, own.uid, level, _decimal(usage_from(admitted_requests(own)))
             )
         except ModelError as err:
             log.warning("the Kueue model cannot check nominal quota for Workload %s: %s", key, err)

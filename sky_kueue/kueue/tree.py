@@ -211,7 +211,8 @@ def _accumulate(parent: CohortNode, child: QuotaNode) -> None:
         parent.subtree_quota[fr] = parent.subtree_quota.get(fr, 0) + quota - child.local_quota(fr)
 
 
-def _quotas(groups: tuple[o.ResourceGroup, ...]) -> dict[FR, o.ResourceQuota]:
+def quotas_by_fr(groups: tuple[o.ResourceGroup, ...]) -> dict[FR, o.ResourceQuota]:
+    """The quotas of a ClusterQueue's or Cohort's resource groups, per flavor/resource."""
     result: dict[FR, o.ResourceQuota] = {}
     for group in groups:
         for flavor in group.flavors:
@@ -240,7 +241,7 @@ def build_tree(state: o.ClusterState, inactive: set[str]) -> TreeShape:
         node = cohorts.get(name)
         if node is None:
             spec = state.cohorts.get(name)
-            quotas = _quotas(spec.resource_groups) if spec else {}
+            quotas = quotas_by_fr(spec.resource_groups) if spec else {}
             node = CohortNode(
                 name=name,
                 quotas=quotas,
@@ -258,7 +259,9 @@ def build_tree(state: o.ClusterState, inactive: set[str]) -> TreeShape:
     cqs: dict[str, ClusterQueueNode] = {}
     for name in sorted(state.cluster_queues):
         spec = state.cluster_queues[name]
-        node = ClusterQueueNode(name=name, quotas=_quotas(spec.resource_groups), spec=spec, active=name not in inactive)
+        node = ClusterQueueNode(
+            name=name, quotas=quotas_by_fr(spec.resource_groups), spec=spec, active=name not in inactive
+        )
         node.subtree_quota = {fr: q.nominal for fr, q in node.quotas.items()}
         if spec.cohort:
             parent = cohort(spec.cohort)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -184,7 +185,9 @@ class WorkloadInfo:
         return not self.assigned_frs().isdisjoint(frs)
 
 
-def _usage_from(total: list[PodSetRequests]) -> dict[FR, int]:
+def usage_from(total: Iterable[PodSetRequests]) -> dict[FR, int]:
+    """Quota used per flavor/resource by pod sets with their flavors assigned (a resource
+    without a flavor uses none)."""
     usage: dict[FR, int] = {}
     for ps in total:
         for res, amount in ps.requests.items():
@@ -230,7 +233,7 @@ def new_info(wl: o.Workload, cluster_queue: str) -> WorkloadInfo:
         evicted=wl.is_evicted,
     )
     if holds_quota:
-        info.usage = _usage_from(total)
+        info.usage = usage_from(total)
     return info
 
 
@@ -238,5 +241,5 @@ def admit_info(info: WorkloadInfo, cluster_queue: str, pod_sets: list[PodSetRequ
     """Turn a pending info into a quota holder with the given assignment."""
     info.cluster_queue = cluster_queue
     info.total_requests = pod_sets
-    info.usage = _usage_from(pod_sets)
+    info.usage = usage_from(pod_sets)
     info.reserved_at = now

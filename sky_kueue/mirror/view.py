@@ -28,6 +28,7 @@ from sky_kueue.kueue import objects as o
 from sky_kueue.kueue import parse, predictor, quantity
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.scheduler import Engine
+from sky_kueue.kueue.tree import quotas_by_fr
 from sky_kueue.kueue.workload import priority_of, queue_order_timestamp
 from sky_kueue.mirror import transitions as tr
 from sky_kueue.mirror.identity import HOLD_ANNOTATION, SkyPilotIdentity, identity_from_workload
@@ -170,15 +171,6 @@ def model_state(
     return state, raw, notes
 
 
-def _quotas(cq: o.ClusterQueue) -> dict[FR, o.ResourceQuota]:
-    return {
-        (flavor.name, resource): quota
-        for group in cq.resource_groups
-        for flavor in group.flavors
-        for resource, quota in flavor.resources.items()
-    }
-
-
 def _usage(state: o.ClusterState) -> dict[str, dict[FR, int]]:
     """Quota held per ClusterQueue: reserving, unfinished, active workloads (Kueue ``pkg/workload``
     ``HasQuotaReservation``/``IsFinished``)."""
@@ -221,12 +213,12 @@ def _lent(state: o.ClusterState, usage: Mapping[str, Mapping[FR, int]]) -> dict[
             trees.setdefault(root, []).append(name)
     lent: dict[str, dict[FR, int]] = {name: {} for name in state.cluster_queues}
     for members in trees.values():
-        frs = {fr for name in members for fr in _quotas(state.cluster_queues[name])}
+        frs = {fr for name in members for fr in quotas_by_fr(state.cluster_queues[name].resource_groups)}
         for fr in frs:
             borrowed = 0
             unused: dict[str, int] = {}
             for name in members:
-                quota = _quotas(state.cluster_queues[name]).get(fr)
+                quota = quotas_by_fr(state.cluster_queues[name].resource_groups).get(fr)
                 used = usage.get(name, {}).get(fr, 0)
                 nominal = quota.nominal if quota else 0
                 borrowed += max(0, used - nominal)
@@ -254,7 +246,7 @@ def _lent(state: o.ClusterState, usage: Mapping[str, Mapping[FR, int]]) -> dict[
 
 def _resource_rows(cq: o.ClusterQueue, usage: Mapping[FR, int], lent: Mapping[FR, int]) -> tuple[ResourceRow, ...]:
     rows = []
-    for (flavor, resource), quota in _quotas(cq).items():
+    for (flavor, resource), quota in quotas_by_fr(cq.resource_groups).items():
         used = usage.get((flavor, resource), 0)
         rows.append(
             ResourceRow(

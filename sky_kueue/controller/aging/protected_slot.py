@@ -52,16 +52,35 @@ def protected_usage(admitted: Iterable[AdmittedWorkload], level: int) -> dict[tu
     return total
 
 
-def fits_protected(nominal: Quantities, admitted: Iterable[AdmittedWorkload], level: int, request: Quantities) -> bool:
-    """Whether a Workload asking ``request``, admitted now at priority ``level``, stays within
-    ``nominal`` together with every admitted Workload at ``level`` or above.
+@dataclass(frozen=True)
+class Overflow:
+    """The first ``(flavor, resource)`` a protected Workload would take beyond nominal quota."""
+
+    key: tuple[str, str]
+    asked: Decimal
+    #: Usage of the admitted Workloads at the level or above.
+    held: Decimal
+    nominal: Decimal
+
+
+def overflow(
+    nominal: Quantities, admitted: Iterable[AdmittedWorkload], level: int, request: Quantities
+) -> Overflow | None:
+    """Where a Workload asking ``request``, admitted now at priority ``level``, would exceed
+    ``nominal`` together with every admitted Workload at ``level`` or above (the first such
+    ``(flavor, resource)`` in sorted order); None: it fits.
 
     ``admitted`` must not include the Workload itself. A ``(flavor, resource)`` of the request
     without nominal quota has none: any positive request of it does not fit.
     """
     above = protected_usage(admitted, level)
-    return all(
-        above.get(key, Decimal(0)) + amount <= nominal.get(key, Decimal(0))
-        for key, amount in request.items()
-        if amount > 0
-    )
+    for key, amount in sorted(request.items()):
+        held, quota = above.get(key, Decimal(0)), nominal.get(key, Decimal(0))
+        if amount > 0 and held + amount > quota:
+            return Overflow(key, amount, held, quota)
+    return None
+
+
+def fits_protected(nominal: Quantities, admitted: Iterable[AdmittedWorkload], level: int, request: Quantities) -> bool:
+    """Whether a Workload asking ``request`` fits at ``level`` (:func:`overflow` finds nothing)."""
+    return overflow(nominal, admitted, level, request) is None
