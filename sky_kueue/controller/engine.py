@@ -49,6 +49,7 @@ from sky_kueue.controller.actuators import (
 )
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
 from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
+from sky_kueue.controller.aging.protected_slot import protected_offset
 from sky_kueue.controller.burst import decide_burst, preemptions_since_success
 from sky_kueue.controller.burst_gate import BurstGates, RelaunchWait
 from sky_kueue.controller.clock import Clock, system_clock
@@ -698,7 +699,7 @@ class AgingEngine:
         reaches it again (:mod:`sky_kueue.controller.aging.protected_slot`).
         """
         released = decision.released_boost
-        if not self._settings.protect_within_nominal or released is None or offset <= released:
+        if not self._settings.protect_within_nominal or released is None or protected_offset(offset, released) is None:
             return offset
         protected, plain = decision.base_priority + offset, decision.base_priority + released
         if facts.priority == protected and (
@@ -733,10 +734,8 @@ class AgingEngine:
         if self._band is None or not self._settings.protect_within_nominal:
             return None
         decision = self._band.decide(history, self._settings, now)
-        admitted, released = decision.admitted_boost, decision.released_boost
-        if admitted is None or released is None or admitted <= released:
-            return None
-        return decision.base_priority + admitted
+        offset = protected_offset(decision.admitted_boost, decision.released_boost)
+        return None if offset is None else decision.base_priority + offset
 
     def _plan(self, detection: Detection, base: int, step: AgingStep) -> PatchPlan:
         facts = detection.workload

@@ -82,7 +82,9 @@ SAFE_PLACE_POLICY = "keep-place"
 SAFE_PLACE_PROTECT_LEVELS = 1
 SAFE_PLACE_PROTECT_AFTER_PREEMPTIONS = 2
 #: ... and its safe-relaunch rule (the 30-min hold of the rule's default).
-SAFE_PLACE_RELAUNCH = SafeRelaunchSettings(safe_after_preemptions=2, hold_only_when_predicted=False)
+SAFE_PLACE_RELAUNCH = SafeRelaunchSettings(
+    safe_after_preemptions=SAFE_PLACE_PROTECT_AFTER_PREEMPTIONS, hold_only_when_predicted=False
+)
 #: ``+safe`` policies hold a relaunch after this many preemptions unless told otherwise
 #: (``simulate --safe-after``).
 SAFE_AFTER_PREEMPTIONS_DEFAULT = 2
@@ -355,7 +357,7 @@ def resolve(
             protect_after_preemptions=SAFE_PLACE_PROTECT_AFTER_PREEMPTIONS,
             protect_within_nominal=True,
         )
-        inner = resolve("keep-place" + SAFE_SUFFIX, recipe, safe if safe is not None else SAFE_PLACE_RELAUNCH)
+        inner = resolve(SAFE_PLACE_POLICY + SAFE_SUFFIX, recipe, safe if safe is not None else SAFE_PLACE_RELAUNCH)
         assert isinstance(inner, RegistryPolicy)
         return replace(inner, name=name)
     if name == BASELINE:

@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from sky_kueue.controller.aging.protected_slot import protected_offset
 from sky_kueue.controller.aging.safe_relaunch import (
     Placement,
     SafeRelaunchDecision,
@@ -864,32 +865,23 @@ class Simulator:
     def _at_protected_level(job: _Job) -> bool:
         """Whether the admitted job sits at its band policy's protected level."""
         decision = job.decision
-        return (
-            decision is not None
-            and decision.admitted_boost is not None
-            and decision.released_boost is not None
-            and decision.admitted_boost > decision.released_boost
-            and job.priority == job.base_priority + decision.admitted_boost
-        )
+        offset = None if decision is None else protected_offset(decision.admitted_boost, decision.released_boost)
+        return offset is not None and job.priority == job.base_priority + offset
 
     def _grants_protection(self, job: _Job, decision: Decision) -> bool:
         """Whether the admitted job keeps the decision's protected level: always, unless the
         policy protects only within nominal quota and the job would not fit there with the
         ClusterQueue's admitted Workloads at that level or above (decided once, at admission,
         as the controller keeps a granted level for the run)."""
-        if (
-            not decision.protect_within_nominal
-            or decision.admitted_boost is None
-            or decision.released_boost is None
-            or decision.admitted_boost <= decision.released_boost
-        ):
+        offset = protected_offset(decision.admitted_boost, decision.released_boost)
+        if not decision.protect_within_nominal or offset is None:
             return True
         assert job.workload is not None
         return safe_hold.fits_protected_gpus(
             self.engine,
             job.queue.cluster_queue,
             job.workload.key,
-            level=job.base_priority + decision.admitted_boost,
+            level=job.base_priority + offset,
             gpus=job.alloc_gpus,
             holder=self._holder,
         )

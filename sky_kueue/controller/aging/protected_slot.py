@@ -40,6 +40,14 @@ class AdmittedWorkload:
     usage: Quantities = field(default_factory=dict)
 
 
+def protected_offset(admitted: int | None, released: int | None) -> int | None:
+    """A band decision's protected offset: its ``admitted`` offset when that lies above the
+    class's plain (``released``) offset; None: the decision protects nothing."""
+    if admitted is None or released is None or admitted <= released:
+        return None
+    return admitted
+
+
 def protected_usage(admitted: Iterable[AdmittedWorkload], level: int) -> dict[tuple[str, str], Decimal]:
     """Usage of the admitted Workloads at priority ``level`` or above (what a reclaim takes
     after a Workload at ``level`` admitted now, the newest of its priority)."""
