@@ -49,7 +49,7 @@ from sky_kueue.controller.actuators import (
 )
 from sky_kueue.controller.aging import ActuatorKind, AgingDecision, AgingSettings
 from sky_kueue.controller.aging.band import BandPolicy, check_class_gaps
-from sky_kueue.controller.aging.protected_slot import protected_offset
+from sky_kueue.controller.aging.protected_slot import ProtectedFit, protected_offset
 from sky_kueue.controller.burst import decide_burst, preemptions_since_success
 from sky_kueue.controller.burst_gate import BurstGates, RelaunchWait
 from sky_kueue.controller.clock import Clock, system_clock
@@ -86,19 +86,6 @@ PreemptorPriority = Callable[[PreemptionMessage], "int | None"]
 def message_priority(preemptor: PreemptionMessage) -> int | None:
     """Default resolver: the priority printed in the message (events carry it)."""
     return preemptor.class_priority
-
-
-@dataclass(frozen=True)
-class ProtectedFit:
-    """Whether an admitted Workload at a protected band level stays within its ClusterQueue's
-    nominal quota (:func:`sky_kueue.controller.aging.protected_slot.fits_protected`).
-
-    ``detail`` names the ClusterQueue and, when it does not fit, the first flavor/resource
-    that would exceed nominal quota (for the reconcile's notes).
-    """
-
-    fits: bool
-    detail: str
 
 
 class ProtectedSlot(Protocol):

@@ -46,10 +46,9 @@ from decimal import Decimal
 from typing import Any
 
 from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION
-from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, Quantities, overflow
+from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, ProtectedFit, Quantities, overflow
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
-from sky_kueue.controller.engine import ProtectedFit
 from sky_kueue.controller.predicted_burst import PredictedWaitKind
 from sky_kueue.kueue import eta
 from sky_kueue.kueue import objects as o

@@ -18,10 +18,11 @@ from typing import Any
 
 from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION, ActuationOutcome
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings
+from sky_kueue.controller.aging.protected_slot import ProtectedFit
 from sky_kueue.controller.aging.safe_relaunch import Placement
 from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.detection import WorkloadFacts, classify, workload_facts
-from sky_kueue.controller.engine import AgingEngine, ProtectedFit, ReconcileOutcome
+from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
 from sky_kueue.controller.history import JobHistory
 from sky_kueue.controller.safety_probe import MirrorProtectedSlot, MirrorSafetyProbe
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore

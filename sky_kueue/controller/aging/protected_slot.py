@@ -40,6 +40,19 @@ class AdmittedWorkload:
     usage: Quantities = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ProtectedFit:
+    """Whether an admitted Workload at a protected band level stays within its ClusterQueue's
+    nominal quota, as a reconcile reports it.
+
+    ``detail`` names the ClusterQueue and, when it does not fit, the first flavor/resource
+    that would exceed nominal quota (for the reconcile's notes).
+    """
+
+    fits: bool
+    detail: str
+
+
 def protected_offset(admitted: int | None, released: int | None) -> int | None:
     """A band decision's protected offset: its ``admitted`` offset when that lies above the
     class's plain (``released``) offset; None: the decision protects nothing."""
