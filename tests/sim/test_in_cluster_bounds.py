@@ -19,7 +19,12 @@ And three for the no-harm targets: keeping a relaunch's place ahead of fresh arr
 a short fresh job by the relaunch's run ("total starved no more than baseline"), and it
 changes which jobs are running when a preemptor arrives, which can cost that arrival one
 more victim ("in-queue preemptions no more than baseline") or leave an owner's reclaim only a
-higher-class victim ("inverted preemptions no more than baseline").
+higher-class victim ("inverted preemptions no more than baseline"). Issue 24 adds three: a
+relaunch that needs more quota than its own team's later work leaves it starves under every
+policy ("relaunch-starved 0" and "p99 completion-time inflation lower"), a relaunch admitted
+ahead of the owner team's waiting job is reclaimed again when the owner's quota returns
+("p99 inflation lower"), and a small relaunch admitted ahead of a wider fresh job leaves
+GPUs idle ("goodput at least the baseline's - 1 point").
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from sky_kueue.controller import aging
 from sky_kueue.sim import policies
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, StarvationRule, summarize
 from sky_kueue.sim.simulator import simulate
-from tests.sim.builders import TraceBuilder, by_id, relaunch_after
+from tests.sim.builders import NO_DELAY, TraceBuilder, by_id, relaunch_after
 
 #: Run time of the dev job: long enough that it is still running at every reclaim.
 DEV_RUN_SECONDS = 10_000.0
@@ -151,3 +156,90 @@ def test_a_kept_place_in_line_can_turn_a_reclaim_into_an_inverted_preemption():
     assert (baseline.inverted_preemptions, ranked.inverted_preemptions) == (0, 1)
     assert {j.job_id: j.preemptions for j in baseline.jobs if j.preemptions} == {"R": 1, "L": 1}
     assert {j.job_id: j.preemptions for j in ranked.jobs if j.preemptions} == {"R": 2}
+
+
+def wide_relaunch_behind_own_team_trace():
+    """team-b's 4-GPU dev job borrows team-a's 2 GPUs and is reclaimed at 100 and 400 s;
+    team-b's long job (2 GPUs, same class) arrives at 300 s, while dev runs."""
+    return (
+        TraceBuilder()
+        .team("a", gpus=2, cohort="org")
+        .team("b", gpus=2, cohort="org")
+        .job("b-wide", at=0, gpus=4, run=600, team="b")
+        .job("a-owner-1", at=100, gpus=2, run=100, team="a")
+        .job("b-long", at=300, gpus=2, run=6_000, team="b")
+        .job("a-owner-2", at=400, gpus=2, run=100, team="a")
+        .trace()
+    )
+
+
+@pytest.mark.parametrize("name", [*in_cluster_policies(), "safe-place"])
+def test_a_relaunch_that_needs_more_than_is_free_starves_behind_its_teams_own_work(name):
+    # Issue 24's "relaunch-starved 0 where the baseline has at most 2" and "p99 completion-time
+    # inflation lower": at the 2nd reclaim b-wide's 4 GPUs free up, the owner takes 2 and
+    # b-long, waiting since 300 s, fits the other 2 (b's nominal quota). The relaunch needs 4:
+    # whatever its order it does not fit, and no policy may preempt b-long for it (same class,
+    # not borrowing). It waits out b-long's 6,000 s: preempted twice and starved, under every
+    # policy exactly as under SkyPilot alone.
+    trace = wide_relaunch_behind_own_team_trace()
+    order = trace.class_order()
+    baseline = summarize(simulate(trace, policies.resolve("baseline"), NO_DELAY), order)
+    run = simulate(trace, policies.resolve(name), NO_DELAY)
+    wide = by_id(run)["b-wide"]
+    assert (wide.preemptions, wide.last_admission_s) == (2, 6_400), name
+    metrics = summarize(run, order)
+    assert metrics.relaunch_starved == baseline.relaunch_starved == 1, name
+    assert metrics.p99_inflation == baseline.p99_inflation == 7_000 / 600, name
+
+
+def test_a_kept_place_in_line_can_readmit_a_relaunch_its_owner_is_about_to_reclaim():
+    # Issue 24's "p99 completion-time inflation lower", missed by rank on 3 runs: at 2,300 s
+    # team-a's quota frees while its a-wide (4 GPUs, waiting since 1,000 s) and team-b's
+    # reclaimed b-dev (4 GPUs) both need 2 of the other team's GPUs. FIFO admits the older
+    # a-wide; rank admits the relaunch first, into team-a's quota, and a-prod's end at 3,000 s
+    # lets a-wide take it back: b-dev is reclaimed a second time and completes later.
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=4, cohort="org")
+        .team("b", gpus=2, cohort="org")
+        .job("a-prod", at=0, gpus=2, run=3_000, klass="high", team="a")
+        .job("b-dev", at=600, gpus=4, run=3_000, team="b")
+        .job("a-wide", at=1_000, gpus=4, run=600, team="a")
+        .job("a-short", at=2_000, gpus=2, run=300, team="a")
+        .trace()
+    )
+    order = trace.class_order()
+    baseline = simulate(trace, policies.resolve("baseline"), NO_DELAY)
+    ranked = simulate(trace, policies.resolve("rank"), NO_DELAY)
+    before, after = by_id(baseline), by_id(ranked)
+    assert (before["b-dev"].preemptions, after["b-dev"].preemptions) == (1, 2)
+    assert (before["b-dev"].end_s, after["b-dev"].end_s) == (5_900, 6_600)
+    assert (before["a-wide"].wait_s, after["a-wide"].wait_s) == (1_300, 2_000)
+    b, r = summarize(baseline, order), summarize(ranked, order)
+    assert (b.p99_inflation, r.p99_inflation) == (5_300 / 3_000, 6_000 / 3_000)
+
+
+def test_a_kept_place_in_line_can_leave_gpus_idle():
+    # Issue 24's "goodput at least the baseline's - 1 point", missed by rank on 2 runs: when
+    # a-prod ends, FIFO admits the older 2-GPU a-wide; rank admits the 1-GPU relaunch a-short
+    # first, and a-wide does not fit beside it, so one GPU idles for a-short's 300 s. rank
+    # buys a-short's wait (1,000 s instead of 7,000 s) with that GPU's time.
+    trace = (
+        TraceBuilder()
+        .team("a", gpus=2)
+        .job("a-short", at=0, gpus=1, run=300)
+        .job("a-wide", at=1, gpus=2, run=6_000)
+        .job("a-prod", at=10, gpus=2, run=1_000, klass="high")
+        .job("a-last", at=3_000, gpus=1, run=100)
+        .trace()
+    )
+    order = trace.class_order()
+    baseline = simulate(trace, policies.resolve("baseline"), NO_DELAY)
+    ranked = simulate(trace, policies.resolve("rank"), NO_DELAY)
+    before, after = by_id(baseline), by_id(ranked)
+    assert (before["a-wide"].last_admission_s, after["a-wide"].last_admission_s) == (1_010, 1_310)
+    assert (before["a-short"].wait_s, after["a-short"].wait_s) == (7_000, 1_000)
+    b, r = summarize(baseline, order), summarize(ranked, order)
+    # Goodput over the loaded period (first to last submission, 3,000 s on 2 GPUs): the idle
+    # GPU-300 s are 5 points.
+    assert round(100 * (b.gpu_goodput - r.gpu_goodput), 1) == 5.0

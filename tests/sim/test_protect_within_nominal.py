@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sky_kueue.controller.aging import AgingSettings
 from sky_kueue.sim import policies
+from sky_kueue.sim.metrics import summarize
 from sky_kueue.sim.results import JobOutcome, RunResult
 from sky_kueue.sim.simulator import SimConfig, Simulator
 from sky_kueue.sim.traces import Trace, load_trace
@@ -152,3 +153,41 @@ def test_on_dev_starvation_no_protected_workload_is_reclaimed_within_nominal_quo
     assert sum(within.preemptions_by_reason.values()) > 50  # reclaims did happen
     assert within.protected_preemptions_by_reason == {}
     assert everyone.protected_preemptions_by_reason.get("InCohortReclamation", 0) > 0
+
+
+def _two_high_borrowers() -> Trace:
+    """Team a's two long high-class jobs fill its nominal 2 GPUs and 2 of team b's; b's low
+    owners return at 100, 300, 500 and 700 s (2 GPUs, 50 s each) and each reclaims 2 GPUs."""
+    builder = (
+        TraceBuilder()
+        .team("a", gpus=2, cohort="org")
+        .team("b", gpus=2, cohort="org")
+        .job("a-x", at=0, gpus=2, run=10_000, klass="high", team="a")
+        .job("a-y", at=1, gpus=2, run=10_000, klass="high", team="a")
+    )
+    for index, start in enumerate((100, 300, 500, 700)):
+        builder.job(f"b-owner-{index}", at=start, gpus=2, run=50, team="b")
+    return builder.trace()
+
+
+def test_counter_example_safe_place_spreads_the_high_classs_preemptions_and_holds_the_second_job() -> None:
+    """Issue 24's high-class p95, goodput and p99-inflation targets, missed by ``safe-place`` on
+    the storms: the hold applies to every class, and the high class is reclaimed too while it
+    borrows (``reclaimWithinCohort: Any``). SkyPilot alone lets all four reclaims take a-y (the
+    newest, 50 s wait each); ``safe-place`` protects a-y after its 2nd, so the next two take
+    a-x, whose relaunch then finds the protected place taken and is held for the whole 30 min.
+    The most-preempted job is preempted half as often, but the high class's worst wait grows
+    9x and the quota the hold keeps idle is lost goodput."""
+    trace = _two_high_borrowers()
+    order = trace.class_order()
+    baseline = Simulator(trace, policies.resolve("baseline"), NO_DELAY).run()
+    safe = Simulator(trace, policies.resolve("safe-place"), NO_DELAY).run()
+    before, after = by_id(baseline), by_id(safe)
+    assert [before[j].preemptions for j in ("a-x", "a-y")] == [0, 4]
+    assert [after[j].preemptions for j in ("a-x", "a-y")] == [2, 2]
+    assert (before["a-y"].wait_s, after["a-x"].wait_s) == (200, 1850)
+    assert safe.safe.released_timeout == 1
+    b, s = summarize(baseline, order), summarize(safe, order)
+    assert (b.classes["high"].p95_wait_s, s.classes["high"].p95_wait_s) == (200, 1850)
+    assert s.gpu_goodput < b.gpu_goodput - 0.2
+    assert s.p99_inflation > b.p99_inflation
