@@ -9,12 +9,13 @@ from sky_kueue.sim import policies
 from sky_kueue.sim.metrics import summarize
 from sky_kueue.sim.results import JobOutcome
 from sky_kueue.sim.simulator import simulate
+from sky_kueue.sim.traces import Trace
 from tests.sim.builders import NO_DELAY, TraceBuilder, by_id, relaunch_after
 
 DELAY_30S = relaunch_after(30.0)
 
 
-def test_rank_admits_a_relaunch_before_a_fresh_arrival_created_earlier():
+def test_rank_admits_a_relaunch_before_a_fresh_arrival_created_earlier() -> None:
     # low-1 is preempted at t=10 and relaunched at t=40; low-2 arrived fresh at t=20. When
     # high-1 ends at t=60, Kueue's FIFO admits the older Workload (low-2) under baseline,
     # the relaunch under rank (it waits one level above fresh arrivals).
@@ -35,7 +36,7 @@ def test_rank_admits_a_relaunch_before_a_fresh_arrival_created_earlier():
     assert ranked["low-1"].preemptions == ranked["low-2"].preemptions + 1 == 1
 
 
-def protect_trace():
+def protect_trace() -> Trace:
     # Two low jobs share 8 GPUs; low-a (newest) is preempted by high-1, readmitted at t=60
     # and is again the newest when high-2 arrives at t=100.
     return (
@@ -49,7 +50,7 @@ def protect_trace():
     )
 
 
-def test_kueue_preempts_the_newest_admission_again_and_protection_moves_it_to_a_fresh_victim():
+def test_kueue_preempts_the_newest_admission_again_and_protection_moves_it_to_a_fresh_victim() -> None:
     baseline = by_id(simulate(protect_trace(), policies.resolve("baseline"), NO_DELAY))
     assert (baseline["low-a"].preemptions, baseline["low-b"].preemptions) == (2, 0)
     # Kueue's newest-first order loses the least work: 5 s, then 40 s, of low-a's 4 GPUs.
@@ -63,7 +64,7 @@ def test_kueue_preempts_the_newest_admission_again_and_protection_moves_it_to_a_
         assert protected["low-a"].lost_gpu_s + protected["low-b"].lost_gpu_s == 4 * (5 + 100)
 
 
-def test_protection_can_end_after_a_bounded_run():
+def test_protection_can_end_after_a_bounded_run() -> None:
     # Protected for 20 s of its run from t=60, low-a is back at its class's plain level and
     # the newest admission when high-2 arrives at t=100: Kueue's own order applies again.
     settings = AgingSettings(protect_seconds=20.0)
@@ -71,14 +72,14 @@ def test_protection_can_end_after_a_bounded_run():
     assert (released["low-a"].preemptions, released["low-b"].preemptions) == (2, 0)
 
 
-def repeatedly_preempted_trace():
+def repeatedly_preempted_trace() -> Trace:
     builder = TraceBuilder().team("a", gpus=4).job("low", at=0, gpus=4, run=1_000, klass="low")
     for i, at in enumerate((10, 100, 200, 300)):
         builder.job(f"high-{i}", at=at, gpus=4, run=50, klass="high")
     return builder.trace()
 
 
-def test_allow_burst_sends_the_relaunch_to_a_cloud_after_burst_after_preemptions():
+def test_allow_burst_sends_the_relaunch_to_a_cloud_after_burst_after_preemptions() -> None:
     settings = replace(policies.with_burst_defaults(AgingSettings()), burst_after_preemptions=3)
     assert policies.with_burst_defaults(AgingSettings()).burst_after_preemptions == 1
     # An instant cloud (cloud_startup_s=0): this checks when the burst is decided.
@@ -98,7 +99,7 @@ def test_allow_burst_sends_the_relaunch_to_a_cloud_after_burst_after_preemptions
     assert (baseline.preemptions, baseline.outcome) == (4, JobOutcome.FINISHED)
 
 
-def test_allow_burst_times_out_a_waiting_relaunch():
+def test_allow_burst_times_out_a_waiting_relaunch() -> None:
     settings = replace(
         policies.with_burst_defaults(AgingSettings()), burst_after_preemptions=5, burst_max_predicted_wait_seconds=25.0
     )
@@ -108,7 +109,7 @@ def test_allow_burst_times_out_a_waiting_relaunch():
     assert (low.preemptions, low.outcome, low.end_s) == (1, JobOutcome.BURST, 35 + 1_000)
 
 
-def test_checkpoints_keep_whole_intervals_of_a_preempted_run():
+def test_checkpoints_keep_whole_intervals_of_a_preempted_run() -> None:
     trace = (
         TraceBuilder()
         .team("a", gpus=4)
@@ -124,7 +125,7 @@ def test_checkpoints_keep_whole_intervals_of_a_preempted_run():
     assert run.useful_gpu_s == 4 * 8
 
 
-def test_a_launchs_old_wait_limit_never_sends_its_relaunch_to_a_cloud():
+def test_a_launchs_old_wait_limit_never_sends_its_relaunch_to_a_cloud() -> None:
     # low-1's first launch carries the team's 100 s admission timeout (due at t=100). It is
     # admitted at once, preempted at t=10 and relaunched 200 s later: that old timeout fires
     # while it waits to be relaunched and must not move it to a cloud (no --allow-burst here).

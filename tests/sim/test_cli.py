@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from sky_kueue.cli.main import cli
 
 
-def invoke(*args):
+def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, ["simulate", *args])
 
 
-def test_json_output_has_the_issue_layout():
+def test_json_output_has_the_issue_layout() -> None:
     result = invoke("--trace", "kueue-perf", "--jobs", "90", "--output", "json", "--quiet", "--eta-sample", "5")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -36,14 +37,14 @@ def test_json_output_has_the_issue_layout():
     assert data["trace"]["jobs"] == 90
 
 
-def test_text_output_shows_the_comparison():
+def test_text_output_shows_the_comparison() -> None:
     result = invoke("--trace", "kueue-perf", "--jobs", "90", "--policies", "baseline,ladder", "--quiet")
     assert result.exit_code == 0, result.output
     assert "Targets against baseline" in result.output
     assert "ladder" in result.output
 
 
-def one_line_error(result, fragment):
+def one_line_error(result: Result, fragment: str) -> None:
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1, result.output
@@ -51,7 +52,7 @@ def one_line_error(result, fragment):
     assert fragment in lines[0]
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path):
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     one_line_error(invoke("--policies", "baseline,fifo"), "unknown policy 'fifo'")
     one_line_error(
         invoke("--trace", "nope"),
@@ -71,7 +72,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     one_line_error(invoke("--trace", str(bad)), "t.csv:2: column 'gpus'")
 
 
-def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
+def test_plot_without_matplotlib_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     one_line_error(
         invoke("--trace", "kueue-perf", "--jobs", "30", "--plot", str(tmp_path / "p.png")),
@@ -80,7 +81,7 @@ def test_plot_without_matplotlib_is_one_line(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow  # draws with matplotlib
-def test_plot_is_written_when_matplotlib_is_installed(tmp_path):
+def test_plot_is_written_when_matplotlib_is_installed(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / "waits.png"
     result = invoke("--trace", "kueue-perf", "--jobs", "60", "--quiet", "--plot", str(path))
@@ -88,7 +89,7 @@ def test_plot_is_written_when_matplotlib_is_installed(tmp_path):
     assert path.stat().st_size > 0
 
 
-def test_allow_burst_and_checkpoints_reach_the_json_report():
+def test_allow_burst_and_checkpoints_reach_the_json_report() -> None:
     import json
 
     result = invoke(
@@ -111,14 +112,14 @@ def test_allow_burst_and_checkpoints_reach_the_json_report():
         assert preempted["p99_wait_after_preemption_s"] <= preempted["max_wait_after_preemption_s"]
 
 
-def test_reserve_after_is_refused_with_several_clusters():
+def test_reserve_after_is_refused_with_several_clusters() -> None:
     result = invoke("--trace", "reclaim-storm", "--hours", "2", "--clusters", "2", "--reserve-after", "60", "--quiet")
     assert result.exit_code != 0
     assert "--reserve-after is modelled for one cluster" in result.output
     assert "Traceback" not in result.output
 
 
-def test_safe_relaunch_reaches_the_json_report():
+def test_safe_relaunch_reaches_the_json_report() -> None:
     result = invoke(
         "--trace", "dev-starvation", "--hours", "8", "--policies", "baseline,rank+safe",
         "--safe-after", "1", "--safe-max-hold", "900", "--output", "json", "--quiet",
@@ -137,7 +138,7 @@ def test_safe_relaunch_reaches_the_json_report():
         assert preempted["wasted_gpu_hours_per_preempted_job"] > 0
 
 
-def test_safe_hold_unpredicted_holds_where_the_default_does_not():
+def test_safe_hold_unpredicted_holds_where_the_default_does_not() -> None:
     """The default holds a relaunch only when a safe place is predicted within the hold; the
     flag holds the others too, so the same trace sees more holds (12 h of dev-starvation, seed
     0: 19 holds by default, 24 with the flag)."""
@@ -155,7 +156,7 @@ def test_safe_hold_unpredicted_holds_where_the_default_does_not():
     one_line_error(invoke("--policies", "rank", "--safe-hold-unpredicted"), "apply to +safe policies")
 
 
-def _predicted_bursts(*args):
+def _predicted_bursts(*args: str) -> int:
     result = invoke(
         "--trace", "reclaim-storm", "--hours", "12", "--policies", "rank+predicted", "--allow-burst",
         "--output", "json", "--quiet", *args,
@@ -164,7 +165,7 @@ def _predicted_bursts(*args):
     return json.loads(result.output)["policies"]["rank+predicted"]["bursts"]
 
 
-def test_the_predicted_burst_gate_takes_its_margin_and_the_simulated_cloud_start_up():
+def test_the_predicted_burst_gate_takes_its_margin_and_the_simulated_cloud_start_up() -> None:
     # A wait above 600 s + 0 bursts; no wait within the horizon exceeds 600 s + 100,000 s, so
     # only beyond-the-horizon waits and the relaunch's admission timeout burst then.
     eager, strict = (
@@ -178,7 +179,7 @@ def test_the_predicted_burst_gate_takes_its_margin_and_the_simulated_cloud_start
     assert _predicted_bursts("--cloud-startup", "1e5", "--predicted-cloud-startup", "0") > strict
 
 
-def test_the_gate_options_need_a_predicted_policy_and_seconds_at_least_zero():
+def test_the_gate_options_need_a_predicted_policy_and_seconds_at_least_zero() -> None:
     one_line_error(invoke("--policies", "rank", "--predicted-wait-margin", "60"), "apply to +predicted policies")
     one_line_error(invoke("--policies", "rank", "--predicted-cloud-startup", "60"), "apply to +predicted policies")
     one_line_error(
@@ -187,7 +188,7 @@ def test_the_gate_options_need_a_predicted_policy_and_seconds_at_least_zero():
     )
 
 
-def test_the_gate_bound_bursts_more_the_fewer_stays_it_allows():
+def test_the_gate_bound_bursts_more_the_fewer_stays_it_allows() -> None:
     # --predicted-wait-max-stays 0 bursts every due relaunch; the default (1) bursts the second
     # one whatever the prediction; unbounded keeps every relaunch the prediction keeps.
     none, one, unbounded = (
@@ -199,7 +200,7 @@ def test_the_gate_bound_bursts_more_the_fewer_stays_it_allows():
     assert _predicted_bursts("--predicted-wait-max-stays", "1") == one
 
 
-def test_the_gate_bound_needs_a_predicted_policy_and_a_count():
+def test_the_gate_bound_needs_a_predicted_policy_and_a_count() -> None:
     one_line_error(invoke("--policies", "rank", "--predicted-wait-max-stays", "1"), "apply to +predicted policies")
     for bad in ("-1", "1.5", "forever"):
         one_line_error(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sky_kueue.sim import csv_trace
@@ -10,13 +12,13 @@ from sky_kueue.sim.traces import TraceError
 HEADER = "submit_time,duration,gpus,cpus,memory,priority_class,team\n"
 
 
-def write(tmp_path, text, name="trace.csv"):
+def write(tmp_path: Path, text: str, name: str = "trace.csv") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
 
 
-def test_valid_trace_with_quantities_durations_and_timestamps(tmp_path):
+def test_valid_trace_with_quantities_durations_and_timestamps(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         "job_id,submit_time,duration,gpus,cpus,memory,priority_class,team,failed\n"
@@ -34,7 +36,7 @@ def test_valid_trace_with_quantities_durations_and_timestamps(tmp_path):
     assert trace.cluster.gpu_capacity >= 2
 
 
-def test_defaults_for_optional_columns(tmp_path):
+def test_defaults_for_optional_columns(tmp_path: Path) -> None:
     trace = csv_trace.load(write(tmp_path, "submit_time,duration,gpus,priority_class,team\n5,60,1,medium,a\n"))
     job = trace.jobs[0]
     assert job.job_id == "row-2"
@@ -66,7 +68,7 @@ def test_defaults_for_optional_columns(tmp_path):
         ("0,60,1,1,1Gi,low,a,extra\n", "trace.csv:2: 8 values but the header has 7 columns"),
     ],
 )
-def test_bad_rows_name_file_line_and_column(tmp_path, rows, message):
+def test_bad_rows_name_file_line_and_column(tmp_path: Path, rows: str, message: str) -> None:
     with pytest.raises(TraceError) as err:
         csv_trace.load(write(tmp_path, HEADER + rows))
     text = str(err.value)
@@ -74,7 +76,7 @@ def test_bad_rows_name_file_line_and_column(tmp_path, rows, message):
     assert "\n" not in text
 
 
-def test_duplicate_job_ids_point_at_the_first(tmp_path):
+def test_duplicate_job_ids_point_at_the_first(tmp_path: Path) -> None:
     path = write(tmp_path, "job_id,submit_time,duration,gpus,priority_class,team\nx,0,1,1,low,a\nx,1,1,1,low,a\n")
     with pytest.raises(TraceError, match=r"trace.csv:3: column 'job_id': expected a unique id \(line 2 has the same\)"):
         csv_trace.load(path)
@@ -88,17 +90,17 @@ def test_duplicate_job_ids_point_at_the_first(tmp_path):
         (HEADER, "no jobs after the header"),
     ],
 )
-def test_bad_files(tmp_path, text, message):
+def test_bad_files(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(TraceError, match=message.replace("(", r"\(").replace(")", r"\)")):
         csv_trace.load(write(tmp_path, text))
 
 
-def test_missing_file(tmp_path):
+def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="no such file"):
         csv_trace.load(tmp_path / "nope.csv")
 
 
-def test_cluster_yaml_maps_teams_to_local_queues(tmp_path):
+def test_cluster_yaml_maps_teams_to_local_queues(tmp_path: Path) -> None:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(
         """

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from sky_kueue.sim import policies, synthetic
 from sky_kueue.sim.simulator import SimConfig, simulate
+from sky_kueue.sim.traces import Trace
 
 PARAMS = synthetic.SyntheticParams(jobs=120, teams=3, gpus_per_team=8, load=1.4)
 
 
-def contended_trace(seed: int):
+def contended_trace(seed: int) -> Trace:
     return synthetic.generate(PARAMS, random.Random(seed))
 
 
-def test_same_seed_same_trace():
+def test_same_seed_same_trace() -> None:
     assert contended_trace(3) == contended_trace(3)
     assert contended_trace(3).jobs != contended_trace(4).jobs
 
 
-def test_same_seed_same_run_for_every_policy():
+def test_same_seed_same_run_for_every_policy() -> None:
     trace = contended_trace(5)
     for name in ("baseline", "aging"):
         first = simulate(trace, policies.resolve(name), SimConfig(seed=11))
@@ -30,7 +33,7 @@ def test_same_seed_same_run_for_every_policy():
         assert sum(j.preemptions for j in first.jobs) > 0, "the trace must exercise relaunches"
 
 
-def test_relaunch_jitter_depends_on_the_seed():
+def test_relaunch_jitter_depends_on_the_seed() -> None:
     trace = contended_trace(7)
     a = simulate(trace, policies.resolve("baseline"), SimConfig(seed=1))
     assert sum(j.preemptions for j in a.jobs) > 0, "the trace must exercise relaunches"
@@ -38,7 +41,7 @@ def test_relaunch_jitter_depends_on_the_seed():
     assert [j.wait_s for j in a.jobs] != [j.wait_s for j in b.jobs]
 
 
-def test_the_preemption_shortcut_changes_no_decision(monkeypatch):
+def test_the_preemption_shortcut_changes_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
     # The infeasibility bound skips searches that cannot succeed; with it switched off the
     # model must take exactly the same decisions, preemptions included.
     from sky_kueue.kueue import preemption
@@ -47,7 +50,7 @@ def test_the_preemption_shortcut_changes_no_decision(monkeypatch):
     calls = {"pruned": 0}
     original = preemption._Search._cannot_fit
 
-    def counting(self, candidates, allow_borrowing):
+    def counting(self: preemption._Search, candidates: list[preemption._Candidate], allow_borrowing: bool) -> bool:
         pruned = original(self, candidates, allow_borrowing)
         calls["pruned"] += pruned
         return pruned

@@ -35,6 +35,7 @@ from sky_kueue.controller import aging
 from sky_kueue.sim import policies
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, StarvationRule, summarize
 from sky_kueue.sim.simulator import simulate
+from sky_kueue.sim.traces import Trace
 from tests.sim.builders import NO_DELAY, TraceBuilder, by_id, relaunch_after
 
 #: Run time of the dev job: long enough that it is still running at every reclaim.
@@ -43,7 +44,7 @@ FIRST_RECLAIM_AT_SECONDS = 100.0
 PROD_RUN_SECONDS = 50.0
 
 
-def single_borrower_trace(second_reclaim_at: float):
+def single_borrower_trace(second_reclaim_at: float) -> Trace:
     """team-b's dev job borrows 4 of team-a's 8 GPUs; team-a's prod job reclaims them twice."""
     return (
         TraceBuilder()
@@ -62,7 +63,7 @@ def in_cluster_policies() -> list[str]:
 
 
 @pytest.mark.parametrize("name", in_cluster_policies())
-def test_no_priority_policy_spares_the_only_borrower(name):
+def test_no_priority_policy_spares_the_only_borrower(name: str) -> None:
     # prod-1 ends at 150; the relaunch is readmitted then, and prod-2 arrives at 160.
     run = simulate(single_borrower_trace(160.0), policies.resolve(name), relaunch_after(1.0))
     jobs = by_id(run)
@@ -73,7 +74,7 @@ def test_no_priority_policy_spares_the_only_borrower(name):
 
 
 @pytest.mark.parametrize("hold_seconds", [30.0, 600.0, 6_000.0])
-def test_holding_the_relaunch_back_only_moves_the_next_reclaim(hold_seconds):
+def test_holding_the_relaunch_back_only_moves_the_next_reclaim(hold_seconds: float) -> None:
     # The hold ends at 100 + hold (or prod-1's end at 150, if later): the dev job is readmitted
     # then, and a prod arrival 10 s later reclaims it again. The quota the hold kept free
     # between 150 and the readmission ran nothing.
@@ -86,7 +87,7 @@ def test_holding_the_relaunch_back_only_moves_the_next_reclaim(hold_seconds):
     assert dev.lost_gpu_s == 8 * (FIRST_RECLAIM_AT_SECONDS + 10.0)
 
 
-def test_a_kept_place_in_line_can_starve_a_short_fresh_job():
+def test_a_kept_place_in_line_can_starve_a_short_fresh_job() -> None:
     # The synthetic trace's "starved no more than baseline" against rank's promise: a relaunch
     # that waits ahead of fresh arrivals of its class delays them by its whole run. Here the
     # short low-2 (10 s) waits 40 s under SkyPilot alone and 140 s behind the relaunch of
@@ -109,7 +110,7 @@ def test_a_kept_place_in_line_can_starve_a_short_fresh_job():
     assert (baseline["low-1"].wait_s, ranked["low-1"].wait_s) == (60, 50)
 
 
-def test_a_kept_place_in_line_can_cost_an_extra_preemption():
+def test_a_kept_place_in_line_can_cost_an_extra_preemption() -> None:
     # The in-cluster "in-queue preemptions no more than baseline": which jobs run when a higher
     # class arrives decides how many victims it takes. R (2 GPUs) is preempted by high-0 and
     # relaunched at t=30, behind the fresh 4-GPU F (t=20) and ahead of the fresh 2-GPU F2
@@ -133,7 +134,7 @@ def test_a_kept_place_in_line_can_cost_an_extra_preemption():
     assert {j.job_id: j.preemptions for j in ranked.jobs if j.preemptions} == {"R": 2, "F2": 1}
 
 
-def test_a_kept_place_in_line_can_turn_a_reclaim_into_an_inverted_preemption():
+def test_a_kept_place_in_line_can_turn_a_reclaim_into_an_inverted_preemption() -> None:
     # The in-cluster "inverted preemptions no more than baseline": team-b lives on borrowed
     # quota. Its medium relaunch R (4 GPUs, created at 30) is behind the fresh medium F (2 GPUs,
     # 20) under FIFO, which then admits F and the low L; rank admits R alone. team-a's low
@@ -158,7 +159,7 @@ def test_a_kept_place_in_line_can_turn_a_reclaim_into_an_inverted_preemption():
     assert {j.job_id: j.preemptions for j in ranked.jobs if j.preemptions} == {"R": 2}
 
 
-def wide_relaunch_behind_own_team_trace():
+def wide_relaunch_behind_own_team_trace() -> Trace:
     """team-b's 4-GPU dev job borrows team-a's 2 GPUs and is reclaimed at 100 and 400 s;
     team-b's long job (2 GPUs, same class) arrives at 300 s, while dev runs."""
     return (
@@ -174,7 +175,7 @@ def wide_relaunch_behind_own_team_trace():
 
 
 @pytest.mark.parametrize("name", [*in_cluster_policies(), "safe-place"])
-def test_a_relaunch_that_needs_more_than_is_free_starves_behind_its_teams_own_work(name):
+def test_a_relaunch_that_needs_more_than_is_free_starves_behind_its_teams_own_work(name: str) -> None:
     # Issue 24's "relaunch-starved 0 where the baseline has at most 2" and "p99 completion-time
     # inflation lower": at the 2nd reclaim b-wide's 4 GPUs free up, the owner takes 2 and
     # b-long, waiting since 300 s, fits the other 2 (b's nominal quota). The relaunch needs 4:
@@ -192,7 +193,7 @@ def test_a_relaunch_that_needs_more_than_is_free_starves_behind_its_teams_own_wo
     assert metrics.p99_inflation == baseline.p99_inflation == 7_000 / 600, name
 
 
-def test_a_kept_place_in_line_can_readmit_a_relaunch_its_owner_is_about_to_reclaim():
+def test_a_kept_place_in_line_can_readmit_a_relaunch_its_owner_is_about_to_reclaim() -> None:
     # Issue 24's "p99 completion-time inflation lower", missed by rank on 3 runs: at 2,300 s
     # team-a's quota frees while its a-wide (4 GPUs, waiting since 1,000 s) and team-b's
     # reclaimed b-dev (4 GPUs) both need 2 of the other team's GPUs. FIFO admits the older
@@ -219,7 +220,7 @@ def test_a_kept_place_in_line_can_readmit_a_relaunch_its_owner_is_about_to_recla
     assert (b.p99_inflation, r.p99_inflation) == (5_300 / 3_000, 6_000 / 3_000)
 
 
-def test_a_kept_place_in_line_can_leave_gpus_idle():
+def test_a_kept_place_in_line_can_leave_gpus_idle() -> None:
     # Issue 24's "goodput at least the baseline's - 1 point", missed by rank on 2 runs: when
     # a-prod ends, FIFO admits the older 2-GPU a-wide; rank admits the 1-GPU relaunch a-short
     # first, and a-wide does not fit beside it, so one GPU idles for a-short's 300 s. rank

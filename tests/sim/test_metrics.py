@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from sky_kueue.sim import metrics
 from sky_kueue.sim.results import JobOutcome, JobResult, RunResult
 
 
-def job(job_id, klass, wait, run=100.0, preemptions=0, outcome=JobOutcome.FINISHED, gpus=1):
+def job(
+    job_id: str,
+    klass: str,
+    wait: float,
+    run: float = 100.0,
+    preemptions: int = 0,
+    outcome: JobOutcome = JobOutcome.FINISHED,
+    gpus: int = 1,
+) -> JobResult:
     return JobResult(
         job_id=job_id,
         team="a",
@@ -28,7 +37,7 @@ def job(job_id, klass, wait, run=100.0, preemptions=0, outcome=JobOutcome.FINISH
     )
 
 
-def run_of(policy, jobs, busy=500.0):
+def run_of(policy: str, jobs: Iterable[JobResult], busy: float = 500.0) -> RunResult:
     return RunResult(
         policy=policy,
         jobs=tuple(jobs),
@@ -41,7 +50,7 @@ def run_of(policy, jobs, busy=500.0):
     )
 
 
-def test_nearest_rank_percentiles():
+def test_nearest_rank_percentiles() -> None:
     values = [float(v) for v in range(1, 101)]
     assert metrics.percentile(values, 50) == 50
     assert metrics.percentile(values, 95) == 95
@@ -50,14 +59,14 @@ def test_nearest_rank_percentiles():
     assert metrics.percentile([], 50) == 0
 
 
-def test_starved_needs_both_the_runtime_multiple_and_the_floor():
+def test_starved_needs_both_the_runtime_multiple_and_the_floor() -> None:
     rule = metrics.StarvationRule(runtime_multiple=10, min_wait_s=3600)
     assert rule.starved(job("a", "low", wait=4000, run=100))
     assert not rule.starved(job("b", "low", wait=3000, run=100))  # under the floor
     assert not rule.starved(job("c", "low", wait=4000, run=1000))  # under 10x its run time
 
 
-def test_summary_per_class_and_run_wide():
+def test_summary_per_class_and_run_wide() -> None:
     jobs = [job(f"l{i}", "low", wait=float(i * 1000), preemptions=i % 3) for i in range(10)]
     jobs += [job("h", "high", wait=5.0, outcome=JobOutcome.PENDING_AT_HORIZON)]
     m = metrics.summarize(run_of("x", jobs), ["low", "high"])
@@ -71,13 +80,15 @@ def test_summary_per_class_and_run_wide():
     assert math.isclose(m.lost_gpu_hours, 90.0 / 3600)
     assert math.isclose(m.gpu_utilization, 0.5)
     data = m.to_json()
+    classes = data["classes"]
+    assert isinstance(classes, dict)
     for key in ("p50_wait_s", "p95_wait_s", "p99_wait_s", "max_wait_s", "starved"):
-        assert key in data["classes"]["low"]
+        assert key in classes["low"]
     for key in ("preemptions_per_job_mean", "preemptions_per_job_max", "lost_gpu_hours", "gpu_utilization", "bursts"):
         assert key in data
 
 
-def test_targets_against_the_baseline():
+def test_targets_against_the_baseline() -> None:
     base = metrics.summarize(
         run_of("baseline", [job("l", "low", wait=50_000), job("h", "high", wait=100)], busy=500), ["low", "high"]
     )

@@ -11,13 +11,14 @@ from sky_kueue.controller.predicted_burst import PredictedBurstSettings, Predict
 from sky_kueue.sim import policies
 from sky_kueue.sim.results import JobOutcome
 from sky_kueue.sim.simulator import Simulator
+from sky_kueue.sim.traces import Trace
 from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
 
 BURST = policies.with_burst_defaults(AgingSettings())
 CONFIG = replace(NO_DELAY, allow_burst=True)
 
 
-def preempted_by(high_run: float):
+def preempted_by(high_run: float) -> Trace:
     """low-1 (4 GPUs, 5,000 s) is preempted at t=10 by high-1, which holds the quota ``high_run`` s."""
     return (
         TraceBuilder()
@@ -67,7 +68,7 @@ def test_the_suffix_goes_once_on_a_registered_policy(name: str) -> None:
         policies.resolve(name, BURST)
 
 
-def reclaimed_twice():
+def reclaimed_twice() -> Trace:
     """low-1 is preempted at t=10 by high-1 (200 s), relaunched on-prem when it ends, and
     preempted again at t=400 by high-2 (200 s): both times on-prem frees up soon."""
     return (

@@ -11,10 +11,11 @@ from sky_kueue.sim import policies
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.results import JobOutcome
 from sky_kueue.sim.simulator import SimConfig, simulate
+from sky_kueue.sim.traces import Trace
 from tests.sim.builders import NO_DELAY, TraceBuilder, by_id
 
 
-def preempted_low_job():
+def preempted_low_job() -> Trace:
     # One team, 4 GPUs. A low job takes them all at t=0; a high job arrives at t=10 and
     # preempts it (InClusterQueue, LowerPriority); the low job is relaunched as a new
     # Workload and runs again from scratch when the high job ends at t=60.
@@ -27,7 +28,7 @@ def preempted_low_job():
     )
 
 
-def test_preempted_job_is_relaunched_at_the_back_and_reruns_from_scratch():
+def test_preempted_job_is_relaunched_at_the_back_and_reruns_from_scratch() -> None:
     run = simulate(preempted_low_job(), policies.resolve("baseline"), NO_DELAY)
     jobs = by_id(run)
     low, high = jobs["low-1"], jobs["high-1"]
@@ -48,7 +49,7 @@ def test_preempted_job_is_relaunched_at_the_back_and_reruns_from_scratch():
     assert run.useful_gpu_s == 0
 
 
-def test_recovery_backoff_delays_the_relaunch_within_skypilot_bounds():
+def test_recovery_backoff_delays_the_relaunch_within_skypilot_bounds() -> None:
     config = SimConfig(seed=7, relaunch=RelaunchModel(detection_gap_s=0.0))
     low = by_id(simulate(preempted_low_job(), policies.resolve("baseline"), config))["low-1"]
     # Relaunched 60 s +-40 % after the preemption at t=10, admitted no earlier than t=60.
@@ -56,7 +57,7 @@ def test_recovery_backoff_delays_the_relaunch_within_skypilot_bounds():
     assert low.wait_s >= 50
 
 
-def test_job_that_fails_ends_failed_and_frees_its_quota():
+def test_job_that_fails_ends_failed_and_frees_its_quota() -> None:
     trace = (
         TraceBuilder()
         .team("a", gpus=2)
@@ -71,7 +72,7 @@ def test_job_that_fails_ends_failed_and_frees_its_quota():
     assert jobs["next"].outcome is JobOutcome.FINISHED
 
 
-def test_borrowed_quota_is_reclaimed_by_its_owner():
+def test_borrowed_quota_is_reclaimed_by_its_owner() -> None:
     # Team a borrows b's idle GPUs; b's job reclaims them (InCohortReclamation).
     trace = (
         TraceBuilder()
@@ -89,7 +90,7 @@ def test_borrowed_quota_is_reclaimed_by_its_owner():
     assert jobs["a-big"].wait_s == 30  # waits from t=20 until b-own ends at t=50
 
 
-def test_burst_after_the_team_wait_limit_costs_gpu_hours():
+def test_burst_after_the_team_wait_limit_costs_gpu_hours() -> None:
     trace = (
         TraceBuilder()
         .team("a", gpus=1, wait_limit=600)
@@ -106,7 +107,7 @@ def test_burst_after_the_team_wait_limit_costs_gpu_hours():
     assert jobs["first"].outcome is JobOutcome.FINISHED
 
 
-def test_aging_raises_the_relaunched_workload_of_a_repeatedly_preempted_job():
+def test_aging_raises_the_relaunched_workload_of_a_repeatedly_preempted_job() -> None:
     # Two preemptions of the same low job by high jobs: the bounded policy gives
     # one step (+100) after two counted preemptions, capped at the preemptor's class (200).
     trace = (
@@ -124,7 +125,7 @@ def test_aging_raises_the_relaunched_workload_of_a_repeatedly_preempted_job():
     assert baseline["low-1"].max_boost == 0
 
 
-def test_model_eta_at_submission_matches_the_wait_when_nothing_else_arrives():
+def test_model_eta_at_submission_matches_the_wait_when_nothing_else_arrives() -> None:
     # Two jobs hold the 4 GPUs until t=100 and t=130; "late" (4 GPUs) arrives at t=20 and
     # waits for both: the predictor's estimate at submission is 110 s, as happens.
     from sky_kueue.sim.eta import EtaProbe
@@ -145,7 +146,7 @@ def test_model_eta_at_submission_matches_the_wait_when_nothing_else_arrives():
     assert by_id(run)["late"].wait_s == 110
 
 
-def aged_low_job_behind_a_running_medium():
+def aged_low_job_behind_a_running_medium() -> Trace:
     # One team, 4 GPUs. A medium job holds them all from t=0 for a long time; a low job
     # arrives at t=1 and only waits (never preempted). Age alone is its only claim.
     return (
@@ -157,7 +158,7 @@ def aged_low_job_behind_a_running_medium():
     )
 
 
-def test_age_alone_crossing_a_class_is_counted_as_an_inverted_preemption():
+def test_age_alone_crossing_a_class_is_counted_as_an_inverted_preemption() -> None:
     # Age worth 100 points after 1000 s lifts low (50) above medium (100) once the class
     # cap is off: the low job preempts the running medium, an inverted preemption.
     uncapped = AgingSettings(
