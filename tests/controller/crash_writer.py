@@ -142,7 +142,7 @@ def main() -> int:
     cluster = Cluster(args.cluster)
     store = SqliteHistoryStore(args.state)
     clock = ManualClock()
-    engine = AgingEngine(CrashingStore(store, points), ClusterActuator(cluster, points), SETTINGS, clock=clock)  # type: ignore[arg-type]
+    engine = AgingEngine(CrashingStore(store, points), ClusterActuator(cluster, points), SETTINGS, clock=clock)
     script = make_script()
     start = 0 if args.from_start else max(0, cluster.delivered - OVERLAP)
     for index in range(start, len(script)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sky_kueue.controller.actuators import ActuationError, ActuationOutcome, ActuationResult, WorkloadPatch
 
@@ -28,7 +29,7 @@ class RecordingActuator:
         self._outcomes.extend(outcomes)
 
     @property
-    def bodies(self) -> list[dict[str, object]]:
+    def bodies(self) -> list[dict[str, Any]]:
         return [dict(p.body) for p in self.patches]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from sky_kueue.controller.burst import BurstReason, decide_burst, relaunch_burst
 from sky_kueue.controller.burst_gate import BurstGates
+from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.predicted_burst import (
     DEFAULT_CLOUD_STARTUP_SECONDS,
     DEFAULT_PREDICTED_WAIT_GATE_MAX_STAYS,
@@ -20,6 +21,7 @@ from sky_kueue.controller.predicted_burst import (
     gated_verdict,
     max_stays_reached,
 )
+from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.skypilot.config import BurstSettings
 
 from .test_burst import SETTINGS, history
@@ -110,7 +112,9 @@ def team_b_gate(gate: PredictedBurstSettings) -> BurstGates:
     return BurstGates(by_namespace={"team-b": gate}, by_team={"team-b": gate})
 
 
-def test_the_controller_records_a_gated_burst_once_and_only_when_on_prem_is_slow(store, clock) -> None:
+def test_the_controller_records_a_gated_burst_once_and_only_when_on_prem_is_slow(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, actuator = engine_for(
         store, clock, settings=replace(ENGINE_SETTINGS, burst_after_preemptions=1), burst_gates=team_b_gate(GATE)
     )
@@ -121,10 +125,12 @@ def test_the_controller_records_a_gated_burst_once_and_only_when_on_prem_is_slow
     assert engine.reconcile(cluster.detect(relaunch)).burst is None  # no prediction: stays
     outcome = engine.reconcile(cluster.detect(relaunch), predicted_wait_seconds=3_600.0)
     assert outcome.burst is not None and outcome.burst.reason == "predicted-on-prem-wait"
-    annotations = [b["metadata"].get("annotations", {}) for b in actuator.bodies]  # type: ignore[union-attr]
+    annotations = [b["metadata"].get("annotations", {}) for b in actuator.bodies]
     assert any(a.get("sky-kueue.io/burst-decision") == "predicted-on-prem-wait" for a in annotations)
     assert engine.reconcile(cluster.detect(relaunch), predicted_wait_seconds=3_600.0).burst is None  # once
-    assert outcome.job_key is not None and store.load(outcome.job_key).burst is not None  # type: ignore[union-attr]
+    assert outcome.job_key is not None
+    stored = store.load(outcome.job_key)
+    assert stored is not None and stored.burst is not None
 
 
 @pytest.mark.parametrize(
@@ -183,7 +189,9 @@ def test_decide_burst_and_the_relaunch_name_the_bound_once_reached() -> None:
     assert not relaunch_burst(h, SETTINGS, now, gate=GATE)[0]
 
 
-def test_the_controller_bursts_a_job_the_gate_kept_once_at_its_next_preemption(store, clock) -> None:
+def test_the_controller_bursts_a_job_the_gate_kept_once_at_its_next_preemption(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, _ = engine_for(
         store,
         clock,
@@ -197,7 +205,9 @@ def test_the_controller_bursts_a_job_the_gate_kept_once_at_its_next_preemption(s
     third = preempt_and_relaunch(cluster, engine, second, 1_010)  # admitted, reclaimed again
     relaunch = engine.reconcile(cluster.detect(cluster.pending(third, 2_020)), predicted_wait_seconds=0.0)
     assert kept.job_key is not None
-    recorded = store.load(kept.job_key).burst  # type: ignore[union-attr]
+    stored = store.load(kept.job_key)
+    assert stored is not None
+    recorded = stored.burst
     assert recorded is not None and recorded.reason == "predicted-wait-gate-max-stays"
     assert "kept it on-prem 1x" in recorded.detail and recorded.preemptions == 2
     assert relaunch.burst is None  # recorded once, at the preemption (no predictor needed past the bound)

@@ -23,7 +23,7 @@ AT = str(T + 10_000)
 
 def runner() -> CliRunner:
     try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+        return CliRunner(mix_stderr=False)  # click < 8.2
     except TypeError:
         return CliRunner()
 

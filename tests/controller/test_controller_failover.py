@@ -190,8 +190,8 @@ def test_the_follower_takes_over_mid_burst_and_nothing_is_lost_or_doubled(tmp_pa
     for uid, before, after, holding in driver.priority_writes:
         raised.setdefault(uid, []).append((before, after, holding))
     for uid, (_, boost) in driver.expected.items():
-        want = [(DEV_PRIORITY, DEV_PRIORITY + boost, False)] if boost else None
-        assert raised.get(uid) == want, uid
+        want_writes = [(DEV_PRIORITY, DEV_PRIORITY + boost, False)] if boost else None
+        assert raised.get(uid) == want_writes, uid
     # Each boosted step was patched exactly once, by one replica: the leader before its death
     # or the follower after it, never both.
     assert len(patches) == boosted_steps, (len(patches), boosted_steps, patches_before_kill)

@@ -70,7 +70,9 @@ def preempt_and_relaunch(cluster: Cluster, engine: AgingEngine, uid: str, create
     return f"{uid}+"
 
 
-def test_a_preempted_skypilot_job_is_relaunched_with_an_aged_priority(store, clock) -> None:
+def test_a_preempted_skypilot_job_is_relaunched_with_an_aged_priority(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, actuator = engine_for(store, clock)
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -87,7 +89,7 @@ def test_a_preempted_skypilot_job_is_relaunched_with_an_aged_priority(store, clo
     assert history is not None and history.current_boost == 100 and len(history.preemptions) == 1
 
 
-def test_re_delivered_snapshots_do_not_repeat_anything(store, clock) -> None:
+def test_re_delivered_snapshots_do_not_repeat_anything(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, actuator = engine_for(store, clock)
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -99,7 +101,9 @@ def test_re_delivered_snapshots_do_not_repeat_anything(store, clock) -> None:
     assert history is not None and len(history.preemptions) == 1 and len(history.steps) == 2
 
 
-def test_the_patch_targets_the_waiting_workload_only_never_a_running_one(store, clock) -> None:
+def test_the_patch_targets_the_waiting_workload_only_never_a_running_one(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, actuator = engine_for(store, clock)
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -109,7 +113,7 @@ def test_the_patch_targets_the_waiting_workload_only_never_a_running_one(store, 
     assert outcome.step is None and actuator.patches == []
 
 
-def test_other_evictions_are_recorded_but_do_not_age(store, clock) -> None:
+def test_other_evictions_are_recorded_but_do_not_age(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, actuator = engine_for(store, clock)
     cluster = Cluster(clock)
     wl = cluster.pending("w0", 0)
@@ -123,7 +127,9 @@ def test_other_evictions_are_recorded_but_do_not_age(store, clock) -> None:
     assert actuator.patches == []  # boost stays 0 on the requeued Workload
 
 
-def test_a_requeued_retriable_workload_is_aged_in_its_next_episode(store, clock) -> None:
+def test_a_requeued_retriable_workload_is_aged_in_its_next_episode(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, actuator = engine_for(store, clock)
     cluster = Cluster(clock)
     wl = cluster.pending("job-wl", 0)
@@ -136,7 +142,7 @@ def test_a_requeued_retriable_workload_is_aged_in_its_next_episode(store, clock)
     assert actuator.bodies[0]["spec"] == {"priority": 200}
 
 
-def test_a_late_preemption_record_re_ages_the_waiting_relaunch(store, clock) -> None:
+def test_a_late_preemption_record_re_ages_the_waiting_relaunch(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, actuator = engine_for(store, clock)
     cluster = Cluster(clock)
     old = cluster.pending("w0", 0)
@@ -154,7 +160,9 @@ def test_a_late_preemption_record_re_ages_the_waiting_relaunch(store, clock) -> 
     assert actuator.bodies[-1]["spec"] == {"priority": 200}
 
 
-def test_the_boost_annotation_is_used_when_the_priority_boost_gate_is_on(store, clock) -> None:
+def test_the_boost_annotation_is_used_when_the_priority_boost_gate_is_on(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     settings = replace(SETTINGS, actuator=ActuatorKind.AUTO)
     engine, actuator = engine_for(store, clock, settings=settings, priority_boost_gate=True)
     assert engine.mechanism is ActuatorKind.BOOST_ANNOTATION
@@ -174,14 +182,18 @@ def test_the_boost_annotation_is_used_when_the_priority_boost_gate_is_on(store, 
 @pytest.mark.parametrize(
     ("gate", "mechanism"), [(False, ActuatorKind.SPEC_PRIORITY), (None, ActuatorKind.SPEC_PRIORITY)]
 )
-def test_auto_falls_back_to_spec_priority_without_the_gate(store, clock, gate, mechanism) -> None:
+def test_auto_falls_back_to_spec_priority_without_the_gate(
+    store: SqliteHistoryStore, clock: ManualClock, gate: bool | None, mechanism: ActuatorKind
+) -> None:
     engine, _ = engine_for(
         store, clock, settings=replace(SETTINGS, actuator=ActuatorKind.AUTO), priority_boost_gate=gate
     )
     assert engine.mechanism is mechanism
 
 
-def test_a_relaunch_already_relabelled_with_the_aged_class_needs_no_patch(store, clock) -> None:
+def test_a_relaunch_already_relabelled_with_the_aged_class_needs_no_patch(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     ladder = (PriorityClassRung(100, "dev"), PriorityClassRung(150, "dev-aged-1"), PriorityClassRung(300, "dev-aged-2"))
     settings = replace(SETTINGS, actuator=ActuatorKind.PRIORITY_CLASS, priority_class_ladder=ladder)
     engine, actuator = engine_for(store, clock, settings=settings)
@@ -192,7 +204,9 @@ def test_a_relaunch_already_relabelled_with_the_aged_class_needs_no_patch(store,
     assert actuator.patches == [] and outcome.step is not None and outcome.step.state is StepState.ACTUATED
 
 
-def test_without_the_relabel_the_ladder_value_is_applied_as_spec_priority(store, clock) -> None:
+def test_without_the_relabel_the_ladder_value_is_applied_as_spec_priority(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     ladder = (PriorityClassRung(150, "dev-aged-1"), PriorityClassRung(300, "dev-aged-2"))
     settings = replace(SETTINGS, actuator=ActuatorKind.PRIORITY_CLASS, priority_class_ladder=ladder)
     engine, actuator = engine_for(store, clock, settings=settings)
@@ -202,7 +216,7 @@ def test_without_the_relabel_the_ladder_value_is_applied_as_spec_priority(store,
     assert actuator.bodies[0]["spec"] == {"priority": 150}  # base 100 + boost 100 -> highest rung <= 200
 
 
-def test_record_only_decides_but_never_patches(store, clock) -> None:
+def test_record_only_decides_but_never_patches(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, actuator = engine_for(store, clock, settings=replace(SETTINGS, actuator=ActuatorKind.RECORD_ONLY))
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -211,7 +225,9 @@ def test_record_only_decides_but_never_patches(store, clock) -> None:
     assert outcome.step is not None and (outcome.step.state, outcome.step.boost) == (StepState.SKIPPED, 100)
 
 
-def test_a_transient_failure_leaves_the_step_decided_and_the_next_reconcile_retries(store, clock) -> None:
+def test_a_transient_failure_leaves_the_step_decided_and_the_next_reconcile_retries(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, actuator = engine_for(store, clock, actuator=RecordingActuator([transient()]))
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -226,7 +242,9 @@ def test_a_transient_failure_leaves_the_step_decided_and_the_next_reconcile_retr
 
 
 @pytest.mark.parametrize("outcome", [ActuationOutcome.TARGET_GONE, ActuationOutcome.TARGET_REPLACED])
-def test_a_vanished_or_replaced_target_skips_the_step(store, clock, outcome) -> None:
+def test_a_vanished_or_replaced_target_skips_the_step(
+    store: SqliteHistoryStore, clock: ManualClock, outcome: ActuationOutcome
+) -> None:
     engine, _ = engine_for(store, clock, actuator=RecordingActuator([outcome]))
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -235,7 +253,7 @@ def test_a_vanished_or_replaced_target_skips_the_step(store, clock, outcome) -> 
     assert result.step.detail is not None and result.step.detail.startswith(outcome.value)
 
 
-def test_replay_after_a_crash_re_actuates_or_skips_decided_steps(store, clock) -> None:
+def test_replay_after_a_crash_re_actuates_or_skips_decided_steps(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, _ = engine_for(store, clock, actuator=RecordingActuator([transient(), transient()]))
     cluster = Cluster(clock)
     nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
@@ -254,7 +272,7 @@ def test_replay_after_a_crash_re_actuates_or_skips_decided_steps(store, clock) -
     assert store.pending_steps() == ()
 
 
-def test_a_burst_decision_is_recorded_once_and_surfaced(store, clock) -> None:
+def test_a_burst_decision_is_recorded_once_and_surfaced(store: SqliteHistoryStore, clock: ManualClock) -> None:
     settings = replace(SETTINGS, burst_after_preemptions=2)
     engine, actuator = engine_for(store, clock, settings=settings)
     cluster = Cluster(clock)
@@ -262,13 +280,15 @@ def test_a_burst_decision_is_recorded_once_and_surfaced(store, clock) -> None:
     uid = preempt_and_relaunch(cluster, engine, uid, 1_010)
     outcome = engine.reconcile(cluster.detect(cluster.pending(uid, 2_020)))
     assert outcome.burst is not None and outcome.burst.reason == "preemptions"
-    annotations = [b["metadata"].get("annotations", {}) for b in actuator.bodies]  # type: ignore[union-attr]
+    annotations = [b["metadata"].get("annotations", {}) for b in actuator.bodies]
     assert any(a.get("sky-kueue.io/burst-decision") == "preemptions" for a in annotations)
     again = engine.reconcile(cluster.detect(cluster.pending(uid, 2_020)))
     assert again.burst is None
 
 
-def test_a_predicted_wait_over_the_team_limit_marks_the_job_for_burst(store, clock) -> None:
+def test_a_predicted_wait_over_the_team_limit_marks_the_job_for_burst(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     engine, _ = engine_for(store, clock, settings=replace(SETTINGS, actuator=ActuatorKind.RECORD_ONLY))
     cluster = Cluster(clock)
     wl = cluster.pending("w0", 0)
@@ -277,7 +297,7 @@ def test_a_predicted_wait_over_the_team_limit_marks_the_job_for_burst(store, clo
     assert outcome.burst is not None and outcome.burst.reason == "predicted-wait"
 
 
-def test_workloads_that_are_not_skypilot_jobs_are_ignored(store, clock) -> None:
+def test_workloads_that_are_not_skypilot_jobs_are_ignored(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, actuator = engine_for(store, clock)
     batch = WorkloadBuilder("job-train-abcde").pending(T0).obj()
     bare_group = WorkloadBuilder("someone-elses-group").pod_group().pending(T0).obj()
@@ -286,7 +306,7 @@ def test_workloads_that_are_not_skypilot_jobs_are_ignored(store, clock) -> None:
     assert store.jobs() == () and actuator.patches == []
 
 
-def test_a_known_group_is_followed_after_its_pods_are_gone(store, clock) -> None:
+def test_a_known_group_is_followed_after_its_pods_are_gone(store: SqliteHistoryStore, clock: ManualClock) -> None:
     engine, _ = engine_for(store, clock)
     cluster = Cluster(clock)
     wl = cluster.pending("w0", 0)

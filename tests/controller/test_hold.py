@@ -77,7 +77,9 @@ def _held_relaunch(store: SqliteHistoryStore, clock: ManualClock, actuator: Reco
     return cluster, nxt
 
 
-def test_a_hold_stored_but_not_patched_is_patched_by_the_next_reconcile_and_stored_once(store, clock) -> None:
+def test_a_hold_stored_but_not_patched_is_patched_by_the_next_reconcile_and_stored_once(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     actuator = RecordingActuator([ActuationOutcome.APPLIED, transient()])  # the aging patch lands, the hold's fails
     cluster = Cluster(clock)
     engine = _engine(store, clock, ScriptedProbe(BORROWS), actuator, _team())
@@ -95,7 +97,9 @@ def test_a_hold_stored_but_not_patched_is_patched_by_the_next_reconcile_and_stor
     assert history is not None and [h.workload_uid for h in history.holds] == [nxt]
 
 
-def test_a_workload_reactivated_by_someone_else_is_recorded_released_and_not_held_again(store, clock) -> None:
+def test_a_workload_reactivated_by_someone_else_is_recorded_released_and_not_held_again(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     actuator = RecordingActuator()
     cluster, nxt = _held_relaunch(store, clock, actuator)
     engine = _engine(store, clock, ScriptedProbe(BORROWS), actuator, _team())
@@ -112,7 +116,7 @@ def test_a_workload_reactivated_by_someone_else_is_recorded_released_and_not_hel
     assert history is not None and history.holds[0].release_kind == "reactivated"
 
 
-def test_a_release_stored_but_not_patched_is_sent_again(store, clock) -> None:
+def test_a_release_stored_but_not_patched_is_sent_again(store: SqliteHistoryStore, clock: ManualClock) -> None:
     actuator = RecordingActuator()
     cluster, nxt = _held_relaunch(store, clock, actuator)
     held = cluster.pending(nxt, 1_010).inactive().annotation(HOLD_ANNOTATION, "held: ...")
@@ -136,7 +140,9 @@ def test_a_release_stored_but_not_patched_is_sent_again(store, clock) -> None:
     assert history is not None and history.holds[0].release_kind == "safe"
 
 
-def test_a_team_that_turns_the_rule_off_gets_its_held_relaunch_released(store, clock) -> None:
+def test_a_team_that_turns_the_rule_off_gets_its_held_relaunch_released(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     actuator = RecordingActuator()
     cluster, nxt = _held_relaunch(store, clock, actuator)
     engine = _engine(store, clock, ScriptedProbe(BORROWS), actuator, team=None)  # config reloaded without it
@@ -148,7 +154,7 @@ def test_a_team_that_turns_the_rule_off_gets_its_held_relaunch_released(store, c
     assert actuator.patches[-1].body["spec"] == {"active": True}
 
 
-def test_below_k_preemptions_the_predictor_is_not_even_asked(store, clock) -> None:
+def test_below_k_preemptions_the_predictor_is_not_even_asked(store: SqliteHistoryStore, clock: ManualClock) -> None:
     probe = ScriptedProbe(BORROWS)
     actuator = RecordingActuator()
     cluster = Cluster(clock)
@@ -160,7 +166,9 @@ def test_below_k_preemptions_the_predictor_is_not_even_asked(store, clock) -> No
     assert outcome.hold is None and probe.asked == []
 
 
-def test_a_team_that_may_burst_bursts_instead_of_holding_when_no_safe_place_is_predicted(store, clock) -> None:
+def test_a_team_that_may_burst_bursts_instead_of_holding_when_no_safe_place_is_predicted(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     actuator = RecordingActuator()
     cluster = Cluster(clock)
     engine = _engine(store, clock, ScriptedProbe(BORROWS), actuator, _team(burst_max_predicted_wait_seconds=900.0))
@@ -221,7 +229,9 @@ def test_bad_safe_relaunch_settings_are_one_line_errors_naming_the_key(
     assert expected in message and "\n" not in message and str(path) in message
 
 
-def test_by_default_a_relaunch_is_held_only_when_nominal_quota_is_predicted_within_the_hold(store, clock) -> None:
+def test_by_default_a_relaunch_is_held_only_when_nominal_quota_is_predicted_within_the_hold(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
     actuator = RecordingActuator()
     cluster = Cluster(clock)
     probe = ScriptedProbe(Placement("this cluster", admits_now=True, borrows=True, predicted_safe_wait_seconds=240))

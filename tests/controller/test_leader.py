@@ -8,6 +8,7 @@ lease expires and ages the next relaunch.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def _elector(sandbox: Sandbox, identity: str, clock: ManualClock) -> LeaderElect
 
 
 @pytest.fixture
-def sandbox() -> Sandbox:
+def sandbox() -> Iterator[Sandbox]:
     with Sandbox(run_emulator=False) as box:
         yield box
 

@@ -47,7 +47,7 @@ def _rules() -> list[tuple[str | None, dict[str, Any]]]:
                 {"kind": "ServiceAccount", "name": "sky-kueue-controller", "namespace": CONTROLLER_NAMESPACE}
             ]
             bound.add((doc["roleRef"]["name"], doc["metadata"].get("namespace")))
-    rules = []
+    rules: list[tuple[str | None, dict[str, Any]]] = []
     for doc in docs:
         if doc["kind"] == "ClusterRole" and (doc["metadata"]["name"], None) in bound:
             rules += [(None, r) for r in doc["rules"]]
