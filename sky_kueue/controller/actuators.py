@@ -43,14 +43,13 @@ from sky_kueue.controller.aging.settings import ActuatorKind, PriorityClassRung
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
 from sky_kueue.controller.history import BurstRecord
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.identity import BAND_LEVEL_ANNOTATION
 
 #: Annotations surfacing a burst decision on the job's Workload.
 BURST_ANNOTATION = "sky-kueue.io/burst-decision"
 BURST_DETAIL_ANNOTATION = "sky-kueue.io/burst-detail"
 #: Annotation recording which aging step (episode key) set the Workload's priority.
 AGING_STEP_ANNOTATION = "sky-kueue.io/aging-step"
-#: Annotation recording which band level (``waiting`` or ``admitted``) set the Workload's priority.
-BAND_LEVEL_ANNOTATION = "sky-kueue.io/band-level"
 
 _KUEUE_MECHANISMS = (ActuatorKind.BOOST_ANNOTATION, ActuatorKind.SPEC_PRIORITY)
 
@@ -211,7 +210,7 @@ def plan_kueue_patch(
     return PatchPlan(WorkloadPatch(ref, body, mechanism, boost, target, summary), False, summary)
 
 
-def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str) -> PatchPlan:
+def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str, record_level: bool = False) -> PatchPlan:
     """Plans setting ``spec.priority`` of a waiting or admitted Workload to its band level.
 
     A band level may be lower than the Workload's priority (a fresh arrival waits below its
@@ -225,6 +224,11 @@ def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str) -> Patch
         facts: the target Workload as last observed (``resource_version`` set).
         priority: the band level's absolute priority.
         level: ``waiting`` or ``admitted``, recorded in :data:`BAND_LEVEL_ANNOTATION`.
+        record_level: when the Workload is at ``priority`` already but its annotation does not
+            say ``level``, write the annotation alone (``spec.priority`` unchanged). The engine
+            asks for it when it grants the protected level to a Workload that Kueue admitted at
+            its class value before any band level landed: the annotation is what makes that
+            grant stick for the run (``protect_within_nominal``).
     """
     if facts.phase is WorkloadPhase.FINISHED:
         return PatchPlan(None, False, "Workload is finished")
@@ -233,9 +237,13 @@ def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str) -> Patch
     if not facts.resource_version:
         return PatchPlan(None, False, "snapshot without resourceVersion: a band level needs it as a precondition")
     target = _clamp_int32(priority)
-    if facts.priority == target:
+    if facts.priority == target and (not record_level or facts.band_level == level):
         return PatchPlan(None, True, f"spec.priority {target} is the {level} level already")
     ref = WorkloadRef.of(facts)
+    if facts.priority == target:
+        body = spec_priority_patch(facts.uid, target, band_level=level, resource_version=facts.resource_version)
+        summary = f"spec.priority {target} kept, recorded as the {level} level on {ref}"
+        return PatchPlan(WorkloadPatch(ref, body, ActuatorKind.SPEC_PRIORITY, 0, target, summary), False, summary)
     body = spec_priority_patch(facts.uid, target, band_level=level, resource_version=facts.resource_version)
     summary = f"spec.priority {facts.priority} -> {target} ({level} level) on {ref}"
     return PatchPlan(

@@ -37,6 +37,7 @@ from typing import Any
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import (
+    BAND_LEVEL_ANNOTATION,
     HOLD_ANNOTATION,
     IS_GROUP_WORKLOAD_ANNOTATION,
     JobIdentity,
@@ -171,6 +172,9 @@ class WorkloadFacts:
     #: The ``sky-kueue.io/hold`` annotation: the controller holds this relaunch, and why
     #: (:mod:`sky_kueue.controller.hold`); None when absent.
     hold_reason: str | None = None
+    #: The ``sky-kueue.io/band-level`` annotation (``waiting``/``admitted``): which band level
+    #: the controller last set ``spec.priority`` to; None when absent.
+    band_level: str | None = None
 
     @property
     def total_evictions(self) -> int | None:
@@ -401,11 +405,12 @@ def workload_facts(obj: Mapping[str, Any]) -> WorkloadFacts:
         accumulated_execution_seconds=_int_or_none(accumulated),
         conditions=conditions,
         resource_version=str(metadata.get("resourceVersion") or ""),
-        hold_reason=_hold_reason(annotations.get(HOLD_ANNOTATION)),
+        hold_reason=_annotation_text(annotations.get(HOLD_ANNOTATION)),
+        band_level=_annotation_text(annotations.get(BAND_LEVEL_ANNOTATION)),
     )
 
 
-def _hold_reason(value: object) -> str | None:
+def _annotation_text(value: object) -> str | None:
     return None if value is None else str(value)
 
 

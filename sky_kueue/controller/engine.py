@@ -70,7 +70,7 @@ from sky_kueue.controller.history import (
 from sky_kueue.controller.hold import HoldKeeper, HoldOutcome
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.predicted_burst import PredictedBurstSettings, decide_predicted_burst, max_stays_reached
-from sky_kueue.mirror.identity import JobIdentity
+from sky_kueue.mirror.identity import ADMITTED_BAND_LEVEL, WAITING_BAND_LEVEL, JobIdentity
 from sky_kueue.mirror.preemption_message import PreemptionMessage
 
 log = logging.getLogger(__name__)
@@ -100,12 +100,6 @@ class ProtectedSlot(Protocol):
         Returns None when the mirror cannot answer (not synced, the Workload or its
         ClusterQueue missing or not admitted there, an object the model cannot read).
         """
-        ...
-
-    def granted(self, facts: WorkloadFacts, level: int) -> bool:
-        """Whether the Workload of ``facts`` is at ``level`` by an admitted-level patch (its
-        band-level annotation says ``admitted``), not because it was admitted at its class
-        value before any band level landed (then ``level``, the class value, proves nothing)."""
         ...
 
 
@@ -645,21 +639,22 @@ class AgingEngine:
         assert history is not None, f"job {job_key} vanished from the store"
         decision = self._band.decide(history, self._settings, now)
         burst = None
+        record_level = False
         if detection.is_pending:
-            level, offset = "waiting", decision.boost
+            level, offset = WAITING_BAND_LEVEL, decision.boost
             record_only = self._mechanism is ActuatorKind.RECORD_ONLY
             waiting_level = facts.priority if record_only else decision.base_priority + offset
             burst = self._burst(
                 detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes, waiting_level
             )
         else:
-            level = "admitted"
+            level = ADMITTED_BAND_LEVEL
             offset = decision.admitted_boost if decision.admitted_boost is not None else 0
-            offset = self._within_nominal(facts, decision, offset, notes)
+            offset, record_level = self._within_nominal(facts, decision, offset, notes)
         if self._mechanism is ActuatorKind.RECORD_ONLY:
             notes.append(f"actuator record-only: {level} level {decision.base_priority + offset} not patched")
             return AgingResult(None, decision, burst=burst, notes=tuple(notes))
-        plan = plan_band_patch(facts, priority=decision.base_priority + offset, level=level)
+        plan = plan_band_patch(facts, priority=decision.base_priority + offset, level=level, record_level=record_level)
         notes.append(plan.reason)
         if plan.patch is None:
             return AgingResult(None, decision, burst=burst, notes=tuple(notes))
@@ -675,40 +670,46 @@ class AgingEngine:
             notes.append(f"not applied: {result.outcome.value}{f' ({result.detail})' if result.detail else ''}")
         return AgingResult(None, decision, plan.patch, result, burst, tuple(notes))
 
-    def _within_nominal(self, facts: WorkloadFacts, decision: AgingDecision, offset: int, notes: list[str]) -> int:
+    def _within_nominal(
+        self, facts: WorkloadFacts, decision: AgingDecision, offset: int, notes: list[str]
+    ) -> tuple[int, bool]:
         """The admitted offset under ``protect_within_nominal``: the protected ``offset`` only
         when it was granted before (the Workload is at that level: it stays so for the run) or
         the Workload fits its ClusterQueue's nominal quota with every admitted Workload at that
         level or above; otherwise the class's plain level (``released_boost``), where Kueue's
-        own order (newest admission first) applies.
+        own order (newest admission first) applies. And whether the grant must be recorded
+        although ``spec.priority`` is at the level already: a Workload Kueue admitted at its
+        class value (which is the protected level with ``protect_levels: 1``) before any band
+        level landed is granted it now, and only the ``admitted`` annotation keeps that grant
+        for the run, as the simulator keeps it from admission on.
 
         Why: protect every relaunch and the protected set outgrows nominal quota, so a reclaim
         reaches it again (:mod:`sky_kueue.controller.aging.protected_slot`).
         """
         released = decision.released_boost
         if not self._settings.protect_within_nominal or released is None or protected_offset(offset, released) is None:
-            return offset
+            return offset, False
         protected, plain = decision.base_priority + offset, decision.base_priority + released
         if facts.priority == protected and (
             # Strictly inside the band only an admitted-level patch puts it; at the class value,
-            # a Workload admitted before its waiting level landed is there too: ask the mirror.
-            protected < decision.base_priority
-            or (self._protected_slot is not None and self._protected_slot.granted(facts, protected))
+            # a Workload admitted before its waiting level landed is there too, and only the
+            # annotation an admitted-level patch writes tells the two apart.
+            protected < decision.base_priority or facts.band_level == ADMITTED_BAND_LEVEL
         ):
             notes.append(f"protected level {protected}: granted before, kept for the run")
-            return offset
+            return offset, False
         if self._protected_slot is None:
             notes.append(f"plain level {plain}: protect_within_nominal has no mirror to read nominal quota from")
-            return released
+            return released, False
         fit = self._protected_slot.protected_fit(facts, protected)
         if fit is None:
             notes.append(f"plain level {plain}: the mirror cannot tell whether protected level {protected} fits")
-            return released
+            return released, False
         if fit.fits:
             notes.append(f"protected level {protected}: fits nominal quota ({fit.detail})")
-            return offset
+            return offset, True
         notes.append(f"plain level {plain}: protected level {protected} would exceed nominal quota of {fit.detail}")
-        return released
+        return released, False
 
     def protected_level(self, history: JobHistory, now: float) -> int | None:
         """The level the job of ``history`` would be protected at once its relaunch is admitted,

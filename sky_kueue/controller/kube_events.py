@@ -198,14 +198,12 @@ def events_for(event: ControllerEvent) -> list[EventRequest]:
         decision = outcome.decision
         after = f" after {decision.preemptions} preemption(s)" if decision is not None else ""
         step = f" (step {outcome.step.key.token})" if outcome.step is not None else ""
-        requests.append(
-            EventRequest(
-                patch.target,
-                EventReason.AGED,
-                f"sky-kueue set priority {patch.effective_priority} (boost {patch.boost:+d}, {patch.mechanism.value})"
-                f"{after}{step}",
-            )
-        )
+        if patch.boost == 0:
+            # A band level recorded on a Workload already at it (plan_band_patch's record_level).
+            what = f"sky-kueue kept priority {patch.effective_priority} and recorded it as the Workload's band level"
+        else:
+            what = f"sky-kueue set priority {patch.effective_priority} (boost {patch.boost:+d}, {patch.mechanism.value})"
+        requests.append(EventRequest(patch.target, EventReason.AGED, f"{what}{after}{step}"))
     if outcome.burst is not None:
         requests.append(
             EventRequest(own, EventReason.BURST_DECIDED, f"sky-kueue: the next relaunch bursts: {outcome.burst.detail}")

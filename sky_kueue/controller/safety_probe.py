@@ -45,7 +45,6 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from sky_kueue.controller.actuators import BAND_LEVEL_ANNOTATION
 from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, ProtectedFit, Quantities, overflow
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
@@ -261,17 +260,6 @@ class MirrorProtectedSlot:
 
     def __init__(self, cache: MirrorStore) -> None:
         self._cache = cache
-
-    def granted(self, facts: WorkloadFacts, level: int) -> bool:
-        doc = self._cache.get(KindName.WORKLOAD, f"{facts.namespace}/{facts.name}")
-        if doc is None:
-            return False
-        meta, spec = doc.get("metadata") or {}, doc.get("spec") or {}
-        return (
-            meta.get("uid") == facts.uid
-            and (meta.get("annotations") or {}).get(BAND_LEVEL_ANNOTATION) == "admitted"
-            and spec.get("priority") == level
-        )
 
     def protected_fit(self, facts: WorkloadFacts, level: int) -> ProtectedFit | None:
         key = f"{facts.namespace}/{facts.name}"

@@ -65,6 +65,11 @@ KEPT_ANNOTATION_PREFIXES: tuple[str, ...] = ("skypilot-", f"{kueue_api.KUEUE_GRO
 #: (``spec.active: false``) until it would not borrow, with the reason users read
 #: (``sky_kueue.controller.hold``); ``sky-kueue queue`` shows such a Workload as ``held``.
 HOLD_ANNOTATION = "sky-kueue.io/hold"
+#: Annotation the controller's band policies write with each ``spec.priority`` they set:
+#: ``waiting`` or ``admitted`` (``sky_kueue.controller.actuators.plan_band_patch``).
+BAND_LEVEL_ANNOTATION = "sky-kueue.io/band-level"
+WAITING_BAND_LEVEL = "waiting"
+ADMITTED_BAND_LEVEL = "admitted"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ from sky_kueue.controller.aging.safe_relaunch import Placement
 from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.detection import WorkloadFacts, classify, workload_facts
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
+from sky_kueue.controller.events import ControllerEvent, ControllerEventKind
 from sky_kueue.controller.history import JobHistory
+from sky_kueue.controller.kube_events import EventReason, events_for
 from sky_kueue.controller.safety_probe import MirrorProtectedSlot, MirrorSafetyProbe
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.mirror.kinds import KindName
@@ -47,13 +49,9 @@ PROTECTED, PLAIN = 100, 99
 class FakeSlot:
     """A ProtectedSlot with canned answers; records what it was asked."""
 
-    def __init__(self, fit: ProtectedFit | None, *, granted: bool = False) -> None:
+    def __init__(self, fit: ProtectedFit | None) -> None:
         self.fit = fit
-        self.was_granted = granted
         self.asked: list[tuple[str, int]] = []
-
-    def granted(self, facts: WorkloadFacts, level: int) -> bool:
-        return self.was_granted
 
     def protected_fit(self, facts: WorkloadFacts, level: int) -> ProtectedFit | None:
         self.asked.append((facts.name, level))
@@ -69,14 +67,21 @@ def _engine(
 
 
 def _readmitted(
-    engine: AgingEngine, cluster: Cluster, priority: int, before: Callable[[], None] = lambda: None
+    engine: AgingEngine,
+    cluster: Cluster,
+    priority: int,
+    before: Callable[[], None] = lambda: None,
+    *,
+    band_level: str | None = None,
 ) -> ReconcileOutcome:
-    """Twice preempted, the job's third Workload is admitted at ``priority``; its reconcile
-    (``before`` runs just before it)."""
+    """Twice preempted, the job's third Workload is admitted at ``priority`` (its band-level
+    annotation ``band_level``); its reconcile (``before`` runs just before it)."""
     uid = preempt_and_relaunch(cluster, engine, "w0", 0)
     uid = preempt_and_relaunch(cluster, engine, uid, 2_000)
     obj = cluster.pending(uid, 4_000, priority=priority).admitted(T0 + 4_010).obj()
     obj["metadata"]["resourceVersion"] = "7"  # a band level is patched on this snapshot only
+    if band_level is not None:
+        obj["metadata"].setdefault("annotations", {})[BAND_LEVEL_ANNOTATION] = band_level
     cluster.at(4_010)
     before()
     return engine.reconcile(classify(obj, cluster.pods))
@@ -124,10 +129,10 @@ def test_a_relaunch_that_would_exceed_nominal_quota_is_patched_to_the_plain_leve
 def test_a_granted_protected_level_is_kept_for_the_run(store: SqliteHistoryStore, clock: ManualClock) -> None:
     # The Workload is at 100 by an admitted-level patch: it keeps it, without asking again
     # (other Workloads admitted at 100 since would no longer let it fit).
-    slot = FakeSlot(ProtectedFit(False, "ClusterQueue dev-cq"), granted=True)
+    slot = FakeSlot(ProtectedFit(False, "ClusterQueue dev-cq"))
     engine, _, cluster = _engine(store, clock, slot)
 
-    outcome = _readmitted(engine, cluster, priority=PROTECTED)
+    outcome = _readmitted(engine, cluster, priority=PROTECTED, band_level="admitted")
 
     assert outcome.patch is None and slot.asked == []
     assert "protected level 100: granted before, kept for the run" in outcome.notes
@@ -137,19 +142,56 @@ def test_a_relaunch_admitted_at_its_class_value_before_any_band_level_landed_is_
     store: SqliteHistoryStore, clock: ManualClock
 ) -> None:
     # 100 is also the class value: without the admitted-level annotation it proves nothing.
-    slot = FakeSlot(ProtectedFit(False, "ClusterQueue dev-cq"), granted=False)
+    slot = FakeSlot(ProtectedFit(False, "ClusterQueue dev-cq"))
     engine, _, cluster = _engine(store, clock, slot)
 
-    outcome = _readmitted(engine, cluster, priority=PROTECTED)
+    outcome = _readmitted(engine, cluster, priority=PROTECTED, band_level="waiting")
 
     assert _patched_priority(outcome) == PLAIN and slot.asked == [("train-17-fcd1e5cf", PROTECTED)]
+
+
+def test_a_grant_at_the_class_value_is_recorded_and_then_kept(store: SqliteHistoryStore, clock: ManualClock) -> None:
+    # Admitted at its class value (100, the protected level) before any band level landed, the
+    # relaunch fits: spec.priority needs no change, but the grant is recorded (the annotation
+    # alone, on this snapshot only), so a later reconcile keeps it although it would no longer
+    # fit, as the simulator keeps a protection decided at admission.
+    slot = FakeSlot(ProtectedFit(True, "ClusterQueue dev-cq"))
+    engine, _, cluster = _engine(store, clock, slot)
+    uid = preempt_and_relaunch(cluster, engine, "w0", 0)
+    uid = preempt_and_relaunch(cluster, engine, uid, 2_000)
+    obj = cluster.pending(uid, 4_000, priority=PROTECTED).admitted(T0 + 4_010).obj()
+    obj["metadata"]["resourceVersion"] = "7"
+    cluster.at(4_010)
+
+    detection = classify(obj, cluster.pods)
+    outcome = engine.reconcile(detection)
+
+    assert outcome.patch is not None and outcome.patch.boost == 0
+    assert outcome.patch.body["metadata"]["annotations"] == {BAND_LEVEL_ANNOTATION: "admitted"}
+    assert outcome.patch.body["metadata"]["resourceVersion"] == "7"
+    assert outcome.patch.body["spec"]["priority"] == PROTECTED
+    assert outcome.actuation is not None and outcome.actuation.outcome is ActuationOutcome.APPLIED
+    assert outcome.patch.summary == "spec.priority 100 kept, recorded as the admitted level on team-b/train-17-fcd1e5cf"
+    event = ControllerEvent(ControllerEventKind.RECONCILED, clock(), obj, detection, outcome)
+    aged = [r.message for r in events_for(event) if r.reason is EventReason.AGED]
+    assert aged == ["sky-kueue kept priority 100 and recorded it as the Workload's band level after 2 preemption(s)"]
+
+    slot.fit = ProtectedFit(False, "ClusterQueue dev-cq")
+    slot.asked.clear()
+    patched = copy.deepcopy(obj)
+    patched["metadata"].setdefault("annotations", {})[BAND_LEVEL_ANNOTATION] = "admitted"
+    patched["metadata"]["resourceVersion"] = "8"
+    cluster.at(4_600)
+    again = engine.reconcile(classify(patched, cluster.pods))
+    assert again.patch is None and slot.asked == []
+    assert "protected level 100: granted before, kept for the run" in again.notes
 
 
 def test_a_level_strictly_inside_the_band_is_sticky_without_asking_the_mirror(
     store: SqliteHistoryStore, clock: ManualClock
 ) -> None:
     settings = dataclasses.replace(SETTINGS, protect_levels=2)  # protected 99, plain 98 after 2 preemptions
-    slot = FakeSlot(ProtectedFit(False, "ClusterQueue dev-cq"), granted=False)
+    slot = FakeSlot(ProtectedFit(False, "ClusterQueue dev-cq"))
     engine, _, cluster = _engine(store, clock, slot, settings)
 
     outcome = _readmitted(engine, cluster, priority=99)
@@ -197,11 +239,8 @@ def test_the_engine_tells_the_probe_a_relaunchs_protected_level(store: SqliteHis
 # test_safety_probe's cluster: team-b-cq has 4 CPU nominal, in a cohort with team-a-cq (6 CPU).
 
 
-def _relaunch(priority: int, cpu: str = "2", *, granted: bool = False) -> dict[str, Any]:
-    doc = _workload("dev-2", "team-b", cpu, priority, admitted=True)
-    if granted:
-        doc["metadata"]["annotations"][BAND_LEVEL_ANNOTATION] = "admitted"
-    return doc
+def _relaunch(priority: int, cpu: str = "2") -> dict[str, Any]:
+    return _workload("dev-2", "team-b", cpu, priority, admitted=True)
 
 
 def test_the_mirror_counts_admitted_workloads_at_the_level_or_above() -> None:
@@ -237,12 +276,11 @@ def test_the_mirror_gives_no_answer_it_cannot_stand_behind() -> None:
     assert MirrorProtectedSlot(unsynced).protected_fit(workload_facts(relaunch), 100) is None
 
 
-def test_the_mirror_tells_a_granted_level_from_a_class_value() -> None:
-    granted = _relaunch(100, granted=True)
-    assert MirrorProtectedSlot(_store(granted)).granted(workload_facts(granted), 100)
-    assert not MirrorProtectedSlot(_store(granted)).granted(workload_facts(granted), 99)
-    at_class_value = _relaunch(100)
-    assert not MirrorProtectedSlot(_store(at_class_value)).granted(workload_facts(at_class_value), 100)
+def test_the_facts_tell_a_granted_level_from_a_class_value() -> None:
+    granted = _relaunch(100)
+    granted["metadata"]["annotations"][BAND_LEVEL_ANNOTATION] = "admitted"
+    assert workload_facts(granted).band_level == "admitted"
+    assert workload_facts(_relaunch(100)).band_level is None
 
 
 # --- the safety probe with protect_within_nominal ----------------------------------------------
