@@ -11,6 +11,7 @@ import pathlib
 import socket
 import ssl
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -115,7 +116,7 @@ def test_the_certificate_is_only_trusted_with_the_sandboxs_ca(
     access: in_cluster.InClusterAccess, tmp_path: pathlib.Path
 ) -> None:
     url = f"https://{access.host}:{access.port}/version"
-    with pytest.raises(urllib.request.URLError) as untrusted:
+    with pytest.raises(urllib.error.URLError) as untrusted:
         urllib.request.urlopen(url, context=ssl.create_default_context(), timeout=5)
     assert isinstance(untrusted.value.reason, ssl.SSLCertVerificationError)
     ca = tmp_path / "ca.crt"

@@ -32,7 +32,7 @@ def _pod(name: str, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "GREETING", "value": "hello"},
         {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]

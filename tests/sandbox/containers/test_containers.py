@@ -82,7 +82,11 @@ def test_two_pods_listen_on_port_22_each_at_its_own_address(box: Sandbox) -> Non
     box.apply(pod("web-b", serve))
     addresses = {}
     for name in ("web-a", "web-b"):
-        wait_for(lambda name=name: status(box, name).get("phase") == "Running", what=f"{name} Running")
+
+        def running(name: str = name) -> bool:
+            return status(box, name).get("phase") == "Running"
+
+        wait_for(running, what=f"{name} Running")
         addresses[name] = status(box, name)["podIP"]
     assert addresses["web-a"] != addresses["web-b"]
     for name, address in addresses.items():
@@ -215,13 +219,14 @@ def test_a_sandbox_stopped_while_a_pod_waits_out_its_grace_period_leaves_no_proc
     script = "trap '' TERM; while true; do sleep 0.1; done"
     with Sandbox(containers=True, kubelet_root=stable_root("grace"), name=f"grace-{os.getpid()}") as sandbox:
         assert sandbox.containers is not None and sandbox.containers.runtime is not None
+        runtime = sandbox.containers.runtime
         sandbox.apply(pod("stubborn", ["sh", "-c", script], terminationGracePeriodSeconds=300))
         wait_for(lambda: status(sandbox, "stubborn").get("phase") == "Running", what="Running")
         record = sandbox.containers.runtime.pod("default", "stubborn")
         assert record is not None and record.containers["main"].init_pid is not None
         init_pid = str(record.containers["main"].init_pid)
         sandbox.store.delete("pods", "stubborn", "default")
-        wait_for(lambda: sandbox.containers.runtime.pod("default", "stubborn") is None, what="the deletion to start")
+        wait_for(lambda: runtime.pod("default", "stubborn") is None, what="the deletion to start")
         assert _alive(init_pid)  # SIGTERM ignored: it waits out its 300 s
         stopped = time.monotonic()
     wait_for(lambda: not _alive(init_pid), what="the stubborn container to be killed")
@@ -412,6 +417,7 @@ def test_sandbox_up_containers_serves_pods_and_sigterm_leaves_nothing(tmp_path: 
         assert wait_for(logs, what="the pod's output") == "hi from hello\n"
         root = (node_module.DEFAULT_STATE_ROOT / name).expanduser()
         state = network_module.NetworkState.load(root / network_module.STATE_FILE)
+        assert state.bridge is not None
         assert state.bridge in links() and state.namespaces and set(state.namespaces) <= netns_names()
     finally:
         up.send_signal(signal.SIGTERM)
