@@ -36,7 +36,8 @@ def test_initial_sync_copies_every_kind_and_reports_created(store: ObjectStore, 
     assert mirror.api.version == "v1beta2"
     assert [t.kind for t in subscription.drain()] == [TransitionKind.CREATED]
     assert mirror.store.count(KindName.POD) == 1  # only SkyPilot pod-group members are mirrored
-    assert mirror.store.get(KindName.WORKLOAD, "team-a/train-7-fcd1e5cf")["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    workload = mirror.store.get(KindName.WORKLOAD, "team-a/train-7-fcd1e5cf")
+    assert workload is not None and workload["apiVersion"] == "kueue.x-k8s.io/v1beta2"
 
 
 def test_indexes_answer_by_queue_cohort_namespace_and_skypilot_identity(

@@ -23,7 +23,7 @@ def _setup(store: ObjectStore) -> None:
 
 
 def take(subscription: Subscription, count: int) -> list[Transition]:
-    out = []
+    out: list[Transition] = []
     for _ in range(count):
         transition = subscription.get(WAIT_SECONDS)
         assert transition is not None, f"only {[(t.kind.value, t.key) for t in out]} arrived"
