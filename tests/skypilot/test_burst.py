@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sky_kueue.skypilot.burst import BurstAction, plan_burst
@@ -65,7 +67,7 @@ def test_without_burst_settings_kubernetes_is_always_kept() -> None:
         assert plan.action is BurstAction.KEEP_KUBERNETES and plan.admission_timeout_seconds == 123
 
 
-def burst_task(**resources: object) -> dict[str, object]:
+def burst_task(**resources: Any) -> dict[str, object]:
     return task(team="team-a", labels={"sky-kueue.io/burst": "true"}, **resources)
 
 

@@ -13,7 +13,7 @@ from sky_kueue.skypilot.config import ConfigError, TeamCluster
 from sky_kueue.skypilot.decision import Placement, Rejection, RejectionCode, decide
 from sky_kueue.skypilot.placement import ClusterAssessment, Standing, rank
 from sky_kueue.skypilot.verdict import AdmissionOutcome, AdmissionVerdict
-from sky_kueue.skypilot.view import ContextHealth, ContextView
+from sky_kueue.skypilot.view import ContextHealth, ContextView, QueueFacts
 from tests.skypilot.builders import FakeView, config, request, task
 
 
@@ -136,9 +136,7 @@ def test_a_pinned_context_restricts_placement_to_it() -> None:
     assert [t.context for t in decision.targets] == ["b"]
 
 
-def _facts(queue: str) -> object:
-    from sky_kueue.skypilot.view import QueueFacts
-
+def _facts(queue: str) -> QueueFacts:
     return QueueFacts("team-b", queue, "team-b-cq", True, True, True)
 
 
