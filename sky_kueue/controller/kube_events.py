@@ -202,7 +202,8 @@ def events_for(event: ControllerEvent) -> list[EventRequest]:
             # A band level recorded on a Workload already at it (plan_band_patch's record_level).
             what = f"sky-kueue kept priority {patch.effective_priority} and recorded it as the Workload's band level"
         else:
-            what = f"sky-kueue set priority {patch.effective_priority} (boost {patch.boost:+d}, {patch.mechanism.value})"
+            how = f"boost {patch.boost:+d}, {patch.mechanism.value}"
+            what = f"sky-kueue set priority {patch.effective_priority} ({how})"
         requests.append(EventRequest(patch.target, EventReason.AGED, f"{what}{after}{step}"))
     if outcome.burst is not None:
         requests.append(

@@ -10,7 +10,7 @@ by the name in the ``aging.policy`` setting; built-ins are registered when
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from sky_kueue.controller.aging.decision import AgingDecision
@@ -40,10 +40,12 @@ class UnknownPolicyError(KeyError):
 
 
 _POLICIES: dict[str, AgingPolicy] = {}
+PolicyT = TypeVar("PolicyT", bound=AgingPolicy)
 
 
-def register_policy(policy: AgingPolicy, *, replace: bool = False) -> AgingPolicy:
-    """Adds ``policy`` under ``policy.name`` and returns it.
+def register_policy(policy: PolicyT, *, replace: bool = False) -> PolicyT:
+    """Adds ``policy`` under ``policy.name`` and returns it (as its own type, so a module-level
+    ``RANK = register_policy(BandPolicy(...))`` stays a ``BandPolicy``).
 
     Raises:
         ValueError: the name is empty, or taken and ``replace`` is False.
