@@ -612,6 +612,112 @@ def flatten_documents(docs: Iterable[Any]) -> list[Mapping[str, Any]]:
     return result
 
 
+#: A document's first reading (:func:`parse_object`): its kind, the model object (None for a
+#: Workload, read once the priority classes are known, and for an AdmissionCheck, not modelled)
+#: and the ``where`` its errors name.
+ParsedObject = tuple[str, object | None, str]
+
+
+def parse_object(doc: Mapping[str, Any]) -> ParsedObject:
+    """The first reading of one document (already flattened): identity, kind, API version and
+    schema checked, every kind but Workload parsed.
+
+    :func:`parse_documents` reads every document this way first, in order, and Workloads only
+    after (a Workload's missing ``spec.priority`` comes from its WorkloadPriorityClass). It is
+    a function of the document alone, so a caller that parses one slowly changing set of
+    documents again and again may keep its result while the document is unchanged and
+    rebuild the state with :func:`add_object` (the controller's mirror cache does).
+
+    Raises:
+        ModelError: on an unknown kind or API version, or an invalid field.
+    """
+    kind = str(doc.get("kind", ""))
+    api_version = str(doc.get("apiVersion", ""))
+    meta = _mapping(doc.get("metadata"), kind or "object", "metadata")
+    where = _where(kind or "object", meta)
+    if not meta.get("name"):
+        raise ModelError(f"{where}: metadata.name: required")
+    if kind == "Namespace":
+        if api_version != "v1":
+            raise ModelError(f"{where}: apiVersion {api_version!r}: expected v1")
+        schema.check_document(kind, doc, where)
+        return kind, parse_namespace(doc), where
+    if kind not in KUEUE_KINDS:
+        raise ModelError(
+            f"{where}: unknown kind {kind!r} (expected Namespace or a Kueue kind: {', '.join(KUEUE_KINDS)})"
+        )
+    group, _, version = api_version.partition("/")
+    if group != KUEUE_GROUP or version not in KUEUE_VERSIONS:
+        raise ModelError(
+            f"{where}: apiVersion {api_version!r}: expected {KUEUE_GROUP}/v1beta2 or {KUEUE_GROUP}/v1beta1"
+        )
+    schema.check_document(kind, doc, where)
+    if kind == "ResourceFlavor":
+        return kind, parse_resource_flavor(doc), where
+    if kind == "WorkloadPriorityClass":
+        return kind, parse_priority_class(doc), where
+    if kind == "Cohort":
+        return kind, parse_cohort(doc), where
+    if kind == "ClusterQueue":
+        return kind, parse_cluster_queue(doc), where
+    if kind == "LocalQueue":
+        return kind, parse_local_queue(doc), where
+    # A Workload is read later (parse_workload); AdmissionCheck objects are accepted but not modelled.
+    return kind, None, where
+
+
+def add_object(state: o.ClusterState, parsed: ParsedObject) -> None:
+    """Add a document's first reading to ``state`` (a Workload or an AdmissionCheck adds nothing).
+
+    Raises:
+        ModelError: an object of that kind and name is in ``state`` already.
+    """
+    _kind, obj, where = parsed
+    if isinstance(obj, o.Namespace):
+        _unique(state.namespaces, obj.name, where)
+        state.namespaces[obj.name] = obj
+    elif isinstance(obj, o.ResourceFlavor):
+        _unique(state.resource_flavors, obj.name, where)
+        state.resource_flavors[obj.name] = obj
+    elif isinstance(obj, o.WorkloadPriorityClass):
+        _unique(state.priority_classes, obj.name, where)
+        state.priority_classes[obj.name] = obj
+    elif isinstance(obj, o.Cohort):
+        _unique(state.cohorts, obj.name, where)
+        state.cohorts[obj.name] = obj
+    elif isinstance(obj, o.ClusterQueue):
+        _unique(state.cluster_queues, obj.name, where)
+        state.cluster_queues[obj.name] = obj
+    elif isinstance(obj, o.LocalQueue):
+        _unique(state.local_queues, obj.key, where)
+        state.local_queues[obj.key] = obj
+
+
+def check_cohort_depth(state: o.ClusterState) -> None:
+    """Raise the first Cohort deeper than Kueue allows, once every Cohort is in ``state``.
+
+    Checked here, at the boundary, because every later walk of the tree is per level.
+
+    Raises:
+        ModelError: a Cohort is too deep.
+    """
+    depth_errors = validation.cohort_depth_errors(state)
+    if depth_errors:
+        raise ModelError(depth_errors[0])
+
+
+def add_workload(state: o.ClusterState, wl: o.Workload, doc: Mapping[str, Any]) -> None:
+    """Add ``wl`` (parsed from ``doc`` with ``state``'s priority classes) to ``state``.
+
+    Raises:
+        ModelError: a Workload of that namespace and name is in ``state`` already.
+    """
+    key = wl.key
+    if key in state.workloads:
+        _unique(state.workloads, key, _where("Workload", _mapping(doc.get("metadata"), "Workload", "metadata")))
+    state.workloads[key] = wl
+
+
 def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) -> o.ClusterState:
     """Build a :class:`ClusterState` from Kubernetes object mappings.
 
@@ -621,63 +727,14 @@ def parse_documents(docs: Iterable[Any], config: o.KueueConfig | None = None) ->
     state = o.ClusterState(config=config or o.KueueConfig())
     workload_docs: list[Mapping[str, Any]] = []
     for doc in flatten_documents(docs):
-        kind = str(doc.get("kind", ""))
-        api_version = str(doc.get("apiVersion", ""))
-        meta = _mapping(doc.get("metadata"), kind or "object", "metadata")
-        where = _where(kind or "object", meta)
-        if not meta.get("name"):
-            raise ModelError(f"{where}: metadata.name: required")
-        if kind == "Namespace":
-            if api_version != "v1":
-                raise ModelError(f"{where}: apiVersion {api_version!r}: expected v1")
-            schema.check_document(kind, doc, where)
-            ns = parse_namespace(doc)
-            _unique(state.namespaces, ns.name, where)
-            state.namespaces[ns.name] = ns
-            continue
-        if kind not in KUEUE_KINDS:
-            raise ModelError(
-                f"{where}: unknown kind {kind!r} (expected Namespace or a Kueue kind: {', '.join(KUEUE_KINDS)})"
-            )
-        group, _, version = api_version.partition("/")
-        if group != KUEUE_GROUP or version not in KUEUE_VERSIONS:
-            raise ModelError(
-                f"{where}: apiVersion {api_version!r}: expected {KUEUE_GROUP}/v1beta2 or {KUEUE_GROUP}/v1beta1"
-            )
-        schema.check_document(kind, doc, where)
-        if kind == "ResourceFlavor":
-            rf = parse_resource_flavor(doc)
-            _unique(state.resource_flavors, rf.name, where)
-            state.resource_flavors[rf.name] = rf
-        elif kind == "WorkloadPriorityClass":
-            pc = parse_priority_class(doc)
-            _unique(state.priority_classes, pc.name, where)
-            state.priority_classes[pc.name] = pc
-        elif kind == "Cohort":
-            cohort = parse_cohort(doc)
-            _unique(state.cohorts, cohort.name, where)
-            state.cohorts[cohort.name] = cohort
-        elif kind == "ClusterQueue":
-            cq = parse_cluster_queue(doc)
-            _unique(state.cluster_queues, cq.name, where)
-            state.cluster_queues[cq.name] = cq
-        elif kind == "LocalQueue":
-            lq = parse_local_queue(doc)
-            _unique(state.local_queues, lq.key, where)
-            state.local_queues[lq.key] = lq
-        elif kind == "Workload":
+        parsed = parse_object(doc)
+        if parsed[0] == "Workload":
             workload_docs.append(doc)
-        # AdmissionCheck objects are accepted but not modelled.
-    depth_errors = validation.cohort_depth_errors(state)
-    if depth_errors:
-        # Checked here, at the boundary, because every later walk of the tree is per level.
-        raise ModelError(depth_errors[0])
+        else:
+            add_object(state, parsed)
+    check_cohort_depth(state)
     for doc in workload_docs:
-        wl = parse_workload(doc, state.priority_classes)
-        key = wl.key
-        if key in state.workloads:
-            _unique(state.workloads, key, _where("Workload", _mapping(doc.get("metadata"), "Workload", "metadata")))
-        state.workloads[key] = wl
+        add_workload(state, parse_workload(doc, state.priority_classes), doc)
     return state
 
 
