@@ -24,14 +24,17 @@ configuration.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sky_kueue.kueue import objects as o
 
 #: A tree's identity: ``("cohort", root cohort name)`` or ``("cq", name)`` for a lone ClusterQueue.
 TreeId = tuple[str, str]
+#: The caller's names of a :class:`TreeIndex`'s documents: of those that are not Workloads, and of Workloads.
+OtherSlot = TypeVar("OtherSlot", bound=Hashable)
+WorkloadSlot = TypeVar("WorkloadSlot", bound=Hashable)
 
 
 def _cohort_root(state: o.ClusterState, cohort: str) -> str:
@@ -152,6 +155,133 @@ def _raw_quota_reserved(status: Mapping[str, Any]) -> bool:
     return False
 
 
+#: One document as the raw rule reads it: the document, its kind, ``metadata.name`` and
+#: ``metadata.namespace`` (None: missing, empty or not a string) and its ``spec`` (None: not a mapping).
+_Row = tuple[Mapping[str, Any], object, str | None, str | None, Mapping[str, Any] | None]
+#: A Workload's raw links: the ClusterQueue of its admission while ``QuotaReserved`` is true, and
+#: its LocalQueue's key (``namespace/queueName``); None where it has none.
+_Links = tuple[str | None, str | None]
+
+
+def _row(doc: Mapping[str, Any]) -> _Row:
+    """One read of a document's identity; the passes of the rule reuse it."""
+    meta = _raw_mapping(doc.get("metadata"))
+    name = namespace = None
+    if meta is not None:
+        name = _raw_text(meta.get("name"))
+        namespace = _raw_text(meta.get("namespace"))
+    return (doc, doc.get("kind"), name, namespace, _raw_mapping(doc.get("spec")))
+
+
+def _row_key(row: _Row) -> str:
+    """``namespace/name`` of a Workload row, as the rule matches the wanted keys."""
+    return f"{row[3] or ''}/{row[2] or ''}"
+
+
+def _workload_links(row: _Row) -> _Links:
+    """The names a Workload document links to, as :func:`_home_trees` reads the parsed one."""
+    doc, _kind, _name, namespace, spec = row
+    admitted_in = None
+    status = _raw_mapping(doc.get("status"))
+    if status is not None:
+        admission = _raw_mapping(status.get("admission"))
+        if admission is not None and _raw_quota_reserved(status):
+            admitted_in = _raw_text(admission.get("clusterQueue"))
+    queue = None if spec is None else _raw_text(spec.get("queueName"))
+    return admitted_in, None if queue is None else f"{namespace or ''}/{queue}"
+
+
+class _Queues:
+    """The cohort trees the Cohort, ClusterQueue and LocalQueue documents of a set describe."""
+
+    def __init__(self, rows: Iterable[_Row]) -> None:
+        self._parents: dict[str, str | None] = {}
+        self._unplaceable_cohorts: set[str] = set()
+        self._local_queue_targets: dict[str, str] = {}
+        self._root_cache: dict[str, str | None] = {}
+        cq_links: dict[str, str | None] = {}
+        for _doc, kind, name, namespace, spec in rows:
+            if name is None or spec is None:
+                continue
+            if kind == "Cohort":
+                readable, parent = _raw_link(spec, "parentName", "parent")
+                if readable:
+                    self._parents[name] = parent
+                else:
+                    self._unplaceable_cohorts.add(name)
+            elif kind == "ClusterQueue":
+                readable, cohort = _raw_link(spec, "cohortName", "cohort")
+                if readable:
+                    cq_links[name] = cohort
+            elif kind == "LocalQueue":
+                target = _raw_text(spec.get("clusterQueue"))
+                if namespace is not None and target is not None:
+                    self._local_queue_targets[f"{namespace}/{name}"] = target
+        self.trees: dict[str, TreeId | None] = {}
+        for cq_name, cohort in cq_links.items():
+            if cohort is None:
+                self.trees[cq_name] = ("cq", cq_name)
+            else:
+                root = self.root_of(cohort)
+                self.trees[cq_name] = None if root is None else ("cohort", root)
+
+    def root_of(self, cohort: str) -> str | None:
+        """The root cohort above ``cohort``; None: a cycle or a malformed Cohort on the way."""
+        root_cache = self._root_cache
+        if cohort in root_cache:
+            return root_cache[cohort]
+        seen: list[str] = []
+        name: str | None = cohort
+        found: str | None = None
+        while name is not None:
+            if name in root_cache:
+                found = root_cache[name]
+                break
+            if name in self._unplaceable_cohorts or name in seen:
+                found = None
+                break
+            seen.append(name)
+            parent = self._parents.get(name)
+            if parent is None:
+                found = name
+                break
+            name = parent
+        for visited in seen:
+            root_cache[visited] = found
+        return found
+
+    def touched(self, links: _Links) -> set[TreeId]:
+        """The trees a Workload with these links touches: its admission's ClusterQueue's while
+        it holds quota, and its LocalQueue's."""
+        found: set[TreeId] = set()
+        admitted_in, queue_key = links
+        if admitted_in is not None:
+            tree = self.trees.get(admitted_in)
+            if tree is not None:
+                found.add(tree)
+        if queue_key is not None:
+            target = self._local_queue_targets.get(queue_key)
+            tree = None if target is None else self.trees.get(target)
+            if tree is not None:
+                found.add(tree)
+        return found
+
+    def place(self, row: _Row) -> TreeId | None:
+        """The tree a document that is not a Workload belongs to (None: kept with every tree)."""
+        _doc, kind, name, _namespace, spec = row
+        if kind in _CLUSTER_WIDE_KINDS or name is None or spec is None:
+            return None
+        if kind == "ClusterQueue":
+            return self.trees.get(name)
+        if kind == "Cohort":
+            root = self.root_of(name)
+            return None if root is None else ("cohort", root)
+        if kind == "LocalQueue":
+            target = _raw_text(spec.get("clusterQueue"))
+            return None if target is None else self.trees.get(target)
+        return None
+
+
 @dataclass
 class DocumentsCut:
     """The documents :func:`documents_of_trees` keeps, and the Workloads among them (keys ``ns/name``)."""
@@ -178,135 +308,199 @@ def documents_of_trees(documents: Iterable[Mapping[str, Any]], workloads: Iterab
     (Namespaces, ResourceFlavors, WorkloadPriorityClasses, AdmissionChecks) are kept whole.
 
     Keeping more is exact too: the other trees' objects never change this tree's answers.
+    :class:`TreeIndex` gives the same cut of a set of documents that changes a few at a time.
     """
-    # One read of each document's identity; the passes below reuse it.
-    rows: list[tuple[Mapping[str, Any], object, str | None, str | None, Mapping[str, Any] | None]] = []
-    for doc in documents:
-        meta = _raw_mapping(doc.get("metadata"))
-        name = namespace = None
-        if meta is not None:
-            name = _raw_text(meta.get("name"))
-            namespace = _raw_text(meta.get("namespace"))
-        rows.append((doc, doc.get("kind"), name, namespace, _raw_mapping(doc.get("spec"))))
-    parents: dict[str, str | None] = {}
-    unplaceable_cohorts: set[str] = set()
-    cq_links: dict[str, str | None] = {}
-    local_queue_targets: dict[str, str] = {}
-    for _doc, kind, name, namespace, spec in rows:
-        if name is None or spec is None:
-            continue
-        if kind == "Cohort":
-            readable, parent = _raw_link(spec, "parentName", "parent")
-            if readable:
-                parents[name] = parent
-            else:
-                unplaceable_cohorts.add(name)
-        elif kind == "ClusterQueue":
-            readable, cohort = _raw_link(spec, "cohortName", "cohort")
-            if readable:
-                cq_links[name] = cohort
-        elif kind == "LocalQueue":
-            target = _raw_text(spec.get("clusterQueue"))
-            if namespace is not None and target is not None:
-                local_queue_targets[f"{namespace}/{name}"] = target
-
-    root_cache: dict[str, str | None] = {}
-
-    def root_of(cohort: str) -> str | None:
-        """The root cohort above ``cohort``; None: a cycle or a malformed Cohort on the way."""
-        if cohort in root_cache:
-            return root_cache[cohort]
-        seen: list[str] = []
-        name: str | None = cohort
-        found: str | None = None
-        while name is not None:
-            if name in root_cache:
-                found = root_cache[name]
-                break
-            if name in unplaceable_cohorts or name in seen:
-                found = None
-                break
-            seen.append(name)
-            parent = parents.get(name)
-            if parent is None:
-                found = name
-                break
-            name = parent
-        for visited in seen:
-            root_cache[visited] = found
-        return found
-
-    trees: dict[str, TreeId | None] = {}
-    for cq_name, cohort in cq_links.items():
-        if cohort is None:
-            trees[cq_name] = ("cq", cq_name)
-        else:
-            root = root_of(cohort)
-            trees[cq_name] = None if root is None else ("cohort", root)
-
-    def workload_trees(doc: Mapping[str, Any], namespace: str | None, spec: Mapping[str, Any] | None) -> set[TreeId]:
-        """The trees a Workload document touches, as :func:`_home_trees` reads the parsed one:
-        its admission's ClusterQueue's while it holds quota, and its LocalQueue's."""
-        found: set[TreeId] = set()
-        status = _raw_mapping(doc.get("status"))
-        if status is not None:
-            admission = _raw_mapping(status.get("admission"))
-            if admission is not None and _raw_quota_reserved(status):
-                admitted_in = _raw_text(admission.get("clusterQueue"))
-                tree = None if admitted_in is None else trees.get(admitted_in)
-                if tree is not None:
-                    found.add(tree)
-        queue = None if spec is None else _raw_text(spec.get("queueName"))
-        if queue is not None:
-            target = local_queue_targets.get(f"{namespace or ''}/{queue}")
-            tree = None if target is None else trees.get(target)
-            if tree is not None:
-                found.add(tree)
-        return found
-
+    rows = [_row(doc) for doc in documents]
+    queues = _Queues(rows)
     touched_by_row: dict[int, set[TreeId]] = {}
     links: dict[TreeId, set[TreeId]] = {}
     rows_by_key: dict[str, list[int]] = {}
-    for index, (doc, kind, name, namespace, spec) in enumerate(rows):
-        if kind != "Workload":
+    for index, row in enumerate(rows):
+        if row[1] != "Workload":
             continue
-        touched = workload_trees(doc, namespace, spec)
+        touched = queues.touched(_workload_links(row))
         touched_by_row[index] = touched
-        rows_by_key.setdefault(f"{namespace or ''}/{name or ''}", []).append(index)
+        rows_by_key.setdefault(_row_key(row), []).append(index)
         _tie(links, touched)
     wanted = set(workloads)
     kept = _linked_trees(
         [tree for key in wanted for index in rows_by_key.get(key, ()) for tree in touched_by_row[index]], links
     )
-    kept_roots = {name for kind, name in kept if kind == "cohort"}
 
     out: list[Mapping[str, Any]] = []
     keys: set[str] = set()
-    for index, (doc, kind, name, namespace, spec) in enumerate(rows):
-        if kind == "Workload":
+    for index, row in enumerate(rows):
+        if row[1] == "Workload":
             touched = touched_by_row[index]
-            key = f"{namespace or ''}/{name or ''}"
+            key = _row_key(row)
             if key in wanted or not touched or not touched.isdisjoint(kept):
-                out.append(doc)
+                out.append(row[0])
                 keys.add(key)
-        elif kind in _CLUSTER_WIDE_KINDS or name is None or spec is None:
-            out.append(doc)
-        elif kind == "ClusterQueue":
-            cq_tree = trees.get(name)
-            if cq_tree is None or cq_tree in kept:
-                out.append(doc)
-        elif kind == "Cohort":
-            root = root_of(name)
-            if root is None or root in kept_roots:
-                out.append(doc)
-        elif kind == "LocalQueue":
-            target = _raw_text(spec.get("clusterQueue"))
-            lq_tree = None if target is None else trees.get(target)
-            if lq_tree is None or lq_tree in kept:
-                out.append(doc)
         else:
-            out.append(doc)
+            place = queues.place(row)
+            if place is None or place in kept:
+                out.append(row[0])
     return DocumentsCut(out, keys)
+
+
+@dataclass
+class TreeIndexCut(Generic[OtherSlot, WorkloadSlot]):
+    """What :meth:`TreeIndex.cut` keeps.
+
+    Attributes:
+        others: the slots of the kept documents that are not Workloads, in
+            :meth:`TreeIndex.set_others`' order.
+        workloads: the slots of the kept Workloads (never the one left out).
+        extra_kept: whether the extra Workload document is kept.
+        workload_keys: ``namespace/name`` of every kept Workload, the extra one included.
+    """
+
+    others: list[OtherSlot]
+    workloads: set[WorkloadSlot]
+    extra_kept: bool
+    workload_keys: set[str]
+
+
+@dataclass
+class _IndexedWorkload:
+    """A Workload of a :class:`TreeIndex`: its key, its raw links, and the trees they touch."""
+
+    key: str
+    links: _Links
+    touched: frozenset[TreeId]
+
+
+class TreeIndex(Generic[OtherSlot, WorkloadSlot]):
+    """:func:`documents_of_trees` for one set of documents that changes a few at a time.
+
+    Why: a caller that asks for the cut of a large, slowly changing set again and again (the
+    controller's burst gate asks per preempted job, on its mirror of the cluster) would read
+    every document on every question; most of them have not changed since the last one. The
+    index keeps what the rule reads from each Workload (its links and the trees they touch),
+    the Workloads of each tree, and the few that tie trees together, so a cut costs the kept
+    trees' size, not the cluster's; a Workload change costs one document's read. A change of
+    any other document (Cohorts, ClusterQueues, LocalQueues: a few hundred on a large cluster)
+    rebuilds the trees and places every Workload again.
+
+    The rule is :func:`documents_of_trees`'s own code (:class:`_Queues`), so for the documents
+    given in :meth:`set_others`' order and the Workloads put, with ``without`` left out and
+    ``extra`` added, :meth:`cut` keeps exactly the documents that function keeps. Workloads
+    are named by an opaque ``slot`` (the caller's key), and their order is the caller's.
+    """
+
+    def __init__(self) -> None:
+        self._queues = _Queues(())
+        self._others: list[tuple[OtherSlot, TreeId | None]] = []
+        self._workloads: dict[WorkloadSlot, _IndexedWorkload] = {}
+        self._by_tree: dict[TreeId, set[WorkloadSlot]] = {}
+        self._untouched: set[WorkloadSlot] = set()
+        self._crossing: dict[WorkloadSlot, frozenset[TreeId]] = {}
+        self._by_key: dict[str, set[WorkloadSlot]] = {}
+
+    def set_others(self, documents: Iterable[tuple[OtherSlot, Mapping[str, Any]]]) -> None:
+        """Make ``documents`` (slot and document of everything that is not a Workload, in the
+        order the cut returns them) the index's; the trees are rebuilt and every Workload placed
+        again.
+
+        Raises:
+            ValueError: a Workload among them (those go through :meth:`put_workload`).
+        """
+        slots: list[OtherSlot] = []
+        rows: list[_Row] = []
+        for other, doc in documents:
+            slots.append(other)
+            rows.append(_row(doc))
+        if any(row[1] == "Workload" for row in rows):
+            raise ValueError("TreeIndex.set_others: Workloads are put one at a time with put_workload")
+        self._queues = _Queues(rows)
+        self._others = [(other, self._queues.place(row)) for other, row in zip(slots, rows, strict=True)]
+        self._by_tree.clear()
+        self._untouched.clear()
+        self._crossing.clear()
+        for slot, entry in self._workloads.items():
+            entry.touched = frozenset(self._queues.touched(entry.links))
+            self._place(slot, entry)
+
+    def put_workload(self, slot: WorkloadSlot, doc: Mapping[str, Any]) -> None:
+        """Add the Workload ``doc`` under ``slot``, or replace the one there."""
+        self.remove_workload(slot)
+        row = _row(doc)
+        links = _workload_links(row)
+        entry = _IndexedWorkload(_row_key(row), links, frozenset(self._queues.touched(links)))
+        self._workloads[slot] = entry
+        self._by_key.setdefault(entry.key, set()).add(slot)
+        self._place(slot, entry)
+
+    def remove_workload(self, slot: WorkloadSlot) -> None:
+        """Forget the Workload under ``slot`` (nothing when there is none)."""
+        entry = self._workloads.pop(slot, None)
+        if entry is None:
+            return
+        _discard(self._by_key, entry.key, slot)
+        self._unplace(slot, entry)
+
+    def workload_count(self) -> int:
+        return len(self._workloads)
+
+    def _place(self, slot: WorkloadSlot, entry: _IndexedWorkload) -> None:
+        if not entry.touched:
+            self._untouched.add(slot)
+            return
+        for tree in entry.touched:
+            self._by_tree.setdefault(tree, set()).add(slot)
+        if len(entry.touched) > 1:
+            self._crossing[slot] = entry.touched
+
+    def _unplace(self, slot: WorkloadSlot, entry: _IndexedWorkload) -> None:
+        self._untouched.discard(slot)
+        self._crossing.pop(slot, None)
+        for tree in entry.touched:
+            _discard(self._by_tree, tree, slot)
+
+    def cut(
+        self, wanted: str, extra: Mapping[str, Any] | None = None, without: WorkloadSlot | None = None
+    ) -> TreeIndexCut[OtherSlot, WorkloadSlot]:
+        """The cut of :func:`documents_of_trees` for the Workload key ``wanted``, over the
+        index's documents with the Workload under ``without`` left out and the Workload
+        document ``extra`` added (a question about a Workload as it will be, not as it is)."""
+        extra_entry = None
+        if extra is not None:
+            row = _row(extra)
+            links = _workload_links(row)
+            extra_entry = _IndexedWorkload(_row_key(row), links, frozenset(self._queues.touched(links)))
+        ties: dict[TreeId, set[TreeId]] = {}
+        for slot, touched in self._crossing.items():
+            if slot != without:
+                _tie(ties, set(touched))
+        start = [
+            tree for slot in self._by_key.get(wanted, ()) if slot != without for tree in self._workloads[slot].touched
+        ]
+        if extra_entry is not None:
+            _tie(ties, set(extra_entry.touched))
+            if extra_entry.key == wanted:
+                start.extend(extra_entry.touched)
+        kept = _linked_trees(start, ties)
+        # The wanted Workloads are among these: each touches only kept trees, or none.
+        slots = set(self._untouched)
+        for tree in kept:
+            slots |= self._by_tree.get(tree, set())
+        slots.discard(without)
+        keys = {self._workloads[slot].key for slot in slots}
+        # As the function's rule: untouched, or touching a kept tree (a wanted one touches only kept trees).
+        extra_kept = extra_entry is not None and (not extra_entry.touched or not extra_entry.touched.isdisjoint(kept))
+        if extra_kept and extra_entry is not None:
+            keys.add(extra_entry.key)
+        others = [slot for slot, place in self._others if place is None or place in kept]
+        return TreeIndexCut(others, slots, extra_kept, keys)
+
+
+def _discard(index: dict[Any, set[WorkloadSlot]], key: Any, value: WorkloadSlot) -> None:
+    members = index.get(key)
+    if members is None:
+        return
+    members.discard(value)
+    if not members:
+        del index[key]
 
 
 def _tie(links: dict[TreeId, set[TreeId]], touched: set[TreeId]) -> None:
