@@ -25,6 +25,12 @@ document of a Workload the store no longer holds, e.g. to project the relaunch o
 pod group that was collected within a second. The record is bounded in count
 (:data:`DELETED_WORKLOADS_KEPT`) and age (:data:`DELETED_WORKLOAD_TTL_SECONDS`).
 
+Consumers that keep state derived from the objects (the controller's cache of the Kueue model,
+:mod:`sky_kueue.controller.mirror_model`) ask which objects were written since they last looked
+(:meth:`MirrorStore.changes_since`): every write is journaled by kind and key with the store
+generation it made, a bounded number of them (:data:`CHANGE_JOURNAL_ENTRIES`); a consumer that
+fell further behind is handed every object instead.
+
 Objects are stored as the API returned them (minus ``managedFields``; pods trimmed to what
 identity needs) and must be treated as read-only by callers.
 """
@@ -34,7 +40,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -58,6 +65,31 @@ DELETED_WORKLOADS_KEPT = 512
 #: How long, from when the store saw the deletion, its final state is kept. A consumer still
 #: behind the store after half an hour has bigger problems than one lost document.
 DELETED_WORKLOAD_TTL_SECONDS = 1800.0
+#: How many object writes (kind and key) the store remembers for :meth:`MirrorStore.changes_since`.
+#: A consumer asks once per question it answers, so between two asks it sees the watch events
+#: of seconds, or of a reconcile backlog: far fewer on any cluster. One that falls further
+#: behind (a relist of every Workload, a long quiet spell for the consumer on a busy cluster)
+#: is handed every object and rebuilds, so this bounds memory (about 100 bytes an entry,
+#: under 2 MB), never correctness.
+CHANGE_JOURNAL_ENTRIES = 16_384
+
+
+@dataclass(frozen=True)
+class StoreChanges:
+    """The answer of :meth:`MirrorStore.changes_since`, read under the store's lock.
+
+    Attributes:
+        generation: the store's generation the answer is of (ask from it next time).
+        objects: (kind, key) -> the object now (None: deleted) of every object of the asked
+            kinds written after the asked generation; with ``everything``, every object of the
+            asked kinds the store holds.
+        everything: the journal does not reach back to the asked generation (or none was
+            given): ``objects`` is the whole store, and what a consumer derived before is stale.
+    """
+
+    generation: int
+    objects: dict[tuple[KindName, str], Obj | None]
+    everything: bool
 
 
 def object_key(obj: Mapping[str, Any]) -> str:
@@ -120,11 +152,14 @@ class MirrorStore:
         *,
         deleted_kept: int = DELETED_WORKLOADS_KEPT,
         deleted_ttl_seconds: float = DELETED_WORKLOAD_TTL_SECONDS,
+        change_journal_entries: int = CHANGE_JOURNAL_ENTRIES,
     ) -> None:
         if deleted_kept < 0 or not deleted_ttl_seconds >= 0:
             raise ValueError(
                 f"deleted_kept and deleted_ttl_seconds must be >= 0, got {deleted_kept} and {deleted_ttl_seconds}"
             )
+        if change_journal_entries < 1:
+            raise ValueError(f"change_journal_entries must be >= 1, got {change_journal_entries}")
         self.hub = hub or TransitionHub()
         self._clock: Clock = clock or SystemClock()
         self._lock = threading.RLock()
@@ -149,6 +184,11 @@ class MirrorStore:
         self._deleted: collections.OrderedDict[str, tuple[datetime, Obj]] = collections.OrderedDict()
         self._deleted_kept = deleted_kept
         self._deleted_ttl = timedelta(seconds=deleted_ttl_seconds)
+        # Writes, oldest first: (the generation the write's commit makes, kind, key). Every write
+        # of a generation above _journal_floor is in it (the oldest go first, whole or in part).
+        self._journal: collections.deque[tuple[int, KindName, str]] = collections.deque()
+        self._journal_entries = change_journal_entries
+        self._journal_floor = 0
 
     # ---- writes (reflectors) ------------------------------------------------------------
 
@@ -281,10 +321,17 @@ class MirrorStore:
         self.hub.publish(transitions)
         self._changed.notify_all()
 
+    def _journal_write(self, kind: KindName, key: str) -> None:
+        """Journal a write of ``kind``/``key`` (under the lock, before its commit)."""
+        if len(self._journal) >= self._journal_entries:
+            self._journal_floor = self._journal.popleft()[0]
+        self._journal.append((self._generation + 1, kind, key))
+
     def _upsert(self, kind: KindName, key: str, obj: Obj, source: ChangeSource) -> list[Transition]:
         table = self._objects[kind]
         old = table.get(key)
         table[key] = obj
+        self._journal_write(kind, key)
         if kind is KindName.WORKLOAD:
             if old is not None:
                 self._unindex_workload(key, old)
@@ -303,6 +350,7 @@ class MirrorStore:
         old = table.pop(key, None)
         if old is None:
             return []
+        self._journal_write(kind, key)
         final = last if last is not None else old
         if kind is KindName.WORKLOAD:
             self._unindex_workload(key, old)
@@ -494,6 +542,29 @@ class MirrorStore:
         """Increases with every write."""
         with self._lock:
             return self._generation
+
+    def changes_since(self, generation: int | None, kinds: Collection[KindName]) -> StoreChanges:
+        """The objects of ``kinds`` written after ``generation`` (a :attr:`generation` read
+        earlier, or a previous answer's), as they are now, and the generation now.
+
+        Every write in between is there: an object written and written back, or created and
+        deleted, is there too (as it is now). When the journal does not reach back that far
+        (more than :data:`CHANGE_JOURNAL_ENTRIES` writes since), or ``generation`` is None, the
+        answer is every object of ``kinds`` (``everything``).
+        """
+        with self._lock:
+            if generation is None or generation < self._journal_floor:
+                objects: dict[tuple[KindName, str], Obj | None] = {
+                    (kind, key): obj for kind in kinds for key, obj in self._objects[kind].items()
+                }
+                return StoreChanges(self._generation, objects, everything=True)
+            objects = {}
+            for written, kind, key in reversed(self._journal):
+                if written <= generation:
+                    break
+                if kind in kinds and (kind, key) not in objects:
+                    objects[kind, key] = self._objects[kind].get(key)
+            return StoreChanges(self._generation, objects, everything=False)
 
     def is_synced(self, kind: KindName) -> bool:
         with self._lock:
