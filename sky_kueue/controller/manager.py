@@ -278,7 +278,7 @@ class Controller:
             preemptor_priority=lambda preemptor: preemptor_class(cache, preemptor),
             holds=keeper,
             burst_gates=self.burst_gates,
-            relaunch_wait=MirrorRelaunchWait(cache, self.clock) if self.burst_gates.enabled else None,
+            relaunch_wait=MirrorRelaunchWait(cache, self.clock, cached=True) if self.burst_gates.enabled else None,
             protected_slot=MirrorProtectedSlot(cache) if within_nominal else None,
         )
         log.info(

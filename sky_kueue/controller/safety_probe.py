@@ -48,6 +48,7 @@ from typing import Any
 from sky_kueue.controller.aging.protected_slot import AdmittedWorkload, ProtectedFit, Quantities, overflow
 from sky_kueue.controller.aging.safe_relaunch import Placement, placement_from_verdict
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
+from sky_kueue.controller.mirror_model import MirrorModelCache, export_key, pod_workload_key
 from sky_kueue.controller.predicted_burst import PredictedWaitKind
 from sky_kueue.kueue import eta
 from sky_kueue.kueue import objects as o
@@ -60,7 +61,6 @@ from sky_kueue.kueue.tree import quotas_by_fr
 from sky_kueue.kueue.whatif import QuickVerdict, quick_verdict
 from sky_kueue.kueue.workload import admitted_requests, pending_requests, usage_from
 from sky_kueue.mirror import export
-from sky_kueue.mirror.identity import pod_group_of
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.store import MirrorStore
 from sky_kueue.skypilot.runtime_annotations import with_pod_runtimes
@@ -334,6 +334,12 @@ class MirrorRelaunchWait:
     :data:`~sky_kueue.mirror.store.DELETED_WORKLOADS_KEPT` deletions), on the live rest of the
     cluster. Beyond that bound the wait is unknown (None), as it is when another Workload of the
     same name (the relaunch itself, whose own reconcile asks again) has taken its place.
+
+    With ``cached`` (the controller's), the cut to the relaunch's cohort tree, the pods' run
+    times and the parsed objects are kept between questions and only what the mirror wrote
+    since is read again (:class:`~sky_kueue.controller.mirror_model.MirrorModelCache`); the
+    state simulated is the same. Without it every question reads the whole store (the
+    reference the cache is tested against).
     """
 
     def __init__(
@@ -343,11 +349,13 @@ class MirrorRelaunchWait:
         *,
         runtime: eta.RuntimeFn | None = None,
         horizon_seconds: float = RELAUNCH_WAIT_HORIZON_SECONDS,
+        cached: bool = False,
     ) -> None:
         self._cache = cache
         self._clock = clock
         self._runtime = runtime or eta.runtime_from_annotation()
         self._horizon = horizon_seconds
+        self._model = MirrorModelCache(cache) if cached else None
 
     def relaunch_wait(self, facts: WorkloadFacts, priority: int, kind: PredictedWaitKind) -> float | None:
         key = f"{facts.namespace}/{facts.name}"
@@ -357,26 +365,22 @@ class MirrorRelaunchWait:
             return None
         now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
         pending = facts.phase is WorkloadPhase.PENDING
-        docs: list[Mapping[str, Any]] = []
-        found = False
-        for doc in export.documents(self._cache):
-            if doc.get("kind") == "Workload" and export_key(doc) == key:
-                doc, found = as_relaunch(doc, priority, now, pending=pending), True
-            docs.append(doc)
-        if not found:
+
+        def relaunch(current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+            """The relaunch as it enters Kueue, from the mirrored Workload ``current``, else
+            from the store's record of its deletion (None: neither)."""
+            if current is not None:
+                return as_relaunch(current, priority, now, pending=pending)
             # Read after the documents: the store records a deletion with the removal, so a
             # Workload missing from them is in the record (unless beyond its bound).
             deleted = self._cache.deleted_workload(facts.uid)
-            if deleted is not None:
-                # Whatever it was when deleted, its job comes back, if at all, as a new Workload.
-                docs.append(as_relaunch(deleted, priority, now, pending=False))
-        # Only the relaunch's cohort tree decides its wait: cut the rest before parsing it and
-        # before joining the pods' run times (on a large cluster both cost far more than the ETA).
-        cut = documents_of_trees(docs, [key])
-        pods = [pod for pod in self._cache.items(KindName.POD) if _pod_workload_key(pod) in cut.workload_keys]
-        kept = [dict(doc) for doc in with_pod_runtimes(cut.documents, pods)]
+            # Whatever it was when deleted, its job comes back, if at all, as a new Workload.
+            return None if deleted is None else as_relaunch(deleted, priority, now, pending=False)
+
         try:
-            state = export.cluster_state(kept, now=now)
+            state = self._model.relaunch_state(key, relaunch, now) if self._model is not None else None
+            if state is None:
+                state = self._whole_store_state(key, relaunch, now)
             workload = state.workloads.get(key)
             if workload is None or workload.uid != facts.uid:
                 return None
@@ -391,6 +395,38 @@ class MirrorRelaunchWait:
         if projected.seconds is not None:
             return projected.seconds
         return _wait_without_seconds(projected)
+
+    def _whole_store_state(
+        self,
+        key: str,
+        relaunch: Callable[[Mapping[str, Any] | None], Mapping[str, Any] | None],
+        now: datetime.datetime,
+    ) -> o.ClusterState:
+        """The relaunch's cohort tree read from the whole store (every document, every call).
+
+        Raises:
+            ModelError: a document of the tree the model cannot read.
+        """
+        docs: list[Mapping[str, Any]] = []
+        found = False
+        for doc in export.documents(self._cache):
+            if doc.get("kind") == "Workload" and export_key(doc) == key:
+                found = True
+                projected = relaunch(doc)
+                if projected is not None:
+                    docs.append(projected)
+                continue
+            docs.append(doc)
+        if not found:
+            missing = relaunch(None)
+            if missing is not None:
+                docs.append(missing)
+        # Only the relaunch's cohort tree decides its wait: cut the rest before parsing it and
+        # before joining the pods' run times (on a large cluster both cost far more than the ETA).
+        cut = documents_of_trees(docs, [key])
+        pods = [pod for pod in self._cache.items(KindName.POD) if pod_workload_key(pod) in cut.workload_keys]
+        kept = [dict(doc) for doc in with_pod_runtimes(cut.documents, pods)]
+        return export.cluster_state(kept, now=now)
 
 
 def _wait_without_seconds(projected: eta.Eta) -> float | None:
@@ -409,16 +445,3 @@ def _wait_without_seconds(projected: eta.Eta) -> float | None:
     if projected.reason.startswith(eta.NO_KNOWN_RUNTIME_REASON) and not projected.waits_on_unknown_runtime:
         return math.inf
     return None
-
-
-def _pod_workload_key(pod: Mapping[str, Any]) -> str | None:
-    """``namespace/name`` of the pod group's Workload (named after the group), None without one."""
-    group = pod_group_of(pod)
-    if group is None:
-        return None
-    return f"{(pod.get('metadata') or {}).get('namespace', '')}/{group}"
-
-
-def export_key(doc: Mapping[str, Any]) -> str:
-    meta = doc.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
