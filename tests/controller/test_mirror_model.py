@@ -259,6 +259,7 @@ def _same_states(
     assert any(EXPECTED_RUNTIME_ANNOTATION in wl.annotations for wl in cached.workloads.values())
 
 
+@pytest.mark.slow  # 5-8 s each: 9 steps x 10 questions on a 660-Workload cluster, both paths
 def test_the_cached_relaunch_wait_answers_as_the_whole_store_while_the_cluster_changes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -292,6 +293,7 @@ def test_the_cached_relaunch_wait_answers_as_the_whole_store_while_the_cluster_c
     assert isinstance(previous["team-001/run-3", "any"], float)  # answered from the deletion record
 
 
+@pytest.mark.slow  # 5-8 s each: 9 steps x 10 questions on a 660-Workload cluster, both paths
 def test_a_cache_that_missed_the_writes_would_answer_differently(monkeypatch: pytest.MonkeyPatch) -> None:
     store, now = _scene()
     reference = MirrorRelaunchWait(store, lambda: now)
@@ -307,6 +309,7 @@ def test_a_cache_that_missed_the_writes_would_answer_differently(monkeypatch: py
             assert _answers(cached, facts) != _answers(reference, facts), step
 
 
+@pytest.mark.slow  # 5-8 s each: 9 steps x 10 questions on a 660-Workload cluster, both paths
 def test_a_cache_further_behind_than_the_stores_journal_rebuilds() -> None:
     store, now = _scene(change_journal_entries=8)
     reference = MirrorRelaunchWait(store, lambda: now)
