@@ -268,7 +268,7 @@ class Controller:
         keeper = None
         within_nominal = self.aging.protect_within_nominal
         if self.holds.enabled:
-            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock))
+            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock, cached=True))
         engine = AgingEngine(
             self.store,
             actuator,

@@ -122,7 +122,14 @@ def without_borrowing(state: o.ClusterState, cluster_queue: str) -> o.ClusterSta
 
 
 class MirrorSafetyProbe:
-    """:class:`~sky_kueue.controller.hold.SafetyProbe` over a session's mirror store."""
+    """:class:`~sky_kueue.controller.hold.SafetyProbe` over a session's mirror store.
+
+    With ``cached`` (the controller's), a held relaunch is judged on its cohort tree as
+    :class:`~sky_kueue.controller.mirror_model.MirrorModelCache` keeps it between questions
+    (Kueue never lends, borrows or preempts across trees, so the verdict, the nominal-quota fit
+    and the ETA are the tree's); without it, on the whole store parsed anew each time (the
+    reference the cached path is tested against, and its fallback when the cache declines).
+    """
 
     def __init__(
         self,
@@ -131,11 +138,13 @@ class MirrorSafetyProbe:
         *,
         runtime: eta.RuntimeFn | None = None,
         horizon_seconds: float = SAFE_WAIT_HORIZON_SECONDS,
+        cached: bool = False,
     ) -> None:
         self._cache = cache
         self._clock = clock
         self._runtime = runtime or eta.runtime_from_annotation()
         self._horizon = horizon_seconds
+        self._model = MirrorModelCache(cache) if cached else None
 
     def placement(self, facts: WorkloadFacts, cluster: str, protected_level: int | None = None) -> Placement | None:
         """``protected_level``: with ``protect_within_nominal``, the level the relaunch would be
@@ -143,14 +152,8 @@ class MirrorSafetyProbe:
         None: judged by Kueue's borrowing, as without the setting)."""
         key = f"{facts.namespace}/{facts.name}"
         now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
-        docs = [
-            _active(doc) if doc.get("kind") == "Workload" and export_key(doc) == key else doc
-            for doc in export.documents(self._cache)
-        ]
-        # The run times are on a pod group's pods, not its Workload (see MirrorRelaunchWait).
-        docs = [dict(doc) for doc in with_pod_runtimes(docs, self._cache.items(KindName.POD))]
         try:
-            state = export.cluster_state(docs, now=now)
+            state = self._state(key, now)
             workload = state.workloads.get(key)
             if workload is None or workload.uid != facts.uid:
                 return None
@@ -173,6 +176,25 @@ class MirrorSafetyProbe:
             log.warning("the Kueue model cannot judge Workload %s for safe relaunch: %s", key, err)
             return None
         return dataclasses.replace(placement, predicted_safe_wait_seconds=safe)
+
+    def _state(self, key: str, now: datetime.datetime) -> o.ClusterState:
+        """The cluster state with the held relaunch ``key`` active (its cohort tree's from the
+        cache, else the whole store's).
+
+        Raises:
+            ModelError: a document the model cannot read.
+        """
+        if self._model is not None:
+            state = self._model.relaunch_state(key, lambda current: None if current is None else _active(current), now)
+            if state is not None:
+                return state
+        docs = [
+            _active(doc) if doc.get("kind") == "Workload" and export_key(doc) == key else doc
+            for doc in export.documents(self._cache)
+        ]
+        # The run times are on a pod group's pods, not its Workload (see MirrorRelaunchWait).
+        docs = [dict(doc) for doc in with_pod_runtimes(docs, self._cache.items(KindName.POD))]
+        return export.cluster_state(docs, now=now)
 
     def _eta(self, state: o.ClusterState, key: str, now: datetime.datetime) -> float | None:
         """Seconds until Kueue admits ``key`` in ``state`` (None: not within the horizon or unknown).

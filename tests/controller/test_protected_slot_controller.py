@@ -26,7 +26,7 @@ from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind
 from sky_kueue.controller.history import JobHistory
 from sky_kueue.controller.kube_events import EventReason, events_for
-from sky_kueue.controller.safety_probe import MirrorProtectedSlot, MirrorSafetyProbe
+from sky_kueue.controller.safety_probe import MirrorProtectedSlot
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.store import MirrorStore, normalize
@@ -34,7 +34,7 @@ from sky_kueue.mirror.store import MirrorStore, normalize
 from .builders import T0
 from .fakes import RecordingActuator
 from .test_engine import Cluster, preempt_and_relaunch
-from .test_safety_probe import DEV, ELAPSED_SECONDS, OWN, START, TRAIN, _probe, _store, _workload
+from .test_safety_probe import DEV, ELAPSED_SECONDS, OWN, START, TRAIN, BothProbes, _probe, _store, _workload
 
 SETTINGS = AgingSettings(
     policy="keep-place",
@@ -289,7 +289,7 @@ def test_the_facts_tell_a_granted_level_from_a_class_value() -> None:
 def _protected_placement(store: MirrorStore, level: int | None = 100) -> Placement | None:
     """The probe's answer for DEV when the engine says it would be protected at ``level``."""
     now = (START + datetime.timedelta(seconds=ELAPSED_SECONDS)).timestamp()
-    return MirrorSafetyProbe(store, lambda: now).placement(workload_facts(DEV), "c", level)
+    return BothProbes(store, now).placement(workload_facts(DEV), "c", level)
 
 
 def test_a_relaunch_fitting_nominal_at_its_protected_level_is_safe_though_kueue_borrows() -> None:

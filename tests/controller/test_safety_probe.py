@@ -13,16 +13,18 @@ import copy
 import datetime
 import importlib.util
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sky_kueue.controller import safety_probe
-from sky_kueue.controller.detection import workload_facts
+from sky_kueue.controller.aging.safe_relaunch import Placement
+from sky_kueue.controller.detection import WorkloadFacts, workload_facts
 from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedWaitKind, decide_predicted_burst
 from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe, export_key
+from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.cohort_trees import DocumentsCut
 from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
@@ -93,9 +95,40 @@ def _store(*workloads: dict[str, Any], store: MirrorStore | None = None) -> Mirr
     return store
 
 
-def _probe(store: MirrorStore) -> MirrorSafetyProbe:
+class BothProbes:
+    """The probe on the whole store and the controller's cached one on the same store: every
+    question is asked of both, which must answer alike (the cached one judges the relaunch's
+    cohort tree as :class:`~sky_kueue.controller.mirror_model.MirrorModelCache` keeps it)."""
+
+    def __init__(self, store: MirrorStore, now: float) -> None:
+        self.store = store
+        self.whole = MirrorSafetyProbe(store, lambda: now)
+        self.cached = MirrorSafetyProbe(store, lambda: now, cached=True)
+        self.tree_states: list[o.ClusterState | None] = []
+        model = self.cached._model
+        assert model is not None
+        ask = model.relaunch_state
+
+        def recorded(
+            key: str, relaunch: Callable[[Mapping[str, Any] | None], Mapping[str, Any] | None], now: datetime.datetime
+        ) -> o.ClusterState | None:
+            self.tree_states.append(ask(key, relaunch, now))
+            return self.tree_states[-1]
+
+        model.relaunch_state = recorded  # type: ignore[method-assign]
+
+    def placement(self, facts: WorkloadFacts, cluster: str, protected_level: int | None = None) -> Placement | None:
+        answer = self.whole.placement(facts, cluster, protected_level)
+        assert self.cached.placement(facts, cluster, protected_level) == answer
+        # ... and the cached one did judge the cohort tree (it did not decline to the whole store)
+        mirrored = self.store.get(KindName.WORKLOAD, f"{facts.namespace}/{facts.name}") is not None
+        assert self.tree_states.pop() is not None or not mirrored
+        return answer
+
+
+def _probe(store: MirrorStore) -> BothProbes:
     now = (START + datetime.timedelta(seconds=ELAPSED_SECONDS)).timestamp()
-    return MirrorSafetyProbe(store, lambda: now)
+    return BothProbes(store, now)
 
 
 DEV = _workload("dev-1", "team-b", "4", 100, admitted=False, active=False)
