@@ -53,6 +53,7 @@ from sky_kueue.controller.hold import HoldKeeper, HoldTeams
 from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, KubernetesWorkloadDeleter
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.metrics import WatchRequests
+from sky_kueue.controller.mirror_model import MirrorModelCache
 from sky_kueue.controller.reconciler import Reconciler, preemptor_class
 from sky_kueue.controller.safety_probe import MirrorProtectedSlot, MirrorRelaunchWait, MirrorSafetyProbe
 from sky_kueue.controller.session import SESSION_JOIN_SECONDS, Session, session_kinds
@@ -267,8 +268,9 @@ class Controller:
         actuator = FencedActuator(self._actuator, self.is_leader)
         keeper = None
         within_nominal = self.aging.protect_within_nominal
+        model = MirrorModelCache(cache)  # built on the first question; shared by the gate and the hold
         if self.holds.enabled:
-            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock, cached=True))
+            keeper = HoldKeeper(self.store, actuator, self.holds, MirrorSafetyProbe(cache, self.clock, cached=model))
         engine = AgingEngine(
             self.store,
             actuator,
@@ -278,7 +280,7 @@ class Controller:
             preemptor_priority=lambda preemptor: preemptor_class(cache, preemptor),
             holds=keeper,
             burst_gates=self.burst_gates,
-            relaunch_wait=MirrorRelaunchWait(cache, self.clock, cached=True) if self.burst_gates.enabled else None,
+            relaunch_wait=MirrorRelaunchWait(cache, self.clock, cached=model) if self.burst_gates.enabled else None,
             protected_slot=MirrorProtectedSlot(cache) if within_nominal else None,
         )
         log.info(

@@ -86,6 +86,14 @@ RELAUNCH_WAIT_KINDS = (
 )
 
 
+def _model_of(store: MirrorStore, cached: bool | MirrorModelCache) -> MirrorModelCache | None:
+    """``cached``: False, none; True, a cache of its own; a cache (of ``store``), that one, shared
+    (the controller's relaunch wait and hold probe share one, which holds the tree's parses once)."""
+    if isinstance(cached, MirrorModelCache):
+        return cached
+    return MirrorModelCache(store) if cached else None
+
+
 def _active(doc: Mapping[str, Any]) -> dict[str, Any]:
     spec = dict(doc.get("spec") or {})
     spec["active"] = True
@@ -138,13 +146,13 @@ class MirrorSafetyProbe:
         *,
         runtime: eta.RuntimeFn | None = None,
         horizon_seconds: float = SAFE_WAIT_HORIZON_SECONDS,
-        cached: bool = False,
+        cached: bool | MirrorModelCache = False,
     ) -> None:
         self._cache = cache
         self._clock = clock
         self._runtime = runtime or eta.runtime_from_annotation()
         self._horizon = horizon_seconds
-        self._model = MirrorModelCache(cache) if cached else None
+        self._model = _model_of(cache, cached)
 
     def placement(self, facts: WorkloadFacts, cluster: str, protected_level: int | None = None) -> Placement | None:
         """``protected_level``: with ``protect_within_nominal``, the level the relaunch would be
@@ -371,13 +379,13 @@ class MirrorRelaunchWait:
         *,
         runtime: eta.RuntimeFn | None = None,
         horizon_seconds: float = RELAUNCH_WAIT_HORIZON_SECONDS,
-        cached: bool = False,
+        cached: bool | MirrorModelCache = False,
     ) -> None:
         self._cache = cache
         self._clock = clock
         self._runtime = runtime or eta.runtime_from_annotation()
         self._horizon = horizon_seconds
-        self._model = MirrorModelCache(cache) if cached else None
+        self._model = _model_of(cache, cached)
 
     def relaunch_wait(self, facts: WorkloadFacts, priority: int, kind: PredictedWaitKind) -> float | None:
         key = f"{facts.namespace}/{facts.name}"

@@ -22,6 +22,7 @@ import pytest
 from sky_kueue.controller import safety_probe
 from sky_kueue.controller.aging.safe_relaunch import Placement
 from sky_kueue.controller.detection import WorkloadFacts, workload_facts
+from sky_kueue.controller.mirror_model import MirrorModelCache
 from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedWaitKind, decide_predicted_burst
 from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe, export_key
 from sky_kueue.kueue import objects as o
@@ -462,3 +463,27 @@ def test_the_existing_relaunch_cases_answer_the_same_without_the_cut(monkeypatch
     monkeypatch.setattr(safety_probe, "documents_of_trees", _whole_cluster)
     assert answers() == cut
     assert None in cut and math.inf in cut and 600.0 in cut
+
+
+def test_the_gate_and_the_hold_share_one_cache_and_answer_as_the_whole_store() -> None:
+    # The controller builds one MirrorModelCache for both: questions of either kind, with a
+    # write between them, get the whole store's answers from the shared cache.
+    own_long = _workload("own-3", "team-b", "4", 100, admitted=True, runtime=OWN_RUN_SECONDS * 4)
+    store = _store(DEV, own_long, TRAIN_KNOWN)
+    now = (START + datetime.timedelta(seconds=ELAPSED_SECONDS)).timestamp()
+    model = MirrorModelCache(store)
+    probe = MirrorSafetyProbe(store, lambda: now, cached=model)
+    waits = MirrorRelaunchWait(store, lambda: now, cached=model)
+    whole_probe, whole_waits = MirrorSafetyProbe(store, lambda: now), MirrorRelaunchWait(store, lambda: now)
+    facts = workload_facts(DEV)
+    answers = []
+    for step in range(2):
+        placement = probe.placement(facts, "c")
+        wait = waits.relaunch_wait(facts, 100, PredictedWaitKind.SAFE)
+        assert placement == whole_probe.placement(facts, "c"), step
+        assert wait == whole_waits.relaunch_wait(facts, 100, PredictedWaitKind.SAFE), step
+        answers.append((placement, wait))
+        if step == 0:
+            _collect(store, "team-b/own-3")  # team-b's nominal quota frees
+    assert answers[0] != answers[1]
+    assert answers[1][0] is not None and answers[1][0].safe_now
