@@ -19,7 +19,7 @@ builds a question's state in about 7 ms there:
 Invalidation is by the store's own journal of writes (:meth:`MirrorStore.changes_since`): every
 object written since the cache last looked (created, modified, deleted, relisted) is read again
 and what was derived from it dropped; a parsed Workload is kept with the annotations joined
-onto it and used only while its pods still give the same; a change of any
+onto it and used only while its pods still give the same, in the same order; a change of any
 WorkloadPriorityClass drops every parsed Workload (a missing ``spec.priority`` comes from its
 class); when the journal does not reach back, everything is rebuilt. The state handed out is
 new on every question (the model's objects are frozen; the dictionaries holding them are not
@@ -28,7 +28,8 @@ shared), and it is exactly the state the uncached path
 same documents, in the same order, through the same functions, the same first error raised.
 Documents the index cannot place the way the uncached path orders them (a Workload filed under
 another key than its namespace and name, an object of another kind than its table's) make the
-cache decline (None) and the caller compute the uncached way.
+cache decline (None) and the caller compute the uncached way; so does a store that has not
+listed Namespaces yet (the uncached path makes them up from the other objects' namespaces).
 
 What it costs: the first question reads the whole mirror (0.6 s with its answer on that
 cluster, twice an uncached one); memory, measured there, about 16 MiB for the index, the
@@ -260,8 +261,8 @@ class MirrorModelCache:
         """
         with self._lock:
             self._sync()
-            if self._irregular:
-                return None
+            if self._irregular or not self._store.is_synced(KindName.NAMESPACE):
+                return None  # unlisted Namespaces: the uncached path makes them up (export.documents)
             current = self._docs[KindName.WORKLOAD].get(key)
             extra = relaunch(current)
             if extra is not None and extra.get("kind") != "Workload":
@@ -325,7 +326,8 @@ class MirrorModelCache:
         doc = self._docs[KindName.WORKLOAD][key]
         carried, pods = self._carried(doc, cut_keys)
         kept = self._workloads.get(key)
-        if kept is not None and kept.carried == carried:
+        # In order too: the join appends them in this order onto the Workload's annotations.
+        if kept is not None and list(kept.carried.items()) == list(carried.items()):
             return kept
         joined = with_pod_runtimes([doc], pods)[0] if pods else doc
         reading = self._workloads[key] = _ParsedWorkload(carried, joined, _first_reading(joined))
