@@ -24,7 +24,7 @@ WorkloadPriorityClass drops every parsed Workload (a missing ``spec.priority`` c
 class); when the journal does not reach back, everything is rebuilt. The state handed out is
 new on every question (the model's objects are frozen; the dictionaries holding them are not
 shared), and it is exactly the state the uncached path
-(:meth:`~sky_kueue.controller.safety_probe.MirrorRelaunchWait` without a cache) parses: the
+(:func:`~sky_kueue.controller.safety_probe.whole_store_state`) parses: the
 same documents, in the same order, through the same functions, the same first error raised.
 Documents the index cannot place the way the uncached path orders them (a Workload filed under
 another key than its namespace and name, an object of another kind than its table's) make the

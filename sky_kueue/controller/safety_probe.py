@@ -132,11 +132,11 @@ def without_borrowing(state: o.ClusterState, cluster_queue: str) -> o.ClusterSta
 class MirrorSafetyProbe:
     """:class:`~sky_kueue.controller.hold.SafetyProbe` over a session's mirror store.
 
-    With ``cached`` (the controller's), a held relaunch is judged on its cohort tree as
-    :class:`~sky_kueue.controller.mirror_model.MirrorModelCache` keeps it between questions
-    (Kueue never lends, borrows or preempts across trees, so the verdict, the nominal-quota fit
-    and the ETA are the tree's); without it, on the whole store parsed anew each time (the
-    reference the cached path is tested against, and its fallback when the cache declines).
+    A held relaunch is judged on its cohort tree (Kueue never lends, borrows or preempts across
+    trees, so the verdict, the nominal-quota fit and the ETA are the tree's), read as the burst
+    gate reads it (:func:`relaunch_tree_state`): with ``cached`` (the controller's), from
+    :class:`~sky_kueue.controller.mirror_model.MirrorModelCache` between questions; without it,
+    from the whole store each time.
     """
 
     def __init__(
@@ -161,7 +161,11 @@ class MirrorSafetyProbe:
         key = f"{facts.namespace}/{facts.name}"
         now = datetime.datetime.fromtimestamp(self._clock(), tz=datetime.timezone.utc)
         try:
-            state = self._state(key, now)
+            # Kueue never lends, borrows or preempts across cohort trees: the held relaunch's
+            # tree decides the verdict, the nominal-quota fit and the wait.
+            state = relaunch_tree_state(
+                self._cache, self._model, key, lambda current: None if current is None else _active(current), now
+            )
             workload = state.workloads.get(key)
             if workload is None or workload.uid != facts.uid:
                 return None
@@ -184,25 +188,6 @@ class MirrorSafetyProbe:
             log.warning("the Kueue model cannot judge Workload %s for safe relaunch: %s", key, err)
             return None
         return dataclasses.replace(placement, predicted_safe_wait_seconds=safe)
-
-    def _state(self, key: str, now: datetime.datetime) -> o.ClusterState:
-        """The cluster state with the held relaunch ``key`` active (its cohort tree's from the
-        cache, else the whole store's).
-
-        Raises:
-            ModelError: a document the model cannot read.
-        """
-        if self._model is not None:
-            state = self._model.relaunch_state(key, lambda current: None if current is None else _active(current), now)
-            if state is not None:
-                return state
-        docs = [
-            _active(doc) if doc.get("kind") == "Workload" and export_key(doc) == key else doc
-            for doc in export.documents(self._cache)
-        ]
-        # The run times are on a pod group's pods, not its Workload (see MirrorRelaunchWait).
-        docs = [dict(doc) for doc in with_pod_runtimes(docs, self._cache.items(KindName.POD))]
-        return export.cluster_state(docs, now=now)
 
     def _eta(self, state: o.ClusterState, key: str, now: datetime.datetime) -> float | None:
         """Seconds until Kueue admits ``key`` in ``state`` (None: not within the horizon or unknown).
@@ -408,9 +393,7 @@ class MirrorRelaunchWait:
             return None if deleted is None else as_relaunch(deleted, priority, now, pending=False)
 
         try:
-            state = self._model.relaunch_state(key, relaunch, now) if self._model is not None else None
-            if state is None:
-                state = self._whole_store_state(key, relaunch, now)
+            state = relaunch_tree_state(self._cache, self._model, key, relaunch, now)
             workload = state.workloads.get(key)
             if workload is None or workload.uid != facts.uid:
                 return None
@@ -426,37 +409,52 @@ class MirrorRelaunchWait:
             return projected.seconds
         return _wait_without_seconds(projected)
 
-    def _whole_store_state(
-        self,
-        key: str,
-        relaunch: Callable[[Mapping[str, Any] | None], Mapping[str, Any] | None],
-        now: datetime.datetime,
-    ) -> o.ClusterState:
-        """The relaunch's cohort tree read from the whole store (every document, every call).
 
-        Raises:
-            ModelError: a document of the tree the model cannot read.
-        """
-        docs: list[Mapping[str, Any]] = []
-        found = False
-        for doc in export.documents(self._cache):
-            if doc.get("kind") == "Workload" and export_key(doc) == key:
-                found = True
-                projected = relaunch(doc)
-                if projected is not None:
-                    docs.append(projected)
-                continue
-            docs.append(doc)
-        if not found:
-            missing = relaunch(None)
-            if missing is not None:
-                docs.append(missing)
-        # Only the relaunch's cohort tree decides its wait: cut the rest before parsing it and
-        # before joining the pods' run times (on a large cluster both cost far more than the ETA).
-        cut = documents_of_trees(docs, [key])
-        pods = [pod for pod in self._cache.items(KindName.POD) if pod_workload_key(pod) in cut.workload_keys]
-        kept = [dict(doc) for doc in with_pod_runtimes(cut.documents, pods)]
-        return export.cluster_state(kept, now=now)
+#: What enters Kueue in place of the mirrored Workload asked about (the argument; None when it is
+#: not mirrored), or after every other document when it is not mirrored; None: nothing.
+Relaunch = Callable[[Mapping[str, Any] | None], Mapping[str, Any] | None]
+
+
+def whole_store_state(store: MirrorStore, key: str, relaunch: Relaunch, now: datetime.datetime) -> o.ClusterState:
+    """The cohort tree of the Workload ``key``, with ``relaunch`` in its place, read from the
+    whole store (every document, every call): the reference :class:`MirrorModelCache` is
+    tested against, and its fallback.
+
+    Raises:
+        ModelError: a document of the tree the model cannot read.
+    """
+    docs: list[Mapping[str, Any]] = []
+    found = False
+    for doc in export.documents(store):
+        if doc.get("kind") == "Workload" and export_key(doc) == key:
+            found = True
+            projected = relaunch(doc)
+            if projected is not None:
+                docs.append(projected)
+            continue
+        docs.append(doc)
+    if not found:
+        missing = relaunch(None)
+        if missing is not None:
+            docs.append(missing)
+    # Only the relaunch's cohort tree decides its wait: cut the rest before parsing it and
+    # before joining the pods' run times (on a large cluster both cost far more than the ETA).
+    cut = documents_of_trees(docs, [key])
+    pods = [pod for pod in store.items(KindName.POD) if pod_workload_key(pod) in cut.workload_keys]
+    kept = [dict(doc) for doc in with_pod_runtimes(cut.documents, pods)]
+    return export.cluster_state(kept, now=now)
+
+
+def relaunch_tree_state(
+    store: MirrorStore, model: MirrorModelCache | None, key: str, relaunch: Relaunch, now: datetime.datetime
+) -> o.ClusterState:
+    """:func:`whole_store_state`, from ``model`` when it has it (it may decline).
+
+    Raises:
+        ModelError: a document of the tree the model cannot read.
+    """
+    state = None if model is None else model.relaunch_state(key, relaunch, now)
+    return state if state is not None else whole_store_state(store, key, relaunch, now)
 
 
 def _wait_without_seconds(projected: eta.Eta) -> float | None:

@@ -439,9 +439,6 @@ class TreeIndex(Generic[OtherSlot, WorkloadSlot]):
         _discard(self._by_key, entry.key, slot)
         self._unplace(slot, entry)
 
-    def workload_count(self) -> int:
-        return len(self._workloads)
-
     def _place(self, slot: WorkloadSlot, entry: _IndexedWorkload) -> None:
         if not entry.touched:
             self._untouched.add(slot)

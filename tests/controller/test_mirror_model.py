@@ -29,7 +29,7 @@ from sky_kueue.controller import mirror_model, safety_probe
 from sky_kueue.controller.detection import WorkloadFacts, workload_facts
 from sky_kueue.controller.mirror_model import MirrorModelCache
 from sky_kueue.controller.predicted_burst import PredictedWaitKind
-from sky_kueue.controller.safety_probe import MirrorRelaunchWait
+from sky_kueue.controller.safety_probe import MirrorRelaunchWait, whole_store_state
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.cohort_trees import DocumentsCut
 from sky_kueue.kueue.eta import EXPECTED_RUNTIME_ANNOTATION
@@ -237,9 +237,7 @@ def _answers(waits: MirrorRelaunchWait, facts: Mapping[str, WorkloadFacts]) -> A
     }
 
 
-def _same_states(
-    store: MirrorStore, now: float, model: MirrorModelCache, reference: MirrorRelaunchWait, facts: WorkloadFacts
-) -> None:
+def _same_states(store: MirrorStore, now: float, model: MirrorModelCache, facts: WorkloadFacts) -> None:
     """The cache's state of ``facts``' relaunch is the one the whole store gives, in the same order."""
     at = datetime.datetime.fromtimestamp(now, tz=datetime.timezone.utc)
 
@@ -251,7 +249,7 @@ def _same_states(
 
     key = f"{facts.namespace}/{facts.name}"
     cached = model.relaunch_state(key, relaunch, at)
-    whole = reference._whole_store_state(key, relaunch, at)
+    whole = whole_store_state(store, key, relaunch, at)
     assert cached is not None
     assert cached == whole
     for field in ("namespaces", "resource_flavors", "priority_classes", "cohorts", "cluster_queues", "local_queues"):
@@ -288,7 +286,7 @@ def test_the_cached_relaunch_wait_answers_as_the_whole_store_while_the_cluster_c
         assert len(cuts) == len(answers)  # ... the cache never did
         assert answers != previous, f"{step}: changed no answer, so it would not catch a stale cache"
         for fact in facts.values():
-            _same_states(store, now, model, reference, fact)
+            _same_states(store, now, model, fact)
         previous = answers
     assert store.get(KindName.WORKLOAD, "team-001/run-3") is None
     assert isinstance(previous["team-001/run-3", "any"], float)  # answered from the deletion record

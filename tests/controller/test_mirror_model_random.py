@@ -1,7 +1,7 @@
 """The mirror model cache builds the uncached path's state while random watch events change a cluster.
 
 A differential test of :class:`~sky_kueue.controller.mirror_model.MirrorModelCache` against
-:meth:`~sky_kueue.controller.safety_probe.MirrorRelaunchWait._whole_store_state` (the reference:
+:func:`~sky_kueue.controller.safety_probe.whole_store_state` (the reference:
 every document of the store, every question). Each seed builds a small cluster (nested and root
 Cohorts, an implicit cohort, lone ClusterQueues, LocalQueues in three namespaces, two API
 versions, priority classes, a few dozen Workloads, each a pod group whose pods carry the run-time
@@ -42,7 +42,7 @@ import pytest
 from sky_kueue.controller import safety_probe
 from sky_kueue.controller.detection import workload_facts
 from sky_kueue.controller.mirror_model import MirrorModelCache, export_key
-from sky_kueue.controller.safety_probe import MirrorRelaunchWait, MirrorSafetyProbe
+from sky_kueue.controller.safety_probe import MirrorSafetyProbe, whole_store_state
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.mirror.kinds import KindName
@@ -705,14 +705,13 @@ class _Tally:
 def _compare(
     store: MirrorStore,
     model: MirrorModelCache,
-    reference: MirrorRelaunchWait,
     key: str,
     relaunch: Relaunch,
     tally: _Tally,
     context: str,
 ) -> None:
     cached = _outcome(lambda: model.relaunch_state(key, relaunch, NOW))
-    whole = _outcome(lambda: reference._whole_store_state(key, relaunch, NOW))
+    whole = _outcome(lambda: whole_store_state(store, key, relaunch, NOW))
     tally.compared += 1
     if cached == ("state", None):
         assert _explained_decline(store) is not None, f"{context}: the cache declined {key} without a reason"
@@ -754,7 +753,6 @@ def _run(seed: int) -> _Tally:
     cluster = _Cluster(rng, store)
     namespaces_listed = rng.random() < 0.9
     cluster.populate(namespaces_listed=namespaces_listed)
-    reference = MirrorRelaunchWait(store, lambda: NOW.timestamp())
     eager, lagging = MirrorModelCache(store), MirrorModelCache(store)
     tally = _Tally()
     ops = cluster.operations()
@@ -770,7 +768,7 @@ def _run(seed: int) -> _Tally:
             name, relaunch = rng.choice(sorted(_relaunches(store, uid, priority).items()))
             for model in asking:
                 context = f"seed {seed} step {step} ({'; '.join(done[-3:])}), relaunch {name}"
-                _compare(store, model, reference, key, relaunch, tally, context)
+                _compare(store, model, key, relaunch, tally, context)
     return tally
 
 
@@ -828,7 +826,6 @@ def test_a_pod_group_giving_the_same_run_times_in_another_order_joins_them_in_th
         ],
     )
     model = MirrorModelCache(store)
-    reference = MirrorRelaunchWait(store, lambda: NOW.timestamp())
     carried = [RUNTIME_SOURCE_ANNOTATION, RUNTIME_SECONDS_ANNOTATION]
     first = model.relaunch_state("ns-a/nobody", lambda doc: None, NOW)
     assert first is not None and list(first.workloads["ns-a/w"].annotations)[-2:] == carried
@@ -836,7 +833,7 @@ def test_a_pod_group_giving_the_same_run_times_in_another_order_joins_them_in_th
     later = _group_pod("w-c", **{RUNTIME_SOURCE_ANNOTATION: "user"})
     store.apply(KindName.POD, ADDED, normalize(KindName.POD, "v1", later))
     cached = model.relaunch_state("ns-a/nobody", lambda doc: None, NOW)
-    whole = reference._whole_store_state("ns-a/nobody", lambda doc: None, NOW)
+    whole = whole_store_state(store, "ns-a/nobody", lambda doc: None, NOW)
     assert cached is not None
     assert list(whole.workloads["ns-a/w"].annotations)[-2:] == carried[::-1]
     difference = _first_difference(cached, whole, "state")
@@ -905,7 +902,7 @@ def test_before_namespaces_are_listed_the_cache_declines() -> None:
     held = _small_workload("held", "2", held=True)
     _listed(store, KindName.WORKLOAD, [held, _small_workload("busy", "4", held=False)])
     model = MirrorModelCache(store)
-    whole = MirrorRelaunchWait(store, lambda: NOW.timestamp())._whole_store_state("ns-a/held", lambda doc: doc, NOW)
+    whole = whole_store_state(store, "ns-a/held", lambda doc: doc, NOW)
     assert list(whole.namespaces) == ["ns-a"]
     assert model.relaunch_state("ns-a/held", lambda doc: doc, NOW) is None
     facts = workload_facts(held)
