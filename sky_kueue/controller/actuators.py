@@ -240,12 +240,11 @@ def plan_band_patch(facts: WorkloadFacts, *, priority: int, level: str, record_l
     if facts.priority == target and (not record_level or facts.band_level == level):
         return PatchPlan(None, True, f"spec.priority {target} is the {level} level already")
     ref = WorkloadRef.of(facts)
-    if facts.priority == target:
-        body = spec_priority_patch(facts.uid, target, band_level=level, resource_version=facts.resource_version)
-        summary = f"spec.priority {target} kept, recorded as the {level} level on {ref}"
-        return PatchPlan(WorkloadPatch(ref, body, ActuatorKind.SPEC_PRIORITY, 0, target, summary), False, summary)
     body = spec_priority_patch(facts.uid, target, band_level=level, resource_version=facts.resource_version)
-    summary = f"spec.priority {facts.priority} -> {target} ({level} level) on {ref}"
+    if facts.priority == target:  # record_level: the annotation alone changes
+        summary = f"spec.priority {target} kept, recorded as the {level} level on {ref}"
+    else:
+        summary = f"spec.priority {facts.priority} -> {target} ({level} level) on {ref}"
     return PatchPlan(
         WorkloadPatch(ref, body, ActuatorKind.SPEC_PRIORITY, target - facts.priority, target, summary), False, summary
     )
