@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "simulate": "sky_kueue.cli.simulate_cmd:simulate",
     "setup": "sky_kueue.cli.setup_cmd:setup",
     "launch": "sky_kueue.cli.launch_cmd:launch",
+    "real-cluster": "sky_kueue.cli.real_cluster_cmd:real_cluster",
 }
 
 
