@@ -44,6 +44,7 @@ from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import schema
 from sky_kueue.kueue.api import INT32_MAX
+from sky_kueue.skypilot import pod_config_boundary
 
 #: Environment variable naming the plugin config file for the in-process admin policy.
 CONFIG_ENV_VAR = "SKY_KUEUE_CONFIG"
@@ -126,6 +127,11 @@ def burst_context(infra: str) -> str | None:
     return context if cloud in _KUBERNETES_CLOUDS and cloud != "ssh" and context else None
 
 
+def _pod_config_field(value: str) -> str:
+    pod_config_boundary.parse_allowed(value)  # ValueError: one line naming the entry
+    return value
+
+
 def _resource_name(value: str) -> str:
     if not _RESOURCE_NAME_RE.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes resource name (e.g. nvidia.com/gpu)")
@@ -143,6 +149,7 @@ DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
 BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
+PodConfigField = Annotated[str, AfterValidator(_pod_config_field)]
 #: Highest price per GPU-hour accepted (a typo such as 30000 for 3.0000 is caught).
 MAX_PRICE_PER_GPU_HOUR_USD = Decimal(10_000)
 #: A price per GPU-hour in US dollars: a finite, non-negative decimal (0 for a free cluster).
@@ -324,6 +331,11 @@ class TeamConfig(_Section):
         safe_hold_only_when_predicted: hold only when the model predicts nominal quota within
             the hold left (run times from the ``sky-kueue.io/expected-runtime-seconds``
             annotation); false: hold also when the wait is unknown.
+        pod_config_allowed: the fields a task of this team may set in its own
+            ``kubernetes.pod_config`` (dotted paths such as ``spec.tolerations``; ``*`` matches
+            any key); anything else is rejected. Fields Kueue, SkyPilot or sky-kueue own
+            (``pod_config_boundary.OWNED_FIELDS``, their label and annotation keys) are refused
+            whatever the list says, and naming one here is a config error.
     """
 
     users: tuple[str, ...] = ()
@@ -339,6 +351,11 @@ class TeamConfig(_Section):
     safe_after_preemptions: BoundedPositive | None = None
     safe_max_hold_seconds: BoundedPositive = DEFAULT_SAFE_MAX_HOLD_SECONDS
     safe_hold_only_when_predicted: bool = True
+    pod_config_allowed: tuple[PodConfigField, ...] = pod_config_boundary.DEFAULT_POD_CONFIG_ALLOWED
+
+    def allowed_pod_fields(self) -> tuple[pod_config_boundary.FieldPath, ...]:
+        """``pod_config_allowed`` as field paths."""
+        return tuple(pod_config_boundary.parse_allowed(entry) for entry in self.pod_config_allowed)
 
 
 class AgingSettings(_Section):
