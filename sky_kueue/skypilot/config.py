@@ -78,12 +78,28 @@ LABELABLE_REQUEST_NAMES = frozenset(
 #: Users entry that makes a team open to every user (and to requests without a user).
 ANY_USER = "*"
 
+#: Prefix of a users entry that names a SkyPilot user by id (``id:<user id>``): the user hash
+#: SkyPilot's API server passes the policy (``sky/models.py`` ``User.id``), which is the
+#: authenticated user's when the server authenticates (``prepare_request`` in
+#: ``sky/server/requests/executor.py``) and which ``sky api info`` prints.
+USER_ID_PREFIX = "id:"
+
+#: ``policy.identify_users_by`` values: ``name`` matches users entries against the user name
+#: (or id) SkyPilot passes; ``id`` only against the id (``id:<user id>`` entries).
+IdentifyUsersBy = Literal["name", "id"]
+IDENTIFY_BY_NAME: IdentifyUsersBy = "name"
+IDENTIFY_BY_ID: IdentifyUsersBy = "id"
+
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _RECOVERY_STRATEGY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _INFRA_RE = re.compile(r"^[a-z][a-z0-9]*(/[A-Za-z0-9_.-]+){0,2}$")
 _KUBERNETES_CLOUDS = frozenset({"k8s", "kubernetes", "ssh"})
 _RESOURCE_NAME_RE = re.compile(r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
+#: A SkyPilot user id: ``is_valid_user_hash`` in ``sky/utils/common_utils.py``, lowercased as
+#: ``sky/models.py`` ``User`` stores it (8 hex digits for a client's hash, ``sa-...`` for a
+#: service account).
+_USER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
 def _dns_label(value: str) -> str:
@@ -127,6 +143,19 @@ def burst_context(infra: str) -> str | None:
     return context if cloud in _KUBERNETES_CLOUDS and cloud != "ssh" and context else None
 
 
+def _users_entry(value: str) -> str:
+    if not value.strip() or value != value.strip():
+        raise ValueError(f"{value!r} is not a user: give a SkyPilot user name, 'id:<user id>' or '*'")
+    if value.startswith(USER_ID_PREFIX):
+        user_id = value.removeprefix(USER_ID_PREFIX)
+        if not _USER_ID_RE.match(user_id):
+            raise ValueError(
+                f"{value!r} does not name a SkyPilot user id (lowercase letters, digits and '-' after 'id:', "
+                "e.g. 'id:ab12cd34'; `sky api info` prints yours)"
+            )
+    return value
+
+
 def _pod_config_field(value: str) -> str:
     pod_config_boundary.parse_allowed(value)  # ValueError: one line naming the entry
     return value
@@ -149,6 +178,7 @@ DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
 BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
+UsersEntry = Annotated[str, AfterValidator(_users_entry)]
 PodConfigField = Annotated[str, AfterValidator(_pod_config_field)]
 #: Highest price per GPU-hour accepted (a typo such as 30000 for 3.0000 is caught).
 MAX_PRICE_PER_GPU_HOUR_USD = Decimal(10_000)
@@ -308,8 +338,10 @@ class TeamConfig(_Section):
     """One team: who belongs to it and where its work is queued.
 
     Attributes:
-        users: SkyPilot user names or ids allowed to submit as this team; ``"*"`` allows
-            everyone, including requests that carry no user (client-side policy).
+        users: SkyPilot users allowed to submit as this team: a user name, ``id:<user id>``
+            (SkyPilot's user hash, what an API server with authentication vouches for; see
+            ``policy.identify_users_by``), or ``"*"`` for everyone, including requests that
+            carry no user (client-side policy).
         workspaces: SkyPilot workspaces whose requests belong to this team.
         namespace: Kubernetes namespace of the team's pods (holds its LocalQueue).
         local_queue: the team's Kueue LocalQueue in ``namespace``.
@@ -338,7 +370,7 @@ class TeamConfig(_Section):
             whatever the list says, and naming one here is a config error.
     """
 
-    users: tuple[str, ...] = ()
+    users: tuple[UsersEntry, ...] = ()
     workspaces: tuple[str, ...] = ()
     namespace: DnsLabel
     local_queue: DnsSubdomain
@@ -383,9 +415,17 @@ class PolicySettings(_Section):
     Attributes:
         labeled_requests: admin-policy request names whose tasks get Kueue labels. Other
             requests pass through unchanged.
+        identify_users_by: how ``teams.<team>.users`` entries match the user SkyPilot passes.
+            ``name`` (default): by user name, or by id for ``id:`` entries; right only where
+            SkyPilot's API server does not authenticate users, and there the name and id are
+            whatever the client sends, so anyone can claim any name. ``id``: only ``id:<user
+            id>`` entries (and ``"*"``) count, for an API server that authenticates users
+            (basic auth, SSO, service-account tokens): the id is then the authenticated user's,
+            while names are display names SkyPilot does not keep unique.
     """
 
     labeled_requests: tuple[str, ...] = ("launch", "jobs.launch")
+    identify_users_by: IdentifyUsersBy = IDENTIFY_BY_NAME
 
 
 class ClusterSettings(_Section):
@@ -689,6 +729,17 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                 )
                 break
             queue_owner.setdefault((cluster.context, cluster.namespace, cluster.local_queue), name)
+    if config.policy.identify_users_by == IDENTIFY_BY_ID:
+        for name, team in config.teams.items():
+            for index, entry in enumerate(team.users):
+                if entry != ANY_USER and not entry.startswith(USER_ID_PREFIX):
+                    issues.append(
+                        (
+                            ("teams", name, "users", str(index)),
+                            f"{entry!r} is a user name, but policy.identify_users_by is 'id': name the user as "
+                            "'id:<user id>' (`sky api info` prints it); names are not identities",
+                        )
+                    )
     for index, request_name in enumerate(config.policy.labeled_requests):
         if request_name not in LABELABLE_REQUEST_NAMES:
             issues.append(
