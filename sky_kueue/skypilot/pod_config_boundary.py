@@ -30,6 +30,7 @@ in), and applying the policy twice must give the same task. Anywhere else (a con
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -136,6 +137,9 @@ _SKYPILOT_KEYS = frozenset({"parent"})
 #: One segment of an allow-list entry: a Kubernetes field name, or ``*``.
 _SEGMENT_RE = re.compile(r"^([A-Za-z][A-Za-z0-9]*|\*)$")
 _PLAIN_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+#: Distinct (allow-list, field path) pairs whose answers are kept; a pod_config has a few dozen
+#: distinct paths (list items share theirs) and a config a handful of allow-lists.
+PATH_CACHE_ENTRIES = 4096
 
 
 @dataclass(frozen=True)
@@ -166,9 +170,23 @@ def reserved_key_owner(key: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=PATH_CACHE_ENTRIES)
 def owned_field(path: FieldPath) -> OwnedField | None:
     """The owned field ``path`` is (or lies below), if any."""
     return next((o for o in OWNED_FIELDS if _matches(o.path, path)), None)
+
+
+@functools.lru_cache(maxsize=PATH_CACHE_ENTRIES)
+def _owned_below(path: FieldPath) -> bool:
+    """Whether an owned field, or a label or annotation map (whose reserved keys are owned),
+    lies below ``path``, so that an allowed subtree must still be walked."""
+    return any(_leads_to(o.path, path) for o in OWNED_FIELDS) or any(_leads_to(m, path) for m in _METADATA_MAPS)
+
+
+@functools.lru_cache(maxsize=PATH_CACHE_ENTRIES)
+def _standing(allowed: tuple[FieldPath, ...], path: FieldPath) -> tuple[bool, bool]:
+    """Whether ``allowed`` covers ``path``, and whether it allows something below it."""
+    return any(_matches(p, path) for p in allowed), any(_leads_to(p, path) for p in allowed)
 
 
 def parse_allowed(entry: str) -> FieldPath:
@@ -266,10 +284,13 @@ class _Walk:
             owned = owned_field(child_path)
             if owned is not None:
                 return FieldProblem(self._name(child_shown), owned.reason, owned=True)
-            child_covered = covered or any(_matches(p, child_path) for p in self.allowed)
-            if not child_covered and not any(_leads_to(p, child_path) for p in self.allowed):
+            covers, leads = _standing(self.allowed, child_path)
+            child_covered = covered or covers
+            if not child_covered and not leads:
                 # Name the owned field inside, if any: it says more than "not allowed".
                 return self._owned_inside(child, child_path, child_shown) or self._not_allowed(child_shown)
+            if child_covered and child_path not in _METADATA_MAPS and not _owned_below(child_path):
+                continue  # all of it is the task's to set
             problem = self._value(child, child_path, child_shown, child_covered)
             if problem is not None:
                 return problem

@@ -115,6 +115,15 @@ def test_a_team_allow_list_opens_exactly_what_it_names() -> None:
     )
 
 
+def test_allowing_all_metadata_still_refuses_owned_keys_and_fields() -> None:
+    everything = config(teams={"team-b": {"pod_config_allowed": ["metadata", "spec.containers"]}})
+    labels = {"metadata": {"labels": {"mine": "x", "kueue.x-k8s.io/pod-group-name": "g"}}}
+    assert "pod-group-name" in refused(pod(labels), RejectionCode.POD_FIELD_OWNED, everything)
+    assert ".metadata.name" in refused(pod({"metadata": {"name": "x"}}), RejectionCode.POD_FIELD_OWNED, everything)
+    env = {"spec": {"containers": [{"env": [{"name": "A", "value": "1"}] * 50}]}}
+    assert isinstance(decided(pod(env), everything), Placement)
+
+
 def test_the_policys_own_output_passes_it_again() -> None:
     """Client-side and server-side policy both apply: the second sees the first's labels and
     run-time annotations, reads them as the task's request and checks them."""
