@@ -44,6 +44,7 @@ from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import schema
 from sky_kueue.kueue.api import INT32_MAX
+from sky_kueue.skypilot import pod_config_boundary
 
 #: Environment variable naming the plugin config file for the in-process admin policy.
 CONFIG_ENV_VAR = "SKY_KUEUE_CONFIG"
@@ -77,12 +78,28 @@ LABELABLE_REQUEST_NAMES = frozenset(
 #: Users entry that makes a team open to every user (and to requests without a user).
 ANY_USER = "*"
 
+#: Prefix of a users entry that names a SkyPilot user by id (``id:<user id>``): the user hash
+#: SkyPilot's API server passes the policy (``sky/models.py`` ``User.id``), which is the
+#: authenticated user's when the server authenticates (``prepare_request`` in
+#: ``sky/server/requests/executor.py``) and which ``sky api info`` prints.
+USER_ID_PREFIX = "id:"
+
+#: ``policy.identify_users_by`` values: ``name`` matches users entries against the user name
+#: (or id) SkyPilot passes; ``id`` only against the id (``id:<user id>`` entries).
+IdentifyUsersBy = Literal["name", "id"]
+IDENTIFY_BY_NAME: IdentifyUsersBy = "name"
+IDENTIFY_BY_ID: IdentifyUsersBy = "id"
+
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _RECOVERY_STRATEGY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _INFRA_RE = re.compile(r"^[a-z][a-z0-9]*(/[A-Za-z0-9_.-]+){0,2}$")
 _KUBERNETES_CLOUDS = frozenset({"k8s", "kubernetes", "ssh"})
 _RESOURCE_NAME_RE = re.compile(r"^([a-z0-9.-]+/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$")
+#: A SkyPilot user id: ``is_valid_user_hash`` in ``sky/utils/common_utils.py``, lowercased as
+#: ``sky/models.py`` ``User`` stores it (8 hex digits for a client's hash, ``sa-...`` for a
+#: service account).
+_USER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
 def _dns_label(value: str) -> str:
@@ -126,6 +143,24 @@ def burst_context(infra: str) -> str | None:
     return context if cloud in _KUBERNETES_CLOUDS and cloud != "ssh" and context else None
 
 
+def _users_entry(value: str) -> str:
+    if not value.strip() or value != value.strip():
+        raise ValueError(f"{value!r} is not a user: give a SkyPilot user name, 'id:<user id>' or '*'")
+    if value.startswith(USER_ID_PREFIX):
+        user_id = value.removeprefix(USER_ID_PREFIX)
+        if not _USER_ID_RE.match(user_id):
+            raise ValueError(
+                f"{value!r} does not name a SkyPilot user id (lowercase letters, digits and '-' after 'id:', "
+                "e.g. 'id:ab12cd34'; `sky api info` prints yours)"
+            )
+    return value
+
+
+def _pod_config_field(value: str) -> str:
+    pod_config_boundary.parse_allowed(value)  # ValueError: one line naming the entry
+    return value
+
+
 def _resource_name(value: str) -> str:
     if not _RESOURCE_NAME_RE.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes resource name (e.g. nvidia.com/gpu)")
@@ -143,6 +178,8 @@ DnsSubdomain = Annotated[str, AfterValidator(_dns_subdomain)]
 RecoveryStrategy = Annotated[str, AfterValidator(_recovery_strategy)]
 BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
+UsersEntry = Annotated[str, AfterValidator(_users_entry)]
+PodConfigField = Annotated[str, AfterValidator(_pod_config_field)]
 #: Highest price per GPU-hour accepted (a typo such as 30000 for 3.0000 is caught).
 MAX_PRICE_PER_GPU_HOUR_USD = Decimal(10_000)
 #: A price per GPU-hour in US dollars: a finite, non-negative decimal (0 for a free cluster).
@@ -301,8 +338,10 @@ class TeamConfig(_Section):
     """One team: who belongs to it and where its work is queued.
 
     Attributes:
-        users: SkyPilot user names or ids allowed to submit as this team; ``"*"`` allows
-            everyone, including requests that carry no user (client-side policy).
+        users: SkyPilot users allowed to submit as this team: a user name, ``id:<user id>``
+            (SkyPilot's user hash, what an API server with authentication vouches for; see
+            ``policy.identify_users_by``), or ``"*"`` for everyone, including requests that
+            carry no user (client-side policy).
         workspaces: SkyPilot workspaces whose requests belong to this team.
         namespace: Kubernetes namespace of the team's pods (holds its LocalQueue).
         local_queue: the team's Kueue LocalQueue in ``namespace``.
@@ -324,9 +363,14 @@ class TeamConfig(_Section):
         safe_hold_only_when_predicted: hold only when the model predicts nominal quota within
             the hold left (run times from the ``sky-kueue.io/expected-runtime-seconds``
             annotation); false: hold also when the wait is unknown.
+        pod_config_allowed: the fields a task of this team may set in its own
+            ``kubernetes.pod_config`` (dotted paths such as ``spec.tolerations``; ``*`` matches
+            any key); anything else is rejected. Fields Kueue, SkyPilot or sky-kueue own
+            (``pod_config_boundary.OWNED_FIELDS``, their label and annotation keys) are refused
+            whatever the list says, and naming one here is a config error.
     """
 
-    users: tuple[str, ...] = ()
+    users: tuple[UsersEntry, ...] = ()
     workspaces: tuple[str, ...] = ()
     namespace: DnsLabel
     local_queue: DnsSubdomain
@@ -339,6 +383,11 @@ class TeamConfig(_Section):
     safe_after_preemptions: BoundedPositive | None = None
     safe_max_hold_seconds: BoundedPositive = DEFAULT_SAFE_MAX_HOLD_SECONDS
     safe_hold_only_when_predicted: bool = True
+    pod_config_allowed: tuple[PodConfigField, ...] = pod_config_boundary.DEFAULT_POD_CONFIG_ALLOWED
+
+    def allowed_pod_fields(self) -> tuple[pod_config_boundary.FieldPath, ...]:
+        """``pod_config_allowed`` as field paths."""
+        return tuple(pod_config_boundary.parse_allowed(entry) for entry in self.pod_config_allowed)
 
 
 class AgingSettings(_Section):
@@ -366,9 +415,17 @@ class PolicySettings(_Section):
     Attributes:
         labeled_requests: admin-policy request names whose tasks get Kueue labels. Other
             requests pass through unchanged.
+        identify_users_by: how ``teams.<team>.users`` entries match the user SkyPilot passes.
+            ``name`` (default): by user name, or by id for ``id:`` entries; right only where
+            SkyPilot's API server does not authenticate users, and there the name and id are
+            whatever the client sends, so anyone can claim any name. ``id``: only ``id:<user
+            id>`` entries (and ``"*"``) count, for an API server that authenticates users
+            (basic auth, SSO, service-account tokens): the id is then the authenticated user's,
+            while names are display names SkyPilot does not keep unique.
     """
 
     labeled_requests: tuple[str, ...] = ("launch", "jobs.launch")
+    identify_users_by: IdentifyUsersBy = IDENTIFY_BY_NAME
 
 
 class ClusterSettings(_Section):
@@ -672,6 +729,17 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                 )
                 break
             queue_owner.setdefault((cluster.context, cluster.namespace, cluster.local_queue), name)
+    if config.policy.identify_users_by == IDENTIFY_BY_ID:
+        for name, team in config.teams.items():
+            for index, entry in enumerate(team.users):
+                if entry != ANY_USER and not entry.startswith(USER_ID_PREFIX):
+                    issues.append(
+                        (
+                            ("teams", name, "users", str(index)),
+                            f"{entry!r} is a user name, but policy.identify_users_by is 'id': name the user as "
+                            "'id:<user id>' (`sky api info` prints it); names are not identities",
+                        )
+                    )
     for index, request_name in enumerate(config.policy.labeled_requests):
         if request_name not in LABELABLE_REQUEST_NAMES:
             issues.append(

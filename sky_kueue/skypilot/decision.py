@@ -24,7 +24,9 @@ Rules, in order:
    labeled, and only tasks that can land on Kubernetes.
 4. The team comes from ``teams.resolve_team``; the queue, namespace and context always come
    from the team, so a task that asks for another team's queue is rejected rather than
-   silently moved.
+   silently moved. A task's own pod fields (``kubernetes.pod_config`` and
+   ``custom_metadata``) must be ones its team may set and none that Kueue, SkyPilot or the
+   policy own (``pod_config_boundary``): rejected with the field's name, never overwritten.
 5. Priority class, per-job limits, then, on each of the team's clusters
    (``PluginConfig.team_clusters``) whose context SkyPilot enables (``enabled_contexts``;
    the others are left out with a note), the checks that cluster's view can answer and the
@@ -40,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sky_kueue.skypilot import labels
+from sky_kueue.skypilot import labels, pod_config_boundary
 from sky_kueue.skypilot.burst import BurstAction, BurstPlan, plan_burst
 from sky_kueue.skypilot.cluster_discovery import discovered_contexts
 from sky_kueue.skypilot.config import (
@@ -107,6 +109,8 @@ class RejectionCode(enum.Enum):
     CONTEXT_NOT_ENABLED = "context-not-enabled"
     EXCEEDS_CAPACITY = "exceeds-capacity"
     MISCONFIGURED = "misconfigured"
+    POD_FIELD_OWNED = "pod-field-owned"
+    POD_FIELD_NOT_ALLOWED = "pod-field-not-allowed"
 
 
 _TEAM_PROBLEM_CODES = {
@@ -247,7 +251,7 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         ),
     )
 
-    problem = _check_ownership(choice, config, findings, clusters)
+    problem = _check_ownership(choice, config, findings, clusters) or _check_pod_fields(choice, all_candidates)
     if problem is not None:
         return problem
     if findings.contexts and all(c.context is not None for c in clusters):
@@ -586,6 +590,35 @@ def _check_ownership(
                     f"team {choice.name!r} runs on Kubernetes {where}, but the task asks for "
                     f"{asked!r}. Use infra: k8s (or k8s/{contexts[0]})",
                 )
+    return None
+
+
+def _check_pod_fields(choice: TeamChoice, all_candidates: list[dict[str, Any]]) -> Rejection | None:
+    """Reject a task whose config sets a pod field its team may not (``pod_config_boundary``).
+
+    Why reject rather than drop or overwrite: a field the task asked for and did not get is a
+    surprise at best, and a forged priority, Kueue label or host namespace is an attempt the
+    user (and the metrics, by code) should see refused.
+    """
+    allowed = choice.team.allowed_pod_fields()
+    for candidate in all_candidates:
+        overrides = candidate.get(OVERRIDES_KEY)
+        if not isinstance(overrides, Mapping):
+            continue
+        found = pod_config_boundary.overrides_problem(overrides, allowed)
+        if found is None:
+            continue
+        if found.owned:
+            return _reject(
+                RejectionCode.POD_FIELD_OWNED,
+                f"the task's {found.field} is not a task's to set ({found.reason}); remove it from the task's config",
+            )
+        return _reject(
+            RejectionCode.POD_FIELD_NOT_ALLOWED,
+            f"the task's {found.field} is not among the pod fields team {choice.name!r} may set "
+            f"(teams.{choice.name}.pod_config_allowed: "
+            f"{', '.join(choice.team.pod_config_allowed) or 'none'}); remove it, or ask an admin to allow it",
+        )
     return None
 
 

@@ -143,7 +143,8 @@ def _user(value: object) -> UserIdentity | None:
     data = _yaml_mapping(_as_str(value, "user"), "user")
     if "id" not in data:
         raise WireError("'user' must hold an 'id'")
-    user_id = str(data["id"])
+    # As SkyPilot's own ``models.User`` stores it, so ``id:`` entries of the config match.
+    user_id = str(data["id"]).strip().lower()
     name = data.get("name")
     return UserIdentity(id=user_id, name=str(name) if name else user_id)
 
