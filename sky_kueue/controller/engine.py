@@ -358,14 +358,14 @@ class AgingEngine:
             aged = self._level(detection, job_key, now, None, None)
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
-        held = self._hold(detection, now) if actuate else None
+        held = self._hold(detection, job_key, now) if actuate else None
         projected: BurstRecord | None = None
         if late_preemption and actuate and not detection.is_pending:
             waiting = self._waiting.get(job_key)
             if waiting is not None and waiting.workload.uid != facts.uid:
                 notes.append(f"re-aging waiting Workload {waiting.workload.name} after a late preemption record")
                 aged = self._act(waiting, job_key, now, predicted_wait_seconds, wait_limit_seconds)
-                held = self._hold(waiting, now) or held
+                held = self._hold(waiting, job_key, now) or held
             else:
                 projected = self._burst_before_relaunch(detection, job_key, now, notes)
         if held is not None:
@@ -392,13 +392,14 @@ class AgingEngine:
             hold=held,
         )
 
-    def _hold(self, detection: Detection, now: float) -> HoldOutcome | None:
-        """Holds, keeps or releases a relaunch under the safe-relaunch rule (None: not applicable)."""
+    def _hold(self, detection: Detection, job_key: str, now: float) -> HoldOutcome | None:
+        """Holds, keeps or releases a relaunch under the safe-relaunch rule (None: not applicable).
+
+        ``job_key`` is the key the store bound the job to, not ``identity.key``: another owner's
+        history may hold that one."""
         if self._holds is None or not self._holds.applies(detection):
             return None
-        identity = detection.identity
-        assert identity is not None
-        history = self._store.load(identity.key)
+        history = self._store.load(job_key)
         if history is None:
             return None
         return self._holds.settle(detection, history, now, self._record_hold_burst, self.protected_level(history, now))

@@ -457,6 +457,19 @@ class StoreWriteStats:
 
     writes: int
     conflicts: int
+    #: Pod groups that claimed a managed job whose history belongs to another owner (each
+    #: counted once per process; :func:`identity_mismatch_message`).
+    identity_mismatches: int = 0
+
+
+def identity_mismatch_message(identity: JobIdentity, held_by: str, conflict: str) -> str:
+    """The one log line of a claim on another owner's history (names only; no credentials)."""
+    owner = identity.owner
+    return (
+        f"history identity mismatch: a pod group in namespace {owner.namespace} (team {owner.team or 'unknown'}, "
+        f"user {owner.user or 'unknown'}) claims managed job {identity.managed_job_id}, whose history {held_by} "
+        f"belongs to another owner ({conflict}); it gets its own history {identity.owned_key} and inherits nothing"
+    )
 
 
 class StoreError(RuntimeError):

@@ -205,6 +205,8 @@ class JobHistorySpec(_Schema):
     managed_job_name: str | None = None
     user: str | None = None
     cluster_name: str | None = None
+    #: The owner's team (``sky-kueue.io/team``); absent on objects written before it was recorded.
+    team: str | None = None
     base_priority: int | None = None
     first_seen: float | None = None
     #: Other job keys (pod groups) whose history was merged into this one.
@@ -293,6 +295,7 @@ def encode_spec(record: JobRecord) -> JobHistorySpec:
         managed_job_name=ident.managed_job_name if ident else None,
         user=ident.user if ident else None,
         cluster_name=ident.cluster_name if ident else None,
+        team=ident.team if ident else None,
         base_priority=h.base_priority,
         first_seen=h.first_seen,
         aliases=record.aliases,
@@ -318,6 +321,7 @@ def decode_spec(spec: JobHistorySpec) -> JobRecord:
             managed_job_name=spec.managed_job_name,
             user=spec.user,
             cluster_name=spec.cluster_name,
+            team=spec.team,
             skypilot_owned=True,
         )
     history = JobHistory(
@@ -492,6 +496,7 @@ def register(
         managed_job_name=_coalesce(old.managed_job_name if old else None, identity.managed_job_name),
         user=_coalesce(old.user if old else None, identity.user),
         cluster_name=_coalesce(old.cluster_name if old else None, identity.cluster_name),
+        team=_coalesce(old.team if old else None, identity.team),
         skypilot_owned=True,
     )
     first_seen = seen_at if h.first_seen is None else min(h.first_seen, seen_at)
@@ -503,7 +508,7 @@ def identity_unchanged(a: JobIdentity | None, b: JobIdentity | None) -> bool:
     """Equality over every field (JobIdentity's own ``==`` compares only the key fields)."""
     if a is None or b is None:
         return a is b
-    fields = ("namespace", "pod_group", "managed_job_id", "managed_job_name", "user", "cluster_name")
+    fields = ("namespace", "pod_group", "managed_job_id", "managed_job_name", "user", "cluster_name", "team")
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 
 

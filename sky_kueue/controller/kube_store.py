@@ -42,6 +42,7 @@ written.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -70,6 +71,7 @@ from sky_kueue.controller.history import (
     StoreError,
     StoreWriteStats,
     Transition,
+    identity_mismatch_message,
     one_job,
     reference_candidates,
 )
@@ -78,9 +80,10 @@ from sky_kueue.controller.runtime_state import Heartbeat
 from sky_kueue.controller.state_spec import DEFAULT_KUBERNETES_NAMESPACE
 from sky_kueue.mirror import backoff
 from sky_kueue.mirror.errors import TRANSIENT_STATUSES
-from sky_kueue.mirror.identity import JobIdentity, managed_job_key
+from sky_kueue.mirror.identity import JobIdentity, JobOwner
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: The namespace of ``--state kubernetes`` when none is given and the pod's is unknown.
 DEFAULT_NAMESPACE = DEFAULT_KUBERNETES_NAMESPACE
@@ -108,6 +111,10 @@ REQUEST_TIMEOUT_SECONDS = (5, 30)
 
 class _Moved(Exception):
     """The record became an alias (merged into a managed job) after the key was resolved."""
+
+
+class _Taken(Exception):
+    """Another owner's history holds the managed-job key (created since the key was bound)."""
 
 
 class _Conflict(Exception):
@@ -313,11 +320,13 @@ class KubernetesHistoryStore:
         self._aliases: dict[str, str] = {}  # pod-group key -> managed-job key, once linked
         self._step_jobs: dict[str, str] = {}  # step token -> job key
         self._decoded: dict[tuple[str, str], doc.JobRecord] = {}
+        self._bound: dict[tuple[str, JobOwner], str] = {}  # (managed-job key, owner) -> its history's key
+        self._mismatched: set[str] = set()  # owned keys of claimants of another owner's history
 
     def write_stats(self) -> StoreWriteStats:
         """Writes sent to the API server since the store was opened, and the 409s among them."""
         with self._objects.lock:
-            return StoreWriteStats(self._objects.writes, self._objects.conflicts)
+            return StoreWriteStats(self._objects.writes, self._objects.conflicts, len(self._mismatched))
 
     def check(self) -> None:
         """Fails fast when the resource is not served or not readable (CRD missing, RBAC).
@@ -487,10 +496,42 @@ class KubernetesHistoryStore:
                 return
         raise StoreError(f"{self._objects.where(group_name)}: still changing after {MERGE_PASSES} merge passes")
 
+    def _bound_key(self, identity: JobIdentity) -> str:
+        """The key of ``identity``'s managed-job history (as the SQLite store decides it):
+        ``managed-job/<id>`` unless another owner's history holds it, then the claimant's own
+        :attr:`~JobIdentity.owned_key`. Decided once per owner and process (one GET); a record
+        created meanwhile by another owner is caught at the write (:class:`_Taken`)."""
+        token = (identity.key, identity.owner)
+        known = self._bound.get(token)
+        if known is not None:
+            return known
+        record = self._decode(self._objects.get(doc.object_name(identity.key)))
+        key = identity.key
+        if record is not None and record.history.key == identity.key:
+            conflict = self._owner_conflict(record, identity)
+            if conflict is not None:
+                key = self._rebind(identity, conflict)
+        self._bound[token] = key
+        return key
+
+    @staticmethod
+    def _owner_conflict(record: doc.JobRecord, identity: JobIdentity) -> str | None:
+        held = record.history.identity
+        owner = JobOwner(record.namespace, None, None) if held is None else held.owner
+        return owner.conflict(identity.owner)
+
+    def _rebind(self, identity: JobIdentity, conflict: str) -> str:
+        """Counts and logs (once per claimant) a claim on another owner's history."""
+        if identity.owned_key not in self._mismatched:
+            self._mismatched.add(identity.owned_key)
+            log.warning(identity_mismatch_message(identity, identity.key, conflict))
+        self._bound[(identity.key, identity.owner)] = identity.owned_key
+        return identity.owned_key
+
     def _key_for(self, identity: JobIdentity, seen_at: float) -> str:
         group_key = identity.pod_group_key
         if identity.managed_job_id:
-            key = managed_job_key(identity.managed_job_id)
+            key = self._bound_key(identity)
             if group_key is not None and self._aliases.get(group_key) != key:
                 self._link(group_key, key, seen_at)
             return key
@@ -508,10 +549,16 @@ class KubernetesHistoryStore:
             key = self._key_for(identity, seen_at)
 
             def registered(record: doc.JobRecord | None, key: str = key) -> tuple[doc.JobRecord | None, T]:
+                if record is not None and identity.managed_job_id and key == identity.key:
+                    conflict = self._owner_conflict(record, identity)
+                    if conflict is not None:
+                        raise _Taken(conflict)
                 return change(doc.register(record, key, identity, seen_at, base_priority))
 
             try:
                 return self._update_job(key, registered)
+            except _Taken as taken:
+                self._rebind(identity, str(taken))
             except _Moved:
                 if identity.pod_group_key is not None:
                     self._aliases.pop(identity.pod_group_key, None)

@@ -504,3 +504,10 @@ class _ProbeCollector(Collector):
             )
             conflicts.add_metric([], stats.conflicts)
             yield conflicts
+            mismatches = CounterMetricFamily(
+                f"{PREFIX}_history_identity_mismatches",
+                "Pod groups that claimed a managed job whose history belongs to another namespace, team or user "
+                "(given a history of their own, inheriting nothing)",
+            )
+            mismatches.add_metric([], stats.identity_mismatches)
+            yield mismatches

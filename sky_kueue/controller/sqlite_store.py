@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -61,15 +62,15 @@ from sky_kueue.controller.history import (
     StoreWriteStats,
     Transition,
     TransitionCause,
+    identity_mismatch_message,
     one_job,
     reference_candidates,
     transition_key,
 )
 from sky_kueue.controller.keys import EpisodeKey
-from sky_kueue.mirror.identity import (
-    JobIdentity,
-    managed_job_key,
-)
+from sky_kueue.mirror.identity import JobIdentity, JobOwner
+
+log = logging.getLogger(__name__)
 
 #: Bumped on every incompatible schema change; a newer file is refused, not rewritten.
 SCHEMA_VERSION = 1
@@ -86,7 +87,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     user_name TEXT,
     cluster_name TEXT,
     base_priority INTEGER,
-    first_seen REAL NOT NULL
+    first_seen REAL NOT NULL,
+    team TEXT
 );
 CREATE TABLE IF NOT EXISTS aliases (
     alias TEXT PRIMARY KEY,
@@ -175,6 +177,10 @@ CREATE TABLE IF NOT EXISTS holds (
     release_cluster TEXT
 )
 """
+#: The owner's team (``JobIdentity.team``), added after schema version 1 shipped: a writable
+#: open adds the column to an older file (its rows read as team unknown, filled in by the first
+#: claimant in the job's namespace); a read-only open of such a file reads no team.
+_TEAM_COLUMN = "ALTER TABLE jobs ADD COLUMN team TEXT"
 #: The tables a sky-kueue store must hold (runtime-state tables are checked by their owner).
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
@@ -226,6 +232,7 @@ class SqliteHistoryStore:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._writes = 0
+        self._mismatched: set[str] = set()  # owned keys of claimants of another owner's history
         if read_only and not self.path.is_file():
             raise StoreError(f"no history store at {self.path}")
         if not read_only and not self.path.parent.is_dir():
@@ -251,6 +258,9 @@ class SqliteHistoryStore:
                 else:
                     self._check_integrity()
                 self._conn.execute(_HOLDS_SCHEMA)
+                if not self._has_team_column():
+                    self._conn.execute(_TEAM_COLUMN)
+            self._team = self._has_team_column()  # False only on a read-only open of an older file
             self._holds = bool(
                 self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'holds'").fetchone()
             )
@@ -261,6 +271,9 @@ class SqliteHistoryStore:
             ) from err
 
     # --- plumbing ---------------------------------------------------------------------
+
+    def _has_team_column(self) -> bool:
+        return any(str(row[1]) == "team" for row in self._conn.execute("PRAGMA table_info(jobs)"))
 
     def _check_integrity(self) -> None:
         """Refuse a damaged file at start (SQLite's ``quick_check`` and our tables present).
@@ -332,7 +345,7 @@ class SqliteHistoryStore:
 
     def write_stats(self) -> StoreWriteStats:
         """Write transactions committed since the store was opened (SQLite locks: no conflicts)."""
-        return StoreWriteStats(self._writes, 0)
+        return StoreWriteStats(self._writes, 0, len(self._mismatched))
 
     def close(self) -> None:
         with self._lock:
@@ -367,7 +380,7 @@ class SqliteHistoryStore:
         """
         group_key = identity.pod_group_key
         if identity.managed_job_id:
-            key = managed_job_key(identity.managed_job_id)
+            key = self._bound_key(conn, identity)
             if group_key is not None:
                 target = self._alias_target(conn, group_key)
                 if target != key:
@@ -387,6 +400,7 @@ class SqliteHistoryStore:
                    managed_job_name = coalesce(managed_job_name, ?),
                    user_name = coalesce(user_name, ?),
                    cluster_name = coalesce(cluster_name, ?),
+                   team = coalesce(team, ?),
                    base_priority = coalesce(base_priority, ?),
                    first_seen = min(first_seen, ?)
                WHERE job_key = ?""",
@@ -396,12 +410,29 @@ class SqliteHistoryStore:
                 identity.managed_job_name,
                 identity.user,
                 identity.cluster_name,
+                identity.team,
                 base_priority,
                 seen_at,
                 key,
             ),
         )
         return key
+
+    def _bound_key(self, conn: sqlite3.Connection, identity: JobIdentity) -> str:
+        """The key of ``identity``'s managed-job history: ``managed-job/<id>`` unless another
+        owner's history holds it, then the claimant's own :attr:`~JobIdentity.owned_key`
+        (the claim is logged and counted once)."""
+        key = identity.key
+        row = conn.execute("SELECT namespace, team, user_name FROM jobs WHERE job_key = ?", (key,)).fetchone()
+        if row is None:
+            return key
+        conflict = JobOwner(row["namespace"], row["team"], row["user_name"]).conflict(identity.owner)
+        if conflict is None:
+            return key
+        if identity.owned_key not in self._mismatched:
+            self._mismatched.add(identity.owned_key)
+            log.warning(identity_mismatch_message(identity, key, conflict))
+        return identity.owned_key
 
     @staticmethod
     def _merge(conn: sqlite3.Connection, old: str, new: str) -> None:
@@ -445,7 +476,7 @@ class SqliteHistoryStore:
         """The job key if :meth:`_job_key` would change nothing, else None."""
         group_key = identity.pod_group_key
         if identity.managed_job_id:
-            key = managed_job_key(identity.managed_job_id)
+            key = self._bound_key(conn, identity)
             if group_key is not None and (
                 self._alias_target(conn, group_key) != key
                 or conn.execute("SELECT 1 FROM jobs WHERE job_key = ?", (group_key,)).fetchone() is not None
@@ -463,6 +494,7 @@ class SqliteHistoryStore:
             "managed_job_name": identity.managed_job_name,
             "user_name": identity.user,
             "cluster_name": identity.cluster_name,
+            "team": identity.team,
             "base_priority": base_priority,
         }
         if any(value is not None and row[column] is None for column, value in wanted.items()):
@@ -714,6 +746,7 @@ class SqliteHistoryStore:
                 managed_job_name=job["managed_job_name"],
                 user=job["user_name"],
                 cluster_name=job["cluster_name"],
+                team=job["team"] if self._team else None,
                 skypilot_owned=True,
             )
         return JobHistory(

@@ -20,12 +20,21 @@ Two views of the same facts, read by one function (:func:`_facts`):
   preempts a SkyPilot pod group, the Workload ends ``Finished`` and is garbage-collected;
   SkyPilot's relaunch creates a *new* Workload (new UID, fresh ``schedulingStats``) under
   the same name, so everything aging needs is keyed by the job, not the Workload:
-  ``managed-job/<id>`` when the pods carry ``skypilot-managed-job-id`` (ids are allocated by
-  one SkyPilot API server, so unique per server; a cluster shared by several API servers
-  would need the server in the key: a known gap), else ``pod-group/<namespace>/<name>``
-  (the pod-group name equals the Workload name and SkyPilot's ``cluster_name_on_cloud``,
-  stable across recoveries). When both are known the history store links the pod-group key
-  to the managed-job key, so history recorded before the pods were seen is not split.
+  ``managed-job/<id>`` when the pods carry ``skypilot-managed-job-id``, else
+  ``pod-group/<namespace>/<name>`` (the pod-group name equals the Workload name and
+  SkyPilot's ``cluster_name_on_cloud``, stable across recoveries). When both are known the
+  history store links the pod-group key to the managed-job key, so history recorded before
+  the pods were seen is not split.
+
+A managed-job id alone does not name a job: ids are allocated per SkyPilot API server (two
+servers both have a job 17), and anyone who can create pods can write the annotation. So a
+managed-job history is *bound to its owner* (:class:`JobOwner`): the namespace (the one fact
+Kubernetes RBAC vouches for), the team (the ``sky-kueue.io/team`` pod label the admin policy
+writes) and the SkyPilot user. The first owner seen for ``managed-job/<id>`` holds that key;
+a pod group of another owner claiming the same id gets a history of its own under
+:meth:`JobIdentity.owned_key` (``managed-job/<id>/<namespace>/<team>/<user>``) and never reads
+or writes the first one. SkyPilot 0.14.1 puts no API-server identity on pods, so two jobs of
+the same owner with the same id from two API servers remain one job.
 
 Pure functions over plain dicts.
 """
@@ -36,6 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+from urllib.parse import quote
 
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.kinds import POD_GROUP_NAME_KEY
@@ -47,6 +57,10 @@ CLUSTER_NAME_LABEL = "skypilot-cluster-name"
 LEGACY_CLUSTER_LABEL = "skypilot-cluster"
 #: Pod label (sanitized) and annotation (raw) naming the SkyPilot user.
 USER_KEY = "skypilot-user"
+#: Pod label naming the team a job was placed for; the admin policy writes it on every pod it
+#: places (``sky_kueue.skypilot.labels.TEAM_LABEL``, the same key; the mirror does not import
+#: the SkyPilot side).
+TEAM_LABEL = "sky-kueue.io/team"
 #: Pod label ``parent: skypilot`` marks every SkyPilot pod.
 PARENT_LABEL = "parent"
 PARENT_LABEL_VALUE = "skypilot"
@@ -130,6 +144,7 @@ class _Facts:
     managed_job_name: str | None
     cluster: str | None
     user: str | None
+    team: str | None
     skypilot_owned: bool
 
 
@@ -171,6 +186,7 @@ def _facts(pods: Iterable[Mapping[str, Any]], workload: Mapping[str, Any] | None
         managed_job_name=_first(sources, "annotations", MANAGED_JOB_NAME_ANNOTATION),
         cluster=_first(sources, "labels", CLUSTER_NAME_LABEL) or _first(sources, "labels", LEGACY_CLUSTER_LABEL),
         user=_first(sources, "annotations", USER_KEY) or _first(sources, "labels", USER_KEY),
+        team=_first(sources, "labels", TEAM_LABEL),
         skypilot_owned=any(_is_skypilot(obj) for obj in sources),
     )
 
@@ -219,6 +235,45 @@ class IdentitySource(str, Enum):
     POD_GROUP = "pod-group"
 
 
+def _comparable_user(user: str) -> str:
+    """A user name as both of SkyPilot's spellings give it: the ``skypilot-user`` label is the
+    name with the characters a label value may not hold removed (``alice@example.com`` ->
+    ``aliceexamplecom``; ``get_cleaned_username`` in SkyPilot 0.14.1 ``sky/utils/common_utils.py``),
+    the annotation is the raw name. Lower-case letters and digits are what both keep."""
+    return "".join(c for c in user.lower() if c.isascii() and c.isalnum())
+
+
+@dataclass(frozen=True)
+class JobOwner:
+    """Whose job a history is: namespace, team and SkyPilot user (team and user may be unknown)."""
+
+    namespace: str
+    team: str | None = None
+    user: str | None = None
+
+    def conflict(self, claimant: JobOwner) -> str | None:
+        """Why ``claimant`` is not this owner (None: it may be).
+
+        The namespace must be equal (an empty one is unknown: a record linked to a pod group
+        before the job itself was seen). A team or user recorded here must be equal to the
+        claimant's when the claimant states one; a fact the claimant does not state is no
+        contradiction (a Workload seen without its pods may lack the team label), and a fact
+        not recorded here (a history written before teams were recorded) is filled in by the
+        first claimant in the same namespace.
+        """
+        if self.namespace and claimant.namespace != self.namespace:
+            return f"namespace {claimant.namespace!r} is not {self.namespace!r}"
+        if self.team is not None and claimant.team is not None and claimant.team != self.team:
+            return f"team {claimant.team!r} is not {self.team!r}"
+        if (
+            self.user is not None
+            and claimant.user is not None
+            and _comparable_user(claimant.user) != _comparable_user(self.user)
+        ):
+            return f"user {claimant.user!r} is not {self.user!r}"
+        return None
+
+
 @dataclass(frozen=True)
 class JobIdentity:
     """A SkyPilot job as seen through its Kueue Workload and pods (the controller's key).
@@ -233,6 +288,8 @@ class JobIdentity:
     managed_job_name: str | None = field(default=None, compare=False)
     user: str | None = field(default=None, compare=False)
     cluster_name: str | None = field(default=None, compare=False)
+    #: The ``sky-kueue.io/team`` pod label (the team the admin policy placed the job for).
+    team: str | None = field(default=None, compare=False)
     #: True when a SkyPilot marker (label, annotation) was seen on a pod or the Workload.
     skypilot_owned: bool = field(default=False, compare=False)
 
@@ -253,6 +310,17 @@ class JobIdentity:
         return pod_group_key(self.namespace, self.pod_group)
 
     @property
+    def owner(self) -> JobOwner:
+        return JobOwner(self.namespace, self.team, self.user)
+
+    @property
+    def owned_key(self) -> str:
+        """The key of this owner's history of the job when another owner holds :attr:`key`."""
+        if not self.managed_job_id:
+            return self.key
+        return owned_managed_job_key(self.managed_job_id, self.owner)
+
+    @property
     def pod_group_key(self) -> str | None:
         """The pod-group key, which the store keeps as an alias of :attr:`key`."""
         return pod_group_key(self.namespace, self.pod_group) if self.pod_group else None
@@ -260,6 +328,13 @@ class JobIdentity:
 
 def managed_job_key(job_id: str) -> str:
     return f"{MANAGED_JOB_KEY_PREFIX}{job_id}"
+
+
+def owned_managed_job_key(job_id: str, owner: JobOwner) -> str:
+    """``managed-job/<id>/<namespace>/<team>/<user>``, each part percent-encoded (an unknown
+    part is empty; the user as both SkyPilot spellings of it compare), so no owner's key is another's."""
+    parts = (owner.namespace, owner.team or "", _comparable_user(owner.user) if owner.user else "")
+    return "/".join([managed_job_key(job_id), *(quote(p, safe="") for p in parts)])
 
 
 def pod_group_key(namespace: str, name: str) -> str:
@@ -294,6 +369,7 @@ def identify_job(workload: Mapping[str, Any] | None, pods: Sequence[Mapping[str,
         managed_job_name=facts.managed_job_name,
         user=facts.user,
         cluster_name=facts.cluster,
+        team=facts.team,
         skypilot_owned=facts.skypilot_owned,
     )
 

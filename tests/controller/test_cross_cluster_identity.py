@@ -1,6 +1,9 @@
 """One job, two clusters: a managed job preempted on one cluster and relaunched on another
-(issue 16's placement) is one job to the controller, because its identity is SkyPilot's
-managed-job id, not the cluster, the namespace or the Workload."""
+(issue 16's placement) is one job to a store both clusters' controllers share, because its
+identity is SkyPilot's managed-job id bound to its owner (namespace, team, user), not the
+cluster or the Workload. A team's ``clusters`` entries inherit its namespace, so the relaunch
+lands in a namespace of the same name; one named otherwise cannot be told from another
+owner's claim and gets its own history (tests/controller/test_history_identity.py)."""
 
 from __future__ import annotations
 
@@ -18,16 +21,16 @@ def pod(namespace: str, group: str, job_id: str) -> dict[str, Any]:
         "metadata": {
             "name": f"{group}-head",
             "namespace": namespace,
-            "labels": {"parent": "skypilot", "kueue.x-k8s.io/pod-group-name": group},
-            "annotations": {"skypilot-managed-job-id": job_id},
+            "labels": {"parent": "skypilot", "kueue.x-k8s.io/pod-group-name": group, "sky-kueue.io/team": "b"},
+            "annotations": {"skypilot-managed-job-id": job_id, "skypilot-user": "alice"},
         }
     }
 
 
 def test_a_relaunch_on_another_cluster_continues_the_same_history(tmp_path: Path) -> None:
-    # Cluster A runs team-b in namespace team-b; cluster B in namespace team-b-east.
+    # Clusters A and B both run team b in its namespace team-b.
     on_a = identify_job(None, [pod("team-b", "train-17-ab", "17")])
-    on_b = identify_job(None, [pod("team-b-east", "train-17-ab", "17")])
+    on_b = identify_job(None, [pod("team-b", "train-17-ab", "17")])
     assert on_a is not None and on_b is not None
     assert on_a.key == on_b.key == "managed-job/17"
 

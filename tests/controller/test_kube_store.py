@@ -129,7 +129,8 @@ def test_a_request_that_keeps_failing_is_one_line_naming_the_object(api_server: 
     with pytest.raises(StoreError) as failure:
         store.record_preemption(JOB, preemption("w0", 1.0))
     message = str(failure.value)
-    assert "\n" not in message and "JobHistory sky-kueue-system/pod-group.team-b.train-17-ab" in message
+    # The first request is the managed job's record (whose owner the write must match).
+    assert "\n" not in message and "JobHistory sky-kueue-system/managed-job.17" in message
     assert "HTTP 500" in message
 
 
