@@ -151,3 +151,38 @@ def test_a_fresh_cluster_that_passed_the_saved_version_is_relisted_and_the_vanis
             assert any("state went back" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
         finally:
             fresh.stop()
+
+
+def test_a_controller_restarted_on_a_fresh_cluster_does_not_resume_from_the_old_clusters_cursor(
+    tmp_path: Path,
+) -> None:
+    with live_sandbox(tmp_path) as live:
+        first = live.new_controller(demo_aging(), identity="first")
+        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+        assert live.step().admitted == [f"team-b/{DEV}"]
+        first_uid = live.workload("team-b", DEV)["metadata"]["uid"]  # type: ignore[index]
+        handled = _handle_far_ahead(live)
+        first.stop()  # saves the cursor and the cluster it belongs to
+        assert live.runtime.cursor("workloads") == str(handled)
+        old_cluster = live.runtime.cursor("workloads-cluster")
+        assert old_cluster is not None
+
+        old = live.sandbox
+        fresh = Sandbox(port=old.server.port, clock=live.clock, run_emulator=False)
+        try:
+            fresh.apply(seed_setup())
+            fresh.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+            assert fresh.step().admitted == [f"team-b/{DEV}"]
+            _preempt_collect_and_relaunch(fresh, live)
+            _pad(fresh.store, "fresh-1")
+            _pad(fresh.store, "fresh-2")
+            assert fresh.store.resource_version > handled
+            old.stop()
+            fresh.start()
+            _watch_again(live, fresh)
+            metrics = ControllerMetrics(clock=live.now)
+            live.new_controller(demo_aging(), identity="second", observers=[metrics.observe])
+            _assert_reported(live, first_uid, metrics, "cluster")
+            assert live.runtime.cursor("workloads-cluster") not in (None, old_cluster)
+        finally:
+            fresh.stop()
