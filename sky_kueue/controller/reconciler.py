@@ -21,8 +21,8 @@ What each cause does:
   cluster; :mod:`sky_kueue.mirror.server_state`): a warning, the ``state-went-back`` event
   (a metric), versions remembered from the old state forgotten, and every job whose last
   seen Workload is in no list any more gets what remains says of its end recorded
-  (:mod:`.vanished`) before every Workload is reconciled; the cursor is rebased on the
-  list's version and cluster.
+  (:mod:`.vanished`) before every Workload is reconciled (after a plain relist too: its gap
+  hid the same ends); the cursor is rebased on the list's version and cluster.
 * ``caught-up``: the replay is over; retries and re-aging may act again.
 * ``pod``: links the group to its managed job durably the first time it is seen (a
   Workload collected while no controller ran has no pods left to say whose it was), uses a
@@ -237,7 +237,7 @@ class Reconciler:
             # After a replay instead (see _retry_pending): a step whose patch landed just before
             # a crash is confirmed by the replayed snapshots, even if its Workload is gone since.
             self.engine.replay_pending(self._lookup)
-        if synced.reset is not None:
+        if synced.reset is not None or synced.source is ChangeSource.RELIST:
             self._record_vanished(synced)
         for obj in self._currents():
             self._reconcile(obj, actuate=True)
@@ -257,23 +257,27 @@ class Reconciler:
         self._replayed_latest.clear()
 
     def _record_vanished(self, synced: Transition) -> None:
-        """Reports the reset and records how each job's last seen Workload ended, when it is
-        in no list any more (see :mod:`.vanished`).
+        """Reports a reset, and records how each job's Workloads seen alive ended when they are
+        in no list any more (see :mod:`.vanished`): after a reset, or any relist after a gap
+        (410 Gone: the changes in between were not seen either).
 
         Raises:
             StoreError: the history failed.
         """
-        reason = synced.reset.value if synced.reset is not None else ""
-        log.warning(
-            "the API server's state went back (%s; Workloads listed at resourceVersion %s): "
-            "reconciling every Workload from a full list and recording the ends nobody observed",
-            reason,
-            synced.resource_version,
-        )
         now = self._clock()
-        self._emit(ControllerEvent(ControllerEventKind.STATE_WENT_BACK, now, detail=reason))
+        if synced.reset is not None:
+            log.warning(
+                "the API server's state went back (%s; Workloads listed at resourceVersion %s): "
+                "reconciling every Workload from a full list and recording the ends nobody observed",
+                synced.reset.value,
+                synced.resource_version,
+            )
+            self._emit(ControllerEvent(ControllerEventKind.STATE_WENT_BACK, now, detail=synced.reset.value))
+            why = f"the API server's state went back ({synced.reset.value})"
+        else:
+            why = "the Workload watch lost changes (a relist after a gap)"
         listed = {workload_uid(obj) for obj in self.cache.items(KindName.WORKLOAD)}
-        detail = f"ended while the API server's state went back ({reason}); the end was not observed"
+        detail = f"ended while {why}; the end was not observed"
         for summary in self._history.jobs():
             if summary.phase not in (Phase.WAITING, Phase.RUNNING):
                 continue
@@ -294,10 +298,10 @@ class Reconciler:
                 if not recorded:
                     continue
                 log.warning(
-                    "job %s: Workload %s is gone and its end was not observed (the API server's state went "
-                    "back); recorded as %s",
+                    "job %s: Workload %s is gone and its end was not observed (%s); recorded as %s",
                     summary.key,
                     end.workload_uid,
+                    why,
                     end.outcome.value,
                 )
                 self._emit(ControllerEvent(ControllerEventKind.UNOBSERVED_END, now, detail=end.outcome.value))

@@ -289,11 +289,6 @@ class Mirror:
         return str(explain(exc, host=self.connection.host, what=f"watch {reflector.kind.plural}"))
 
     @property
-    def state_resets(self) -> int:
-        """Lists, over all reflectors, that found the server's state gone back."""
-        return sum(r.state_resets for r in self.reflectors.values())
-
-    @property
     def request_counts(self) -> dict[str, int]:
         """Lists and watches issued so far, over all reflectors."""
         return {

@@ -186,3 +186,30 @@ def test_a_controller_restarted_on_a_fresh_cluster_does_not_resume_from_the_old_
             assert live.runtime.cursor("workloads-cluster") not in (None, old_cluster)
         finally:
             fresh.stop()
+
+
+def test_a_workload_that_vanished_in_a_watch_gap_is_reported_too(tmp_path: Path) -> None:
+    # Not a reset: the state moves forward, but the history the watch would resume from is
+    # compacted (410 Gone), as after ``etcdutl snapshot restore --bump-revision --mark-compacted``.
+    with live_sandbox(tmp_path) as live:
+        metrics = ControllerMetrics(clock=live.now)
+        live.new_controller(demo_aging(), observers=[metrics.observe])
+        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+        assert live.step().admitted == [f"team-b/{DEV}"]
+        first_uid = live.workload("team-b", DEV)["metadata"]["uid"]  # type: ignore[index]
+
+        def preempt_then_compact(store: ObjectStore) -> None:
+            _preempt_collect_and_relaunch(live.sandbox, live)
+            store.compact()
+
+        live.sandbox.server.restart(preempt_then_compact)
+        live.settle()
+
+        history = live.history("1")
+        assert [e.kind for e in history.evictions if e.key.workload_uid == first_uid] == [UNKNOWN_END_KIND]
+        assert (
+            metrics.registry.get_sample_value("sky_kueue_controller_unobserved_ends_total", {"outcome": "unknown"}) == 1
+        )
+        assert (
+            metrics.registry.get_sample_value("sky_kueue_controller_state_resets_total", {"reason": "cluster"}) is None
+        )
