@@ -35,9 +35,9 @@ import urllib3
 from sky_kueue.kueue import objects as model
 from sky_kueue.mirror import connection, discovery, export, kinds
 from sky_kueue.mirror.clock import Clock, SystemClock
+from sky_kueue.mirror.cluster_identity import ClusterIdentityReader
 from sky_kueue.mirror.errors import MirrorError, SyncTimeoutError, explain
 from sky_kueue.mirror.reflector import Reflector, ReflectorSettings
-from sky_kueue.mirror.server_state import ClusterIdentityReader
 from sky_kueue.mirror.source import KindSource
 from sky_kueue.mirror.store import MirrorStore
 from sky_kueue.mirror.subscriptions import Subscription

@@ -30,10 +30,10 @@ Python client surfaces each failure):
    during the replay relists and the ``synced`` marker says ``relist``: a gap.
 6. **Notice a state that went back** (:mod:`sky_kueue.mirror.server_state`): a list older
    than a version already seen (the resume version included), or a cluster identity other
-   than the one seen before (read before each list and each resumed watch; a change there
-   relists), is an etcd restore or another cluster: the list is stored as a relist with the
-   ``synced`` marker's ``reset`` set, nothing is resumed from an older version, and a
-   warning says so.
+   than the one seen before (read before each list and each watch resumed after a failure
+   or an early end; a change there relists), is an etcd restore or another cluster: the
+   list is stored as a relist with the ``synced`` marker's ``reset`` set, nothing is resumed
+   from an older version, and a warning says so.
 7. **Permanent refusals** (403, 404) are reported to the mirror (which tells a waiting caller).
    A required kind is retried at the slowest pace (RBAC can be fixed while the mirror runs);
    an optional kind (pods, namespaces) is given up, so a forbidden optional kind costs no
@@ -57,8 +57,9 @@ from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.mirror import connection
 from sky_kueue.mirror.backoff import BACKGROUND_POLICY, FailureBackoff, RetryPolicy, retrying
+from sky_kueue.mirror.cluster_identity import ClusterIdentityReader
 from sky_kueue.mirror.errors import is_resource_version_too_large, is_transient, list_retryable
-from sky_kueue.mirror.server_state import ClusterIdentityReader, ResetReason, as_revision, went_back
+from sky_kueue.mirror.server_state import ResetReason, as_revision, went_back
 from sky_kueue.mirror.source import LIST_PAGE_SIZE_OBJECTS, KindSource, RawWatch
 from sky_kueue.mirror.store import MirrorStore, normalize
 
@@ -330,7 +331,9 @@ class Reflector:
         backoff = FailureBackoff(self._settings.policy, self._rng)
         kind = self.kind.name
         api_version = self.source.api_version
-        resumed = False  # the first watch follows the list at once; later ones resume
+        # Whether to read the cluster identity before the next watch: not right after the list
+        # (it read it), nor after a watch that ran its full timeout (one server all along).
+        check_cluster = False
         while True:
             if self._stop.is_set():
                 raise _Stopped()
@@ -344,17 +347,19 @@ class Reflector:
                     raise _Stopped()
                 self._watch = watcher
             failure: BaseException | None = None
+            requested_seconds = 0
             try:
-                if resumed and self._cluster_changed():
+                if check_cluster and self._cluster_changed():
                     log.info("%s: the cluster identity changed; relisting", self.kind.plural)
                     raise _Relist()
-                resumed = True
+                check_cluster = True
                 self.watches += 1
                 timeout = self._settings.watch_timeout_min_seconds
+                requested_seconds = timeout + self._rng.randrange(max(1, timeout))
                 events = self.source.watch(
                     watcher,
                     resource_version=resource_version,
-                    timeout_seconds=timeout + self._rng.randrange(max(1, timeout)),
+                    timeout_seconds=requested_seconds,
                     request_timeout=(self._settings.request_timeout[0], self._settings.watch_read_timeout_seconds),
                 )
                 for event in events:
@@ -413,7 +418,9 @@ class Reflector:
                 with self._watch_lock:
                     self._watch = None
             if failure is None:
-                healthy = delivered > 0 or time.monotonic() - started >= self._settings.min_healthy_watch_seconds
+                elapsed = time.monotonic() - started
+                check_cluster = elapsed < requested_seconds  # ended before its timeout: a restart?
+                healthy = delivered > 0 or elapsed >= self._settings.min_healthy_watch_seconds
                 if healthy:
                     continue  # clean end: resume from the last resourceVersion at once
             if failure is not None:

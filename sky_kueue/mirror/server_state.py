@@ -15,30 +15,22 @@ consumer never saw. Two signals, both cheap:
   are they compared, and otherwise nothing is concluded.
 * **Another cluster identity**: the UID of the ``kube-system`` namespace, which every
   cluster creates once and which survives restarts and etcd restores (the convention
-  multi-cluster tools use as a cluster ID). Read with one GET before each list and before
-  each resumed watch. A server that refuses it (403, 404) disables the check.
+  multi-cluster tools use as a cluster ID). Read with one GET before each list and before a
+  watch resumed after a failure or an early end (:mod:`.cluster_identity`); a watch that ran
+  its full ``timeoutSeconds`` was served by one server all along, so a healthy mirror makes
+  no extra request. A server that refuses the read (403, 404) disables the check.
 
 What no signal can catch: a restore that keeps the identity and has already passed the
 saved revision when the consumer reconnects. ``etcdutl snapshot restore --bump-revision
 --mark-compacted`` avoids it: revisions jump past every old one and older ones are
 compacted, so a resumed watch gets 410 and relists (docs/operations.md).
+
+Pure: no I/O (the identity is read by :mod:`.cluster_identity`).
 """
 
 from __future__ import annotations
 
 import enum
-import logging
-import threading
-
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
-log = logging.getLogger(__name__)
-
-#: The namespace whose UID names the cluster.
-IDENTITY_NAMESPACE = "kube-system"
-#: Answers after which the identity is not read again (RBAC denies it, or it does not exist).
-_UNREADABLE_STATUSES = frozenset({403, 404})
 
 
 class ResetReason(str, enum.Enum):
@@ -64,44 +56,3 @@ def as_revision(version: str | None) -> int | None:
         return int(version) if version else None
     except ValueError:
         return None
-
-
-class ClusterIdentityReader:
-    """Reads the cluster's identity (the ``kube-system`` UID); shared by a mirror's reflectors.
-
-    Thread-safe. Once the server refuses the read for good, :meth:`read` answers None without
-    a request.
-    """
-
-    def __init__(self, api_client: client.ApiClient, request_timeout: tuple[int, int]) -> None:
-        self._api = client.CoreV1Api(api_client)
-        self._timeout = request_timeout
-        self._lock = threading.Lock()
-        self._readable = True
-
-    def read(self) -> str | None:
-        """The identity now, or None when it cannot be read (refused for good).
-
-        Raises:
-            ApiException: a transient failure (the caller retries as for its own request).
-            urllib3.exceptions.HTTPError, OSError: the server is unreachable.
-        """
-        with self._lock:
-            if not self._readable:
-                return None
-        try:
-            namespace = self._api.read_namespace(IDENTITY_NAMESPACE, _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status not in _UNREADABLE_STATUSES:
-                raise
-            with self._lock:
-                self._readable = False
-            log.info(
-                "cannot read namespace %s (HTTP %s): a cluster replaced under the mirror is noticed "
-                "only by its older resourceVersions",
-                IDENTITY_NAMESPACE,
-                exc.status,
-            )
-            return None
-        uid = namespace.metadata.uid if namespace.metadata is not None else None
-        return str(uid) if uid else None

@@ -17,9 +17,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from sky_kueue.mirror import Mirror
+from sky_kueue.mirror.cluster_identity import IDENTITY_NAMESPACE
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.reflector import ReflectorSettings
-from sky_kueue.mirror.server_state import IDENTITY_NAMESPACE, ResetReason, went_back
+from sky_kueue.mirror.server_state import ResetReason, went_back
 from sky_kueue.mirror.transitions import Transition, TransitionKind
 from sky_kueue.sandbox.apiserver import ApiServer, FaultKind
 from tests.mirror import builders
