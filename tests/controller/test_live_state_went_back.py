@@ -32,7 +32,7 @@ from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.sandbox import Sandbox
 from sky_kueue.sandbox.seed import seed_setup
 
-from .live_support import WORKLOADS, Live, demo_aging, group_pod, live_sandbox
+from .live_support import TEST_LEASE_SECONDS, WORKLOADS, Live, demo_aging, group_pod, live_sandbox
 
 DEV = "dev-1-fcd1e5cf"
 #: Writes of unrelated objects that move the resourceVersion well past the preemption's.
@@ -213,3 +213,31 @@ def test_a_workload_that_vanished_in_a_watch_gap_is_reported_too(tmp_path: Path)
         assert (
             metrics.registry.get_sample_value("sky_kueue_controller_state_resets_total", {"reason": "cluster"}) is None
         )
+
+
+def test_a_controller_restarted_after_a_restore_finds_its_saved_position_ahead_of_the_list(tmp_path: Path) -> None:
+    # The finding as reported: the saved cursor (1097 there) is ahead of the new list (1061).
+    with live_sandbox(tmp_path) as live:
+        first = live.new_controller(demo_aging(), identity="first")
+        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
+        assert live.step().admitted == [f"team-b/{DEV}"]
+        first_uid = live.workload("team-b", DEV)["metadata"]["uid"]  # type: ignore[index]
+        snapshot = live.sandbox.store.resource_version
+        handled = _handle_far_ahead(live)
+        first.stop()
+
+        def restore_then_preempt(store: ObjectStore) -> None:
+            store.restore(snapshot)
+            _preempt_collect_and_relaunch(live.sandbox, live)
+
+        live.sandbox.server.restart(restore_then_preempt)
+        _watch_again(live, live.sandbox)
+        assert live.sandbox.store.resource_version < handled == int(live.runtime.cursor("workloads") or 0)
+        metrics = ControllerMetrics(clock=live.now)
+        second = live.new_controller(demo_aging(), identity="second", observers=[metrics.observe], start=False)
+        assert not second.step()  # the restore brought first's Lease back: it must expire
+        live.lease_clock.advance(TEST_LEASE_SECONDS[0] + 1)
+        assert second.step()
+        live.settle(second)
+        _assert_reported(live, first_uid, metrics, "resource-version")
+        assert live.runtime.cursor("workloads") == str(live.sandbox.store.resource_version)
