@@ -29,6 +29,12 @@ class ControllerEventKind(str, Enum):
     STALE_DELETED = "stale-workload-deleted"
     SESSION_STARTED = "session-started"
     SESSION_ENDED = "session-ended"
+    #: The API server's state went back (``detail``: the reset's reason, see
+    #: :class:`~sky_kueue.mirror.server_state.ResetReason`).
+    STATE_WENT_BACK = "state-went-back"
+    #: A Workload vanished while the state went back; ``detail``: how it ended as far as
+    #: what remains tells (:class:`~sky_kueue.controller.vanished.EndOutcome`).
+    UNOBSERVED_END = "unobserved-end"
 
 
 @dataclass(frozen=True)

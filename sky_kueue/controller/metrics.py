@@ -252,6 +252,21 @@ class ControllerMetrics:
             ["replay"],
             registry=self.registry,
         )
+        self.state_resets = Counter(
+            f"{PREFIX}_state_resets_total",
+            "Times the API server's state went back under the controller (an etcd restore, another cluster), "
+            "per reason: resource-version (a list older than a version handled) or cluster (another "
+            "kube-system UID); every Workload was reconciled from a full list",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.unobserved_ends = Counter(
+            f"{PREFIX}_unobserved_ends_total",
+            "Workloads that vanished while the API server's state went back, per what remained of their end: "
+            "preempted or evicted (a pod's TerminationTarget), unknown (nothing; recorded, not counted toward aging)",
+            ["outcome"],
+            registry=self.registry,
+        )
         self._probe: ControllerProbe | None = None
         self.registry.register(_ProbeCollector(self))
 
@@ -270,6 +285,12 @@ class ControllerMetrics:
         """The observer: counts what one reconcile (or stale deletion) did."""
         if event.kind is ControllerEventKind.STALE_DELETED:
             self.stale_deleted.inc()
+            return
+        if event.kind is ControllerEventKind.STATE_WENT_BACK:
+            self.state_resets.labels(reason=event.detail).inc()
+            return
+        if event.kind is ControllerEventKind.UNOBSERVED_END:
+            self.unobserved_ends.labels(outcome=event.detail).inc()
             return
         outcome, detection = event.outcome, event.detection
         if event.kind is not ControllerEventKind.RECONCILED or outcome is None or detection is None:

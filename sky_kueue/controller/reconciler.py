@@ -17,6 +17,12 @@ What each cause does:
   (facts only: its "pending" may be long over), then the object's current snapshot with
   actuation, once per object version. A live snapshot is reconciled with actuation; a
   deletion with the object's last state.
+* ``synced`` with ``reset`` (the API server's state went back: an etcd restore, another
+  cluster; :mod:`sky_kueue.mirror.server_state`): a warning, the ``state-went-back`` event
+  (a metric), versions remembered from the old state forgotten, and every job whose last
+  seen Workload is in no list any more gets what remains says of its end recorded
+  (:mod:`.vanished`) before every Workload is reconciled (after a plain relist too: its gap
+  hid the same ends); the cursor is rebased on the list's version and cluster.
 * ``caught-up``: the replay is over; retries and re-aging may act again.
 * ``pod``: links the group to its managed job durably the first time it is seen (a
   Workload collected while no controller ran has no pods left to say whose it was), uses a
@@ -53,15 +59,16 @@ from sky_kueue.controller.cursor import WorkloadCursor
 from sky_kueue.controller.detection import Detection, DetectionError, DetectionKind, classify
 from sky_kueue.controller.engine import AgingEngine, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, workload_key, workload_uid
-from sky_kueue.controller.history import HistoryStore
+from sky_kueue.controller.history import HistoryStore, Phase
 from sky_kueue.controller.kube_actuator import DeletionOutcome
 from sky_kueue.controller.relaunch import stale_workload
+from sky_kueue.controller.vanished import vanished_ends
 from sky_kueue.controller.work_queue import WorkCause, WorkItem
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import HOLD_ANNOTATION, identify_job
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.preemption_message import PreemptionMessage
-from sky_kueue.mirror.reflector import as_revision
+from sky_kueue.mirror.server_state import as_revision
 from sky_kueue.mirror.store import MirrorStore
 from sky_kueue.mirror.transitions import ChangeSource, Transition, TransitionKind
 
@@ -212,6 +219,8 @@ class Reconciler:
 
     def _on_synced(self, synced: Transition) -> None:
         listed = as_revision(synced.resource_version)
+        if synced.reset is not None:
+            self._forget_versions()
         for obj in self.cache.items(KindName.WORKLOAD):
             version = as_revision(_version(obj))
             if listed is None or version is None or version <= listed:
@@ -220,17 +229,82 @@ class Reconciler:
                 self._held.add(workload_key(obj))  # held before this session: re-judged as ever
         if synced.resuming:
             self.replaying_until = listed
+            self.cursor.remember_cluster(self.cache.cluster_identity)
             self._check_all_stale()
             return
         self.replaying_until = None
-        if synced.source is ChangeSource.LIST:
+        if synced.source is ChangeSource.LIST or synced.reset is not None:
             # After a replay instead (see _retry_pending): a step whose patch landed just before
             # a crash is confirmed by the replayed snapshots, even if its Workload is gone since.
             self.engine.replay_pending(self._lookup)
+        if synced.reset is not None or synced.source is ChangeSource.RELIST:
+            self._record_vanished(synced)
         for obj in self._currents():
             self._reconcile(obj, actuate=True)
         self._check_all_stale()
-        self.cursor.advance(synced.resource_version)  # the listed state is handled
+        if synced.reset is not None:
+            self.cursor.rebase(synced.resource_version, self.cache.cluster_identity)
+        else:
+            self.cursor.advance(synced.resource_version)  # the listed state is handled
+            self.cursor.remember_cluster(self.cache.cluster_identity)
+
+    def _forget_versions(self) -> None:
+        """Forgets what was remembered by resourceVersion: after the state went back, the same
+        numbers name other changes (and a restored Workload is older than its last sight)."""
+        self._last_change = None
+        self._seen.clear()
+        self._actuated.clear()
+        self._replayed_latest.clear()
+
+    def _record_vanished(self, synced: Transition) -> None:
+        """Reports a reset, and records how each job's Workloads seen alive ended when they are
+        in no list any more (see :mod:`.vanished`): after a reset, or any relist after a gap
+        (410 Gone: the changes in between were not seen either).
+
+        Raises:
+            StoreError: the history failed.
+        """
+        now = self._clock()
+        if synced.reset is not None:
+            log.warning(
+                "the API server's state went back (%s; Workloads listed at resourceVersion %s): "
+                "reconciling every Workload from a full list and recording the ends nobody observed",
+                synced.reset.value,
+                synced.resource_version,
+            )
+            self._emit(ControllerEvent(ControllerEventKind.STATE_WENT_BACK, now, detail=synced.reset.value))
+            why = f"the API server's state went back ({synced.reset.value})"
+        else:
+            why = "the Workload watch lost changes (a relist after a gap)"
+        listed = {workload_uid(obj) for obj in self.cache.items(KindName.WORKLOAD)}
+        detail = f"ended while {why}; the end was not observed"
+        for summary in self._history.jobs():
+            if summary.phase not in (Phase.WAITING, Phase.RUNNING):
+                continue
+            history = self._history.load(summary.key)
+            identity = history.identity if history is not None else None
+            if history is None or identity is None:
+                continue
+            group = f"{identity.namespace}/{identity.pod_group}" if identity.pod_group else None
+            # The group's pods are the vanished Workload's only while no other Workload holds the group.
+            pods = self.cache.pods_of_group(group) if group and self.cache.get(KindName.WORKLOAD, group) is None else []
+            for end in vanished_ends(history, listed, pods, at=now, detail=detail):
+                if end.preemption is not None:
+                    recorded = self._history.record_preemption(end.identity, end.preemption)
+                elif end.eviction is not None:
+                    recorded = self._history.record_eviction(end.identity, end.eviction)
+                else:
+                    continue
+                if not recorded:
+                    continue
+                log.warning(
+                    "job %s: Workload %s is gone and its end was not observed (%s); recorded as %s",
+                    summary.key,
+                    end.workload_uid,
+                    why,
+                    end.outcome.value,
+                )
+                self._emit(ControllerEvent(ControllerEventKind.UNOBSERVED_END, now, detail=end.outcome.value))
 
     def _on_workload(self, change: Transition) -> None:
         deleted = change.kind is TransitionKind.DELETED

@@ -112,6 +112,7 @@ class Session:
             kind_list=kind_list,
             settings=ReflectorSettings(policy=CONTROLLER_RETRY_POLICY),
             resume={kinds.KindName.WORKLOAD: cursor.version} if cursor.version else None,
+            resume_cluster=cursor.cluster,
             namespace=namespace,
             owns_connection=False,
         )

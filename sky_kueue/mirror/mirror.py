@@ -35,6 +35,7 @@ import urllib3
 from sky_kueue.kueue import objects as model
 from sky_kueue.mirror import connection, discovery, export, kinds
 from sky_kueue.mirror.clock import Clock, SystemClock
+from sky_kueue.mirror.cluster_identity import ClusterIdentityReader
 from sky_kueue.mirror.errors import MirrorError, SyncTimeoutError, explain
 from sky_kueue.mirror.reflector import Reflector, ReflectorSettings
 from sky_kueue.mirror.source import KindSource
@@ -62,12 +63,19 @@ class Mirror:
         kind_list: Iterable[kinds.Kind] = kinds.ALL_KINDS,
         rng: random.Random | None = None,
         resume: Mapping[kinds.KindName, str] | None = None,
+        resume_cluster: str | None = None,
         namespace: str | None = None,
         owns_connection: bool = True,
+        check_cluster_identity: bool = True,
     ) -> None:
         """Args:
         resume: per kind, a resourceVersion a consumer handled everything up to; the
             mirror replays what changed since (see :mod:`.reflector`, rule 5).
+        resume_cluster: the cluster identity ``resume`` belongs to (the consumer saved
+            :attr:`MirrorStore.cluster_identity` with it); on another cluster nothing is
+            resumed and the lists say ``reset`` (:mod:`.server_state`).
+        check_cluster_identity: read the cluster identity before each list and resumed
+            watch (one GET each), to notice a cluster replaced under the mirror.
         namespace: mirror namespaced kinds of this namespace only (None: all).
         owns_connection: :meth:`stop` closes the connection (False: the caller shares it).
         """
@@ -83,6 +91,8 @@ class Mirror:
         self._last_error: tuple[kinds.KindName, BaseException] | None = None
         self._started = False
         self.reflectors: dict[kinds.KindName, Reflector] = {}
+        timeout = (settings or ReflectorSettings()).request_timeout
+        identity = ClusterIdentityReader(conn.api_client, timeout) if check_cluster_identity else None
         for kind in kind_list:
             if not api.serves(kind):
                 continue
@@ -95,6 +105,8 @@ class Mirror:
                 on_error=self._error_reporter(kind.name),
                 rng=rng,
                 resume_from=(resume or {}).get(kind.name),
+                identity=identity,
+                resume_cluster=resume_cluster,
             )
 
     @classmethod

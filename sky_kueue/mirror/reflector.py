@@ -28,7 +28,13 @@ Python client surfaces each failure):
    are compared as integers (etcd revisions, as on the API server and the sandbox); a
    version that is not an integer, or not older than the list, is not resumed from. A 410
    during the replay relists and the ``synced`` marker says ``relist``: a gap.
-6. **Permanent refusals** (403, 404) are reported to the mirror (which tells a waiting caller).
+6. **Notice a state that went back** (:mod:`sky_kueue.mirror.server_state`): a list older
+   than a version already seen (the resume version included), or a cluster identity other
+   than the one seen before (read before each list and each watch resumed after a failure
+   or an early end; a change there relists), is an etcd restore or another cluster: the
+   list is stored as a relist with the ``synced`` marker's ``reset`` set, nothing is resumed
+   from an older version, and a warning says so.
+7. **Permanent refusals** (403, 404) are reported to the mirror (which tells a waiting caller).
    A required kind is retried at the slowest pace (RBAC can be fixed while the mirror runs);
    an optional kind (pods, namespaces) is given up, so a forbidden optional kind costs no
    requests while idle.
@@ -51,7 +57,9 @@ from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.mirror import connection
 from sky_kueue.mirror.backoff import BACKGROUND_POLICY, FailureBackoff, RetryPolicy, retrying
+from sky_kueue.mirror.cluster_identity import ClusterIdentityReader
 from sky_kueue.mirror.errors import is_resource_version_too_large, is_transient, list_retryable
+from sky_kueue.mirror.server_state import ResetReason, as_revision, went_back
 from sky_kueue.mirror.source import LIST_PAGE_SIZE_OBJECTS, KindSource, RawWatch
 from sky_kueue.mirror.store import MirrorStore, normalize
 
@@ -103,9 +111,20 @@ class Reflector:
         on_error: ErrorReporter | None = None,
         rng: random.Random | None = None,
         resume_from: str | None = None,
+        identity: ClusterIdentityReader | None = None,
+        resume_cluster: str | None = None,
     ) -> None:
+        """Args:
+        resume_from: the version a consumer handled everything up to (rule 5).
+        identity: reads the cluster's identity (None: the identity is not checked).
+        resume_cluster: the identity ``resume_from`` belongs to (None: unknown).
+        """
         self.source = source
         self._resume_from = resume_from
+        self._identity = identity
+        #: The cluster identity of what this reflector delivered, and the newest version.
+        self._cluster = resume_cluster
+        self._last_version = resume_from
         self.kind = source.kind
         self._store = store
         self._settings = settings or ReflectorSettings()
@@ -121,6 +140,8 @@ class Reflector:
         self.watches = 0
         #: Relists because the server had not reached our resourceVersion (it restarted).
         self.resyncs_after_restart = 0
+        #: Lists that found the server's state gone back (an older version, another cluster).
+        self.state_resets = 0
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -230,20 +251,57 @@ class Reflector:
             with attempt:
                 if self._stop.is_set():
                     raise _Stopped()
+                cluster = self._identity.read() if self._identity is not None else None
                 items, resource_version = self._list_pages()
         self.lists += 1
         version = self.source.api_version
+        reset = self._reset_reason(cluster, resource_version)
         listed, resume = as_revision(resource_version), as_revision(resume_from)
         replay_until = listed if listed is not None and resume is not None and resume < listed else None
+        if reset is not None:
+            replay_until = None  # a version of another state: nothing to resume from
+        if cluster is not None:
+            self._cluster = cluster
+        self._last_version = resource_version
         self._store.replace(
             self.kind.name,
             [normalize(self.kind.name, version, item) for item in items],
             resource_version,
-            gap=gap,
+            gap=gap or reset is not None,
             resuming=replay_until is not None,
+            reset=reset,
+            cluster=cluster,
         )
         log.debug("%s: listed %d at resourceVersion %s", self.kind.plural, len(items), resource_version)
         return resource_version, replay_until
+
+    def _reset_reason(self, cluster: str | None, listed: str) -> ResetReason | None:
+        """Why the list at ``listed`` (of cluster ``cluster``) shows a state that went back, if it does."""
+        if cluster is not None and self._cluster is not None and cluster != self._cluster:
+            reason, detail = ResetReason.CLUSTER, f"cluster identity {self._cluster} became {cluster}"
+        elif went_back(self._last_version, listed):
+            reason, detail = ResetReason.RESOURCE_VERSION, f"listed at {listed}, older than {self._last_version}"
+        else:
+            return None
+        self.state_resets += 1
+        log.warning(
+            "%s: the API server's state went back (%s; an etcd restore or another cluster?): "
+            "reconciling from a full list",
+            self.kind.plural,
+            detail,
+        )
+        return reason
+
+    def _cluster_changed(self) -> bool:
+        """Whether the cluster identity now differs from the one this reflector delivered.
+
+        Raises:
+            ApiException, urllib3.exceptions.HTTPError, OSError: the identity read failed.
+        """
+        if self._identity is None or self._cluster is None:
+            return False
+        cluster = self._identity.read()
+        return cluster is not None and cluster != self._cluster
 
     def _list_pages(self) -> tuple[list[dict[str, object]], str]:
         items: list[dict[str, object]] = []
@@ -273,6 +331,9 @@ class Reflector:
         backoff = FailureBackoff(self._settings.policy, self._rng)
         kind = self.kind.name
         api_version = self.source.api_version
+        # Whether to read the cluster identity before the next watch: not right after the list
+        # (it read it), nor after a watch that ran its full timeout (one server all along).
+        check_cluster = False
         while True:
             if self._stop.is_set():
                 raise _Stopped()
@@ -286,13 +347,19 @@ class Reflector:
                     raise _Stopped()
                 self._watch = watcher
             failure: BaseException | None = None
+            requested_seconds = 0
             try:
+                if check_cluster and self._cluster_changed():
+                    log.info("%s: the cluster identity changed; relisting", self.kind.plural)
+                    raise _Relist()
+                check_cluster = True
                 self.watches += 1
                 timeout = self._settings.watch_timeout_min_seconds
+                requested_seconds = timeout + self._rng.randrange(max(1, timeout))
                 events = self.source.watch(
                     watcher,
                     resource_version=resource_version,
-                    timeout_seconds=timeout + self._rng.randrange(max(1, timeout)),
+                    timeout_seconds=requested_seconds,
                     request_timeout=(self._settings.request_timeout[0], self._settings.watch_read_timeout_seconds),
                 )
                 for event in events:
@@ -310,6 +377,8 @@ class Reflector:
                     ):
                         replay_until = None
                         self._store.caught_up(kind, version)
+                    if version and replay_until is None:
+                        self._last_version = version  # the newest version seen (replayed ones are older)
                     if event_type == "BOOKMARK":
                         if version:
                             resource_version = version
@@ -349,7 +418,9 @@ class Reflector:
                 with self._watch_lock:
                     self._watch = None
             if failure is None:
-                healthy = delivered > 0 or time.monotonic() - started >= self._settings.min_healthy_watch_seconds
+                elapsed = time.monotonic() - started
+                check_cluster = elapsed < requested_seconds  # ended before its timeout: a restart?
+                healthy = delivered > 0 or elapsed >= self._settings.min_healthy_watch_seconds
                 if healthy:
                     continue  # clean end: resume from the last resourceVersion at once
             if failure is not None:
@@ -363,11 +434,3 @@ class Reflector:
                 delay,
             )
             self._sleep(delay)
-
-
-def as_revision(version: str | None) -> int | None:
-    """A resourceVersion as an etcd revision, or None when it is not one."""
-    try:
-        return int(version) if version else None
-    except ValueError:
-        return None

@@ -49,6 +49,7 @@ from sky_kueue.mirror import identity as ident
 from sky_kueue.mirror import transitions as tr
 from sky_kueue.mirror.clock import Clock, SystemClock
 from sky_kueue.mirror.kinds import KindName
+from sky_kueue.mirror.server_state import ResetReason
 from sky_kueue.mirror.subscriptions import Subscription, TransitionHub
 from sky_kueue.mirror.transitions import ChangeSource, Transition, TransitionKind
 
@@ -169,6 +170,7 @@ class MirrorStore:
         self._objects: dict[KindName, dict[str, Obj]] = {kind: {} for kind in KindName}
         self._synced: set[KindName] = set()
         self._resource_versions: dict[KindName, str] = {}
+        self._cluster_identity: str | None = None
         #: Per kind, the last replayed state of each object while a resumed watch replays.
         self._replayed_states: dict[KindName, dict[str, Obj]] = {}
         # Workload indexes
@@ -193,7 +195,15 @@ class MirrorStore:
     # ---- writes (reflectors) ------------------------------------------------------------
 
     def replace(
-        self, kind: KindName, items: Iterable[Obj], resource_version: str, *, gap: bool = False, resuming: bool = False
+        self,
+        kind: KindName,
+        items: Iterable[Obj],
+        resource_version: str,
+        *,
+        gap: bool = False,
+        resuming: bool = False,
+        reset: ResetReason | None = None,
+        cluster: str | None = None,
     ) -> None:
         """Make ``kind`` exactly ``items`` (a list result): objects that vanished are deleted,
         changed ones updated; transitions are derived with source ``list`` (``relist`` with
@@ -203,6 +213,12 @@ class MirrorStore:
             gap: the list follows a lost stretch of the watch (410 Gone, a restarted server).
             resuming: a watch resumed from an older version replays changes next
                 (:meth:`replayed`); said by the ``synced`` marker.
+            reset: the server's state went back (:mod:`.server_state`); said by the marker.
+            cluster: the cluster identity the list came from (None: unknown); kept as
+                :attr:`cluster_identity`.
+
+        An object is unchanged only with the same UID and resourceVersion: after a state that
+        went back, another object may carry a version number the store already holds.
         """
         source = ChangeSource.RELIST if gap else ChangeSource.LIST
         with self._lock:
@@ -213,13 +229,17 @@ class MirrorStore:
                 out.extend(self._remove(kind, key, None, source))
             for key, item in incoming.items():
                 old = table.get(key)
-                if old is not None and _meta(old).get("resourceVersion") == _meta(item).get("resourceVersion"):
+                if old is not None and all(_meta(old).get(f) == _meta(item).get(f) for f in ("resourceVersion", "uid")):
                     continue
                 out.extend(self._upsert(kind, key, item, source))
             self._synced.add(kind)
             self._resource_versions[kind] = resource_version
             self._replayed_states.pop(kind, None)
-            out.extend(self._marker(TransitionKind.SYNCED, kind, resource_version, source, resuming=resuming))
+            if cluster is not None:
+                self._cluster_identity = cluster
+            out.extend(
+                self._marker(TransitionKind.SYNCED, kind, resource_version, source, resuming=resuming, reset=reset)
+            )
             self._commit(out)
 
     def apply(self, kind: KindName, event_type: str, obj: Obj) -> None:
@@ -569,6 +589,13 @@ class MirrorStore:
     def is_synced(self, kind: KindName) -> bool:
         with self._lock:
             return kind in self._synced
+
+    @property
+    def cluster_identity(self) -> str | None:
+        """The identity of the cluster the newest list came from (None: unknown; see
+        :mod:`.server_state`)."""
+        with self._lock:
+            return self._cluster_identity
 
     def resource_version(self, kind: KindName) -> str | None:
         """The last resourceVersion seen for ``kind`` (list, event or bookmark)."""

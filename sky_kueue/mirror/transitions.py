@@ -47,6 +47,7 @@ from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import SkyPilotIdentity
 from sky_kueue.mirror.kinds import KindName
 from sky_kueue.mirror.preemption_message import PreemptionReason, parse_preemptor, preemption_reason
+from sky_kueue.mirror.server_state import ResetReason
 
 QUOTA_RESERVED = kueue_api.CONDITION_QUOTA_RESERVED
 ADMITTED = kueue_api.CONDITION_ADMITTED
@@ -172,6 +173,9 @@ class Transition:
         object_kind: the kind a marker speaks of (Workload for Workload transitions).
         pod: for ``pod-changed``/``pod-deleted``, the pod (trimmed, see ``identity.trim_pod``).
         resuming: for ``synced``, a resumed watch replays older changes next.
+        reset: for ``synced``, why the API server's state went back (an etcd restore, another
+            cluster): changes a consumer handled may be undone, changes it never saw are gone
+            (:mod:`sky_kueue.mirror.server_state`); None when it did not.
     """
 
     sequence: int
@@ -191,6 +195,7 @@ class Transition:
     object_kind: KindName = KindName.WORKLOAD
     pod: Mapping[str, Any] | None = None
     resuming: bool = False
+    reset: ResetReason | None = None
 
     @property
     def namespace(self) -> str:

@@ -28,6 +28,8 @@ PURE = (
     "sky_kueue.mirror.transitions",
     "sky_kueue.controller.relaunch",
     "sky_kueue.controller.work_queue",
+    "sky_kueue.controller.vanished",
+    "sky_kueue.mirror.server_state",
 )
 IO_MODULES = ("sqlite3", "kubernetes", "urllib3", "socket", "http.client", "sky")
 

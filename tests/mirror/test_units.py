@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.mirror import backoff, view
 from sky_kueue.mirror.preemption_message import PreemptionMessage, parse_preemptor
+from sky_kueue.mirror.server_state import went_back
 from sky_kueue.mirror.transitions import TransitionKind, derive
 from sky_kueue.skypilot import task_workload
 from tests.mirror import builders
@@ -268,3 +269,10 @@ def test_a_workload_the_model_cannot_read_is_left_out_with_a_note() -> None:
 
     assert result.cluster_queues[0].pending == ()
     assert any("broken" in note for note in result.notes)
+
+
+def test_resource_versions_are_compared_only_where_both_are_integers() -> None:
+    assert went_back("1097", "1061")
+    assert not went_back("1061", "1097") and not went_back("1061", "1061")
+    # Opaque (not etcd) versions, or none seen yet: nothing can be concluded.
+    assert not went_back("a1097", "1061") and not went_back("1097", "opaque") and not went_back(None, "1")

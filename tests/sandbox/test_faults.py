@@ -198,3 +198,33 @@ def test_an_exact_list_before_compaction_sees_the_past(store: ObjectStore, core:
     past = core.list_namespaced_pod("default", resource_version=then, resource_version_match="Exact")
 
     assert [pod.metadata.name for pod in past.items] == ["p0"]
+
+
+def test_a_restart_restored_to_a_snapshot_serves_the_snapshot_with_its_uids_and_versions(
+    server: ApiServer, store: ObjectStore, core: client.CoreV1Api
+) -> None:
+    kept = store.create("pods", builders.pod("kept"))
+    snapshot = store.resource_version
+    store.create("pods", builders.pod("later"))
+    store.delete("pods", "kept", "default")
+    seen = store.resource_version
+    port = server.port
+
+    server.restart(lambda s: s.restore(snapshot))
+
+    listed = core.list_namespaced_pod("default")
+    assert server.port == port
+    assert int(listed.metadata.resource_version) == snapshot < seen
+    ((name, uid, version),) = [(p.metadata.name, p.metadata.uid, p.metadata.resource_version) for p in listed.items]
+    assert (name, uid, version) == ("kept", kept["metadata"]["uid"], kept["metadata"]["resourceVersion"])
+    # The undone writes' versions are reused, and a resumed watch from the old one is too new.
+    assert int(store.create("pods", builders.pod("after"))["metadata"]["resourceVersion"]) == snapshot + 1
+    with pytest.raises(ApiException) as too_new:
+        list(
+            watch.Watch().stream(
+                core.list_namespaced_pod, "default", resource_version=str(seen), timeout_seconds=WATCH_TIMEOUT_SECONDS
+            )
+        )
+    assert too_new.value.status == 504
+    store.delete("pods", "kept", "default")  # the restored object is indexed again
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["after"]

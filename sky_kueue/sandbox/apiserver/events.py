@@ -79,6 +79,11 @@ class EventLog:
             self._events.popleft()
         self._compacted_through = max(self._compacted_through, through_resource_version)
 
+    def truncate_after(self, resource_version: int) -> None:
+        """Forgets every event newer than ``resource_version`` (the store was rolled back to it)."""
+        while self._events and self._events[-1].resource_version > resource_version:
+            self._events.pop()
+
     def check_available(self, since_resource_version: int) -> None:
         """Raises ApiError 410 if events after ``since_resource_version`` were compacted away."""
         if since_resource_version < self._compacted_through:

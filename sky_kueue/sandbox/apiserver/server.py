@@ -198,6 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._status_sent = 0
         self._user = ""
         try:
+            if app.stopping.is_set():
+                # A stopping server answers nothing more, as an exiting process: a request on a
+                # kept-alive connection must not see the old state once its watches have ended.
+                self._drop_connection()
             body = self._read_body()
             self._authenticate()
             streams = app.stream_handler
@@ -830,6 +834,19 @@ class ApiServer:
         self._listeners = []
         self._httpd = None
         self._thread = None
+
+    def restart(self, while_down: Callable[[ObjectStore], None] | None = None) -> ApiServer:
+        """Stops and serves again on the same port, as an API server restarted in place.
+
+        ``while_down`` runs while no request is served (e.g. ``lambda s: s.restore(rv)``), so
+        clients reconnect to its result only. Extra listeners (:meth:`add_listener`) end.
+        """
+        port = self.port
+        self.stop()
+        if while_down is not None:
+            while_down(self.store)
+        self._requested_address = (self.host, port)
+        return self.start()
 
     def __enter__(self) -> ApiServer:
         return self.start()

@@ -585,6 +585,36 @@ class ObjectStore:
             self._log.compact(through)
             return through
 
+    def restore(self, resource_version: int) -> None:
+        """Rolls every object back to its state at ``resource_version``, as restoring an etcd
+        snapshot taken then does (``etcdutl snapshot restore`` without ``--bump-revision``):
+        UIDs and resourceVersions are the snapshot's, the next write reuses the numbers the
+        undone writes had, and open watches end (the API server restarts on a restore).
+
+        Raises:
+            ApiError: 410 if history back to ``resource_version`` was compacted away.
+        """
+        with self._lock:
+            if resource_version >= self._resource_version:
+                return
+            states = {
+                resource.key: self._state_at(resource, resource_version, for_continue=False)
+                for resource in self.registry
+            }
+            self._log.truncate_after(resource_version)
+            self._resource_version = resource_version
+            self._objects = collections.defaultdict(dict, {key: state for key, state in states.items() if state})
+            self._uids = {}
+            self._dependents = collections.defaultdict(set)
+            self._namespace_population = collections.Counter()
+            for resource in self.registry:
+                for key, obj in self._objects.get(resource.key, {}).items():
+                    self._uids[str(objects.metadata(obj).get("uid", ""))] = (resource, key)
+                    self._namespace_population[key.namespace] += 1
+                    for owner in objects.owner_uids(obj):
+                        self._dependents[owner].add((resource.key, key))
+        self.close_watchers()
+
     # ---- internals ---------------------------------------------------------------------------
 
     def _remove_hook(self, hooks: builtins.list[Any], entry: Any) -> None:
