@@ -7,6 +7,10 @@ through the queue mirror); optionally adds hypothetical workloads (``--add`` Wor
 scheduling model until the cluster settles and prints either the oracle's JSON format
 (``--output json``) or a verdict per workload.
 
+A ``--task`` is predicted where and at the priority class the admin policy would submit it
+(the plugin config's team: :mod:`sky_kueue.skypilot.task_team`), so ``predict --task`` and
+``launch --dry-run`` agree; a note on stderr names the team applied, or says why none was.
+
 The live branch imports the ``kubernetes`` client (about half a second); the snapshot
 branch does not, so ``predict --snapshot`` stays fast.
 """
@@ -20,7 +24,7 @@ import os
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,8 +33,13 @@ from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.objects import ClusterState, KueueConfig
 
+if TYPE_CHECKING:
+    from sky_kueue.skypilot.config import PluginConfig
+
 #: Header line of a snapshot written by ``sky-kueue snapshot`` (see ``sky_kueue.mirror.export``).
 TAKEN_AT_HEADER = "taken at:"
+#: Resource ``--task`` accelerators become when neither ``--gpu-resource`` nor a plugin config says.
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @click.command("predict")
@@ -54,10 +63,18 @@ TAKEN_AT_HEADER = "taken at:"
     help="LocalQueue for --task files whose config names none (config.kubernetes.kueue.local_queue_name).",
 )
 @click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Plugin config whose teams place --task files as the admin policy would "
+    "(default: $SKY_KUEUE_CONFIG or ~/.sky/sky-kueue.yaml, when it exists).",
+)
+@click.option(
     "--gpu-resource",
-    default="nvidia.com/gpu",
-    show_default=True,
-    help="Resource name that --task accelerators become on the cluster.",
+    default=None,
+    help="Resource name that --task accelerators become on the cluster "
+    "(default: the plugin config's kubernetes.gpu_resource, else nvidia.com/gpu).",
 )
 @options.output_option()
 @click.option("--cycle-cap", type=click.IntRange(min=1), default=None, help="Override the number of cycles recorded.")
@@ -79,7 +96,8 @@ def predict(
     add: tuple[Path, ...],
     tasks: tuple[Path, ...],
     task_queue: str | None,
-    gpu_resource: str,
+    config_path: Path | None,
+    gpu_resource: str | None,
     output: str,
     cycle_cap: int | None,
     kueue_config: str | None,
@@ -105,15 +123,20 @@ def predict(
             scenario, default_namespace = snapshot.stem, "default"
         if kueue_config is not None:
             state.config = _override_config(state.config, kueue_config)
+        plugin_config, config_source = _plugin_config(config_path) if tasks else (None, "")
         for task in tasks:
-            _add_task(
+            note = _add_task(
                 state,
                 task,
                 task_queue=task_queue,
-                gpu_resource=gpu_resource,
+                gpu_resource=gpu_resource
+                or (plugin_config.kubernetes.gpu_resource if plugin_config else DEFAULT_GPU_RESOURCE),
                 created_at=_newest(state, state.now or predictor.DEFAULT_NOW),
                 namespace=default_namespace,
+                plugin_config=plugin_config,
+                config_source=config_source,
             )
+            click.echo(f"note: {task}: {note}", err=True)
         result = predictor.predict(state, cycle_cap=cycle_cap)
     except ModelError as exc:
         errors.fail(str(exc), EXIT_BAD_INPUT)
@@ -127,6 +150,24 @@ def predict(
     from sky_kueue.cli import verdict_view
 
     verdict_view.print_verdicts(result, only_pending_at_start=True)
+
+
+def _plugin_config(explicit: Path | None) -> tuple[PluginConfig | None, str]:
+    """The plugin config that places ``--task`` files, and where it is (or was looked for);
+    None when no ``--config`` is given and the default file does not exist.
+
+    Raises:
+        ModelError: the config cannot be read or is invalid (exit 2).
+    """
+    from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
+
+    path = resolve_config_path(explicit)
+    if explicit is None and not path.exists():
+        return None, f"{path} does not exist; pass --config FILE"
+    try:
+        return load_config(path), str(path)
+    except ConfigError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def _kubeconfig_found() -> bool:
@@ -210,14 +251,18 @@ def _add_task(
     gpu_resource: str,
     created_at: datetime,
     namespace: str,
-) -> None:
-    """Add the Workload a SkyPilot task would create.
+    plugin_config: PluginConfig | None,
+    config_source: str,
+) -> str:
+    """Add the Workload a SkyPilot task would create, queued as the admin policy would queue
+    it; returns the note saying how (:func:`sky_kueue.skypilot.task_team.task_queueing`).
 
     Raises:
-        ModelError: unreadable task, no LocalQueue, unknown priority class, name clash.
+        ModelError: unreadable task, no LocalQueue, unknown priority class, name clash, or
+            what the admin policy would reject.
     """
     from sky_kueue.kueue import parse
-    from sky_kueue.skypilot import task_workload
+    from sky_kueue.skypilot import task_team, task_workload
 
     queue_ns, queue_name = None, None
     if task_queue:
@@ -225,11 +270,15 @@ def _add_task(
         if not sep or not queue_ns or not queue_name:
             raise ModelError(f"--task-queue {task_queue!r}: expected NAMESPACE/LOCALQUEUE")
     task = task_workload.load_task(path)
+    queueing = task_team.task_queueing(
+        task, plugin_config, config_source, source=str(path), namespace=queue_ns, local_queue=queue_name
+    )
     doc = task_workload.workload_from_task(
         task,
         source=str(path),
-        namespace=queue_ns,
-        local_queue=queue_name,
+        namespace=queueing.namespace,
+        local_queue=queueing.local_queue,
+        priority_class=queueing.priority_class,
         gpu_resource=gpu_resource,
         created_at=created_at,
         default_namespace=namespace,
@@ -244,6 +293,7 @@ def _add_task(
     if workload.key in state.workloads:
         raise ModelError(f"{path}: a Workload {workload.key} already exists")
     state.workloads[workload.key] = workload
+    return queueing.note
 
 
 def _override_config(current: KueueConfig, mode: str) -> KueueConfig:
