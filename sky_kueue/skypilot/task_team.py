@@ -24,6 +24,7 @@ from typing import Any
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.skypilot import labels, task_workload, task_yaml
 from sky_kueue.skypilot.config import PluginConfig, TeamCluster
+from sky_kueue.skypilot.label_keys import misspelled_label
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,12 @@ def task_queueing(
         namespace, local_queue: the queue asked for on the command line (``--task-queue``).
 
     Raises:
-        ModelError: what the policy would reject: a team label naming no team, a queue or a
-            class the team may not use, several classes.
+        ModelError: what the policy would reject: a misspelled ``sky-kueue.io/`` label, a team
+            label naming no team, a queue or a class the team may not use, several classes.
     """
+    misspelled = misspelled_label(task_yaml.candidates(task))
+    if misspelled is not None:
+        raise ModelError(f"{source}: {misspelled}")
     candidate = task_workload.kubernetes_candidate(task, source)
     overrides = candidate.get(task_yaml.OVERRIDES_KEY) or {}
     pod_labels = task_yaml.get_path(overrides, "kubernetes", "pod_config", "metadata", "labels") or {}
