@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import selectors
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -199,6 +202,38 @@ def test_queue_watch_prints_the_view_from_the_mirror(seeded: tuple[ApiServer, Pa
     assert result.exit_code == 0, result.stderr
     (line,) = result.stdout.splitlines()
     assert {cq["name"] for cq in json.loads(line)["clusterQueues"]} == {"shared-cq", "team-a-cq", "team-b-cq"}
+
+
+def _read_until(fd: int, marker: str, count: int) -> str:
+    """What the pipe ``fd`` gives until ``marker`` has appeared ``count`` times, within WAIT_SECONDS."""
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + WAIT_SECONDS
+    seen = b""
+    while seen.decode().count(marker) < count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not selector.select(left):
+            raise AssertionError(f"{marker!r} not seen {count} time(s) within {WAIT_SECONDS}s; got {seen!r}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise AssertionError(f"the command ended; got {seen!r}")
+        seen += chunk
+    return seen.decode()
+
+
+def test_queue_watch_into_a_pipe_prints_a_snapshot_per_redraw(seeded: tuple[ApiServer, Path]) -> None:
+    server, kubeconfig = seeded
+    command = [sys.executable, "-m", "sky_kueue.cli.main", "queue", "--kubeconfig", str(kubeconfig), "--watch"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        try:
+            assert proc.stdout is not None
+            first = _read_until(proc.stdout.fileno(), "ClusterQueue team-b-cq", 1)
+            server.store.create("workloads", builders.workload("late", "team-a", queue="team-a-lq"))
+            second = _read_until(proc.stdout.fileno(), "team-a/late", 1)
+        finally:
+            proc.terminate()
+    assert first.startswith("ClusterQueue shared-cq") and "team-a/late" not in first
+    assert second.startswith("---\n") and "ClusterQueue team-a-cq" in second
 
 
 def test_watch_loop_redraws_when_the_cluster_changes_without_polling(seeded: tuple[ApiServer, Path]) -> None:
