@@ -22,9 +22,9 @@ import gc
 import json
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -103,7 +103,7 @@ def predict(
     kueue_config: str | None,
 ) -> None:
     """Predict Kueue's admissions, preemptions and pending reasons."""
-    from sky_kueue.kueue import predictor
+    from sky_kueue.kueue import loader, predictor
 
     live = kubeconfig is not None or context is not None or (snapshot is None and _kubeconfig_found())
     try:
@@ -114,13 +114,16 @@ def predict(
                 "give --snapshot FILE (a multi-document YAML of Kueue objects) or --kubeconfig FILE (a live cluster), "
                 "or set $KUBECONFIG as for kubectl"
             )
+        additions = [loader.read_additions(path) for path in add]
         if live:
-            state, scenario, default_namespace = _live_state(kubeconfig, context, add)
+            state, scenario, default_namespace = _live_state(kubeconfig, context)
         else:
             assert snapshot is not None
-            state = _load_snapshot(snapshot, add)
+            state = _load_snapshot(snapshot)
             state.now = state.now or _snapshot_time(snapshot)
             scenario, default_namespace = snapshot.stem, "default"
+        for note in loader.add_documents(state, additions, state.now or predictor.DEFAULT_NOW):
+            click.echo(f"note: {note}", err=True)
         if kueue_config is not None:
             state.config = _override_config(state.config, kueue_config)
         plugin_config, config_source = _plugin_config(config_path) if tasks else (None, "")
@@ -131,7 +134,7 @@ def predict(
                 task_queue=task_queue,
                 gpu_resource=gpu_resource
                 or (plugin_config.kubernetes.gpu_resource if plugin_config else DEFAULT_GPU_RESOURCE),
-                created_at=_newest(state, state.now or predictor.DEFAULT_NOW),
+                created_at=loader.submitted_now(state, state.now or predictor.DEFAULT_NOW),
                 namespace=default_namespace,
                 plugin_config=plugin_config,
                 config_source=config_source,
@@ -178,28 +181,24 @@ def _kubeconfig_found() -> bool:
     return find_kubeconfig(None, os.environ, os.path.exists) is not None
 
 
-def _live_state(kubeconfig: Path | None, context: str | None, add: tuple[Path, ...]) -> tuple[ClusterState, str, str]:
-    """The live cluster's state (plus ``--add`` documents), its name, and the context's namespace.
+def _live_state(kubeconfig: Path | None, context: str | None) -> tuple[ClusterState, str, str]:
+    """The live cluster's state, its name, and the context's namespace.
 
     Exits with a one-line error when the cluster cannot be read.
     """
     from sky_kueue.cli import cluster_fetch
-    from sky_kueue.kueue import loader, parse
     from sky_kueue.mirror import export
 
-    extra: list[Any] = []
-    for add_path in add:
-        extra.extend(parse.flatten_documents(loader.load_documents(loader.read_text(add_path), str(add_path))))
     conn, fetched = cluster_fetch.fetch_or_fail(kubeconfig, context)
     warnings: list[str] = []
     docs = export.documents(fetched.store, warnings=warnings)
     for warning in [*fetched.warnings, *warnings]:
         click.echo(f"warning: {warning}", err=True)
-    state = export.cluster_state(docs, now=datetime.now(timezone.utc), extra=extra)
+    state = export.cluster_state(docs, now=datetime.now(timezone.utc))
     return state, conn.context or conn.host, conn.namespace or "default"
 
 
-def _load_snapshot(snapshot: Path, add: tuple[Path, ...]) -> ClusterState:
+def _load_snapshot(snapshot: Path) -> ClusterState:
     """The snapshot's state, built with Python's cyclic garbage collector held off.
 
     Why: a large snapshot is hundreds of thousands of small containers and objects (plain
@@ -213,7 +212,7 @@ def _load_snapshot(snapshot: Path, add: tuple[Path, ...]) -> ClusterState:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return loader.load_state_file(snapshot, add)
+        return loader.load_state_file(snapshot)
     finally:
         gc.freeze()
         if was_enabled:
@@ -235,12 +234,6 @@ def _snapshot_time(path: Path) -> datetime | None:
     except (OSError, UnicodeDecodeError):
         return None
     return None
-
-
-def _newest(state: ClusterState, now: datetime) -> datetime:
-    """A creation time after every existing Workload's: a new job is the newest of its priority."""
-    latest = max((wl.creation_timestamp for wl in state.workloads.values()), default=now)
-    return max(now, latest + timedelta(seconds=1))
 
 
 def _add_task(
