@@ -110,6 +110,8 @@ def setup(
 
         try:
             applied = setup_apply.apply_objects(setup_apply.api_client_for(str(kubeconfig), kube_context), objects)
+        except setup_apply.ClusterApplyError as exc:
+            errors.fail(str(exc), errors.EXIT_CLUSTER_ERROR)
         except setup_apply.ApplyError as exc:
             errors.fail(str(exc))
         for item in applied:
