@@ -110,9 +110,11 @@ def predict(
         if live and snapshot is not None:
             raise ModelError("give either --snapshot FILE or --kubeconfig FILE, not both")
         if not live and snapshot is None:
+            from sky_kueue.mirror.kubeconfig import why_none
+
             raise ModelError(
                 "give --snapshot FILE (a multi-document YAML of Kueue objects) or --kubeconfig FILE (a live cluster), "
-                "or set $KUBECONFIG as for kubectl"
+                f"or set $KUBECONFIG as for kubectl ({why_none(os.environ, os.path.exists)})"
             )
         additions = [loader.read_additions(path) for path in add]
         if live:

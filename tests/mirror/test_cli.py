@@ -22,6 +22,7 @@ from click.testing import CliRunner, Result
 from sky_kueue.cli.main import cli
 from sky_kueue.cli.queue_cmd import watch_loop
 from sky_kueue.mirror import Mirror, view
+from sky_kueue.mirror.kubeconfig import why_none
 from sky_kueue.mirror.view import QueueView
 from sky_kueue.sandbox.apiserver import ApiServer, FaultKind, ManualClock, ObjectStore
 from sky_kueue.sandbox.apiserver.resources import ResourceRegistry, default_resources
@@ -275,6 +276,29 @@ def _one_line(result: Result) -> str:
 
 
 COMMANDS = [["queue"], ["queue", "--watch"], ["snapshot", "-o", "-"], ["predict"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[:2]))
+def test_a_kubeconfig_variable_naming_a_missing_file_is_named(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nonexistent"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    result = run(*command)
+
+    assert result.exit_code == 2
+    assert f"($KUBECONFIG names {missing}, which does not exist)" in _one_line(result)
+
+
+def test_why_no_kubeconfig_was_found() -> None:
+    def exists(path: str) -> bool:
+        return path == "/here"
+
+    assert why_none({"KUBECONFIG": "/a:/here:/b"}, exists) == "$KUBECONFIG names /a, /b, none of which exists"
+    assert why_none({}, exists, expand=lambda p: p) == "no $KUBECONFIG and no ~/.kube/config"
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[:2]))
