@@ -9,6 +9,7 @@ import click
 from sky_kueue.cli import errors
 from sky_kueue.skypilot.config import ConfigError, PluginConfig, load_config
 from sky_kueue.skypilot.enabled_contexts import refused_team_clusters, skypilot_enabled_contexts
+from sky_kueue.skypilot.open_teams import open_team_warnings
 
 
 @click.command("check-config")
@@ -22,8 +23,9 @@ from sky_kueue.skypilot.enabled_contexts import refused_team_clusters, skypilot_
 def check_config(config_path: Path, skypilot: bool) -> None:
     """Validate CONFIG_PATH; print one line per team, or one error line and exit 2.
 
-    Also warns (on stderr) about each context of a team that SkyPilot here does not enable:
-    the policy leaves such clusters out of a launch."""
+    Also warns (on stderr) about each open team (``users: ["*"]``: anyone may use its queue)
+    and each context of a team that SkyPilot here does not enable: the policy leaves such
+    clusters out of a launch."""
     try:
         config = load_config(config_path)
     except ConfigError as exc:
@@ -39,6 +41,8 @@ def check_config(config_path: Path, skypilot: bool) -> None:
             else f"{team.namespace}/{team.local_queue}"
         )
         click.echo(f"{name}: {where}, classes {classes} (default {team.priority_classes.default}){burst}")
+    for line in open_team_warnings(config):
+        click.echo(line, err=True)
     for line in _skypilot_context_warnings(config) if skypilot else ():
         click.echo(line, err=True)
     click.echo(f"ok: {config_path} ({len(config.teams)} teams)")

@@ -34,7 +34,9 @@ from sky_kueue.cli import options
 from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
 from sky_kueue.cli.state_option import cluster_options, state_option
+from sky_kueue.controller import liveness
 from sky_kueue.controller.history import HoldRecord, StoreError
+from sky_kueue.controller.leader import DEFAULT_RETRY_PERIOD_SECONDS
 from sky_kueue.controller.state_spec import OpenedState, StateKind, pod_namespace
 
 #: Console width when the output is not a terminal (rich would assume 80 columns).
@@ -282,15 +284,19 @@ def _status_document(opened: OpenedState) -> dict[str, Any]:
                 }
             )
     except StoreError as err:
-        raise UserError(str(err)) from None
+        raise UserError(str(err), state_option_module.store_exit_code(err)) from None
     controller_info: dict[str, Any] | None = None
     if beat is not None:
+        now = time.time()
+        state, period = liveness.liveness(beat.leader, beat.at, beat.details, now, DEFAULT_RETRY_PERIOD_SECONDS)
         controller_info = {
+            **beat.details,
             "identity": beat.identity,
             "leader": beat.leader,
             "heartbeat_at": beat.at,
-            "heartbeat_age_seconds": round(time.time() - beat.at, 3),
-            **beat.details,
+            "heartbeat_age_seconds": round(now - beat.at, 3),
+            "liveness": state.value,
+            liveness.PERIOD_KEY: period,
         }
     return {"state": opened.location, "controller": controller_info, "cursors": cursors, "jobs": jobs}
 
@@ -305,6 +311,20 @@ def _hold_cell(holds: list[dict[str, Any]]) -> str:
     return f"{last['release_reason']} ({last['release_kind']})"
 
 
+def _liveness_text(info: dict[str, Any]) -> str:
+    """``(leader), last heartbeat 3s ago``, or why the controller is not running."""
+    age = info["heartbeat_age_seconds"]
+    state = liveness.Liveness(info["liveness"])
+    if state is liveness.Liveness.STOPPED:
+        return f"stopped: shut down {age:.0f}s ago"
+    if state is liveness.Liveness.SILENT:
+        return (
+            f"not running: its last heartbeat is {age:.0f}s old (it beats every {info[liveness.PERIOD_KEY]:g}s); "
+            "it was stopped without shutting down, or cannot write to this store"
+        )
+    return f"({state.value}), last heartbeat {age:.0f}s ago"
+
+
 def _print_status(document: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -316,10 +336,8 @@ def _print_status(document: dict[str, Any]) -> None:
     if info is None:
         console.print(f"{document['state']}: no controller heartbeat recorded yet")
     else:
-        role = "leader" if info["leader"] else "follower"
         console.print(
-            f"controller [bold]{info['identity']}[/bold] ({role}), last heartbeat "
-            f"{info['heartbeat_age_seconds']:.0f}s ago; lease {info.get('lease', '?')}"
+            f"controller [bold]{info['identity']}[/bold] {_liveness_text(info)}; lease {info.get('lease', '?')}"
         )
     table = Table(title=f"Jobs in {document['state']}")
     for column in ("job", "workload group", "phase", "preemptions", "other evictions", "boost", "burst", "hold"):

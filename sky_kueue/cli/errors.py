@@ -5,6 +5,7 @@ can fix: an unreadable or invalid file or option, a bad kubeconfig or context, a
 cannot be read. The root group (:class:`sky_kueue.cli.main.LazyGroup`) turns click's own
 usage errors into the same type, and click's root handler prints it as one line,
 ``error: <what was wrong, where, what to do>``, and exits with its code; never a traceback.
+The codes every cluster-facing command follows are tabled in docs/exit-codes.md.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,9 @@ from sky_kueue.skypilot.task_yaml import (
     with_candidates,
     with_infra,
 )
-from sky_kueue.skypilot.view import ClusterView, ContextViews
+from sky_kueue.skypilot.view import ClusterView, ContextHealth, ContextViews, SharedView
 
-#: Exit code when the policy rejects the task.
+#: Exit code when the policy rejects the task (docs/exit-codes.md).
 EXIT_REJECTED = 1
 
 
@@ -120,6 +121,12 @@ def launch(
         click.echo(_text(described))
     if described["decision"] == "rejected":
         raise SystemExit(EXIT_REJECTED)
+    unread = None if snapshot or described["decision"] != "placed" else unread_cluster(config, view, described)
+    if unread is not None:
+        if unread.message:
+            click.echo(f"warning: {unread.message}", err=True)
+        if dry_run:
+            raise SystemExit(unread.exit_code)
     if dry_run:
         return
     console.restore_skypilot()
@@ -128,6 +135,45 @@ def launch(
     except Exception as exc:  # noqa: BLE001 - SkyPilot raises many types; report them in one line
         errors.fail(f"submission failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     click.echo(f"submitted: {outcome}")
+
+
+@dataclass(frozen=True)
+class UnreadCluster:
+    """Why the prediction rests on no cluster.
+
+    Attributes:
+        message: the warning line ("" when the cluster view has already logged one).
+        exit_code: what ``--dry-run`` exits with (docs/exit-codes.md): 2 when no kubeconfig
+            was found (bad input, as for ``queue``), 1 when the clusters cannot be reached.
+    """
+
+    message: str
+    exit_code: int
+
+
+def unread_cluster(
+    config: PluginConfig, view: ClusterView | ContextViews, described: dict[str, Any]
+) -> UnreadCluster | None:
+    """Whether the prediction is unknown because no cluster could be read, though the plugin
+    config asks for live clusters (``cluster.discover`` or ``cluster.kubeconfig``, no
+    ``cluster.manifests``). The launch itself still goes ahead: SkyPilot's API server applies
+    the policy with its own kubeconfig; a dry run, whose question was the prediction, fails."""
+    if config.cluster.manifests or not (config.cluster.discover or config.cluster.kubeconfig):
+        return None
+    if isinstance(view, SharedView):
+        from sky_kueue.mirror.kubeconfig import why_none
+
+        return UnreadCluster(
+            f"no cluster was read ({why_none(os.environ, os.path.exists)}), so the prediction is unknown: pass "
+            "--kubeconfig FILE or --snapshot FILE",
+            errors.EXIT_BAD_INPUT,
+        )
+    if not isinstance(view, ContextViews):
+        return None
+    health = {row["context"]: view.lookup(row["context"]).health for row in described["placement"]}
+    if health and all(h is ContextHealth.UNREACHABLE for h in health.values()):
+        return UnreadCluster("", errors.EXIT_CLUSTER_ERROR)  # the live view has said which and why
+    return None
 
 
 def with_kubeconfig(config: PluginConfig, kubeconfig: Path) -> PluginConfig:

@@ -7,6 +7,10 @@ through the queue mirror); optionally adds hypothetical workloads (``--add`` Wor
 scheduling model until the cluster settles and prints either the oracle's JSON format
 (``--output json``) or a verdict per workload.
 
+A ``--task`` is predicted where and at the priority class the admin policy would submit it
+(the plugin config's team: :mod:`sky_kueue.skypilot.task_team`), so ``predict --task`` and
+``launch --dry-run`` agree; a note on stderr names the team applied, or says why none was.
+
 The live branch imports the ``kubernetes`` client (about half a second); the snapshot
 branch does not, so ``predict --snapshot`` stays fast.
 """
@@ -18,9 +22,9 @@ import gc
 import json
 import os
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,8 +33,13 @@ from sky_kueue.cli.errors import EXIT_BAD_INPUT
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.objects import ClusterState, KueueConfig
 
+if TYPE_CHECKING:
+    from sky_kueue.skypilot.config import PluginConfig
+
 #: Header line of a snapshot written by ``sky-kueue snapshot`` (see ``sky_kueue.mirror.export``).
 TAKEN_AT_HEADER = "taken at:"
+#: Resource ``--task`` accelerators become when neither ``--gpu-resource`` nor a plugin config says.
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @click.command("predict")
@@ -54,10 +63,18 @@ TAKEN_AT_HEADER = "taken at:"
     help="LocalQueue for --task files whose config names none (config.kubernetes.kueue.local_queue_name).",
 )
 @click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Plugin config whose teams place --task files as the admin policy would "
+    "(default: $SKY_KUEUE_CONFIG or ~/.sky/sky-kueue.yaml, when it exists).",
+)
+@click.option(
     "--gpu-resource",
-    default="nvidia.com/gpu",
-    show_default=True,
-    help="Resource name that --task accelerators become on the cluster.",
+    default=None,
+    help="Resource name that --task accelerators become on the cluster "
+    "(default: the plugin config's kubernetes.gpu_resource, else nvidia.com/gpu).",
 )
 @options.output_option()
 @click.option("--cycle-cap", type=click.IntRange(min=1), default=None, help="Override the number of cycles recorded.")
@@ -79,41 +96,52 @@ def predict(
     add: tuple[Path, ...],
     tasks: tuple[Path, ...],
     task_queue: str | None,
-    gpu_resource: str,
+    config_path: Path | None,
+    gpu_resource: str | None,
     output: str,
     cycle_cap: int | None,
     kueue_config: str | None,
 ) -> None:
     """Predict Kueue's admissions, preemptions and pending reasons."""
-    from sky_kueue.kueue import predictor
+    from sky_kueue.kueue import loader, predictor
 
     live = kubeconfig is not None or context is not None or (snapshot is None and _kubeconfig_found())
     try:
         if live and snapshot is not None:
             raise ModelError("give either --snapshot FILE or --kubeconfig FILE, not both")
         if not live and snapshot is None:
+            from sky_kueue.mirror.kubeconfig import why_none
+
             raise ModelError(
                 "give --snapshot FILE (a multi-document YAML of Kueue objects) or --kubeconfig FILE (a live cluster), "
-                "or set $KUBECONFIG as for kubectl"
+                f"or set $KUBECONFIG as for kubectl ({why_none(os.environ, os.path.exists)})"
             )
+        additions = [loader.read_additions(path) for path in add]
         if live:
-            state, scenario, default_namespace = _live_state(kubeconfig, context, add)
+            state, scenario, default_namespace = _live_state(kubeconfig, context)
         else:
             assert snapshot is not None
-            state = _load_snapshot(snapshot, add)
+            state = _load_snapshot(snapshot)
             state.now = state.now or _snapshot_time(snapshot)
             scenario, default_namespace = snapshot.stem, "default"
+        for note in loader.add_documents(state, additions, state.now or predictor.DEFAULT_NOW):
+            click.echo(f"note: {note}", err=True)
         if kueue_config is not None:
             state.config = _override_config(state.config, kueue_config)
+        plugin_config, config_source = _plugin_config(config_path) if tasks else (None, "")
         for task in tasks:
-            _add_task(
+            note = _add_task(
                 state,
                 task,
                 task_queue=task_queue,
-                gpu_resource=gpu_resource,
-                created_at=_newest(state, state.now or predictor.DEFAULT_NOW),
+                gpu_resource=gpu_resource
+                or (plugin_config.kubernetes.gpu_resource if plugin_config else DEFAULT_GPU_RESOURCE),
+                created_at=loader.submitted_now(state, state.now or predictor.DEFAULT_NOW),
                 namespace=default_namespace,
+                plugin_config=plugin_config,
+                config_source=config_source,
             )
+            click.echo(f"note: {task}: {note}", err=True)
         result = predictor.predict(state, cycle_cap=cycle_cap)
     except ModelError as exc:
         errors.fail(str(exc), EXIT_BAD_INPUT)
@@ -129,6 +157,24 @@ def predict(
     verdict_view.print_verdicts(result, only_pending_at_start=True)
 
 
+def _plugin_config(explicit: Path | None) -> tuple[PluginConfig | None, str]:
+    """The plugin config that places ``--task`` files, and where it is (or was looked for);
+    None when no ``--config`` is given and the default file does not exist.
+
+    Raises:
+        ModelError: the config cannot be read or is invalid (exit 2).
+    """
+    from sky_kueue.skypilot.config import ConfigError, load_config, resolve_config_path
+
+    path = resolve_config_path(explicit)
+    if explicit is None and not path.exists():
+        return None, f"{path} does not exist; pass --config FILE"
+    try:
+        return load_config(path), str(path)
+    except ConfigError as exc:
+        raise ModelError(str(exc)) from None
+
+
 def _kubeconfig_found() -> bool:
     """Whether kubectl would find a cluster (``$KUBECONFIG``, ``~/.kube/config``, in a pod):
     then ``predict`` without ``--snapshot`` reads that live cluster, as ``kubectl get`` would."""
@@ -137,28 +183,24 @@ def _kubeconfig_found() -> bool:
     return find_kubeconfig(None, os.environ, os.path.exists) is not None
 
 
-def _live_state(kubeconfig: Path | None, context: str | None, add: tuple[Path, ...]) -> tuple[ClusterState, str, str]:
-    """The live cluster's state (plus ``--add`` documents), its name, and the context's namespace.
+def _live_state(kubeconfig: Path | None, context: str | None) -> tuple[ClusterState, str, str]:
+    """The live cluster's state, its name, and the context's namespace.
 
     Exits with a one-line error when the cluster cannot be read.
     """
     from sky_kueue.cli import cluster_fetch
-    from sky_kueue.kueue import loader, parse
     from sky_kueue.mirror import export
 
-    extra: list[Any] = []
-    for add_path in add:
-        extra.extend(parse.flatten_documents(loader.load_documents(loader.read_text(add_path), str(add_path))))
     conn, fetched = cluster_fetch.fetch_or_fail(kubeconfig, context)
     warnings: list[str] = []
     docs = export.documents(fetched.store, warnings=warnings)
     for warning in [*fetched.warnings, *warnings]:
         click.echo(f"warning: {warning}", err=True)
-    state = export.cluster_state(docs, now=datetime.now(timezone.utc), extra=extra)
+    state = export.cluster_state(docs, now=datetime.now(timezone.utc))
     return state, conn.context or conn.host, conn.namespace or "default"
 
 
-def _load_snapshot(snapshot: Path, add: tuple[Path, ...]) -> ClusterState:
+def _load_snapshot(snapshot: Path) -> ClusterState:
     """The snapshot's state, built with Python's cyclic garbage collector held off.
 
     Why: a large snapshot is hundreds of thousands of small containers and objects (plain
@@ -172,7 +214,7 @@ def _load_snapshot(snapshot: Path, add: tuple[Path, ...]) -> ClusterState:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return loader.load_state_file(snapshot, add)
+        return loader.load_state_file(snapshot)
     finally:
         gc.freeze()
         if was_enabled:
@@ -196,12 +238,6 @@ def _snapshot_time(path: Path) -> datetime | None:
     return None
 
 
-def _newest(state: ClusterState, now: datetime) -> datetime:
-    """A creation time after every existing Workload's: a new job is the newest of its priority."""
-    latest = max((wl.creation_timestamp for wl in state.workloads.values()), default=now)
-    return max(now, latest + timedelta(seconds=1))
-
-
 def _add_task(
     state: ClusterState,
     path: Path,
@@ -210,14 +246,18 @@ def _add_task(
     gpu_resource: str,
     created_at: datetime,
     namespace: str,
-) -> None:
-    """Add the Workload a SkyPilot task would create.
+    plugin_config: PluginConfig | None,
+    config_source: str,
+) -> str:
+    """Add the Workload a SkyPilot task would create, queued as the admin policy would queue
+    it; returns the note saying how (:func:`sky_kueue.skypilot.task_team.task_queueing`).
 
     Raises:
-        ModelError: unreadable task, no LocalQueue, unknown priority class, name clash.
+        ModelError: unreadable task, no LocalQueue, unknown priority class, name clash, or
+            what the admin policy would reject.
     """
     from sky_kueue.kueue import parse
-    from sky_kueue.skypilot import task_workload
+    from sky_kueue.skypilot import task_team, task_workload
 
     queue_ns, queue_name = None, None
     if task_queue:
@@ -225,11 +265,15 @@ def _add_task(
         if not sep or not queue_ns or not queue_name:
             raise ModelError(f"--task-queue {task_queue!r}: expected NAMESPACE/LOCALQUEUE")
     task = task_workload.load_task(path)
+    queueing = task_team.task_queueing(
+        task, plugin_config, config_source, source=str(path), namespace=queue_ns, local_queue=queue_name
+    )
     doc = task_workload.workload_from_task(
         task,
         source=str(path),
-        namespace=queue_ns,
-        local_queue=queue_name,
+        namespace=queueing.namespace,
+        local_queue=queueing.local_queue,
+        priority_class=queueing.priority_class,
         gpu_resource=gpu_resource,
         created_at=created_at,
         default_namespace=namespace,
@@ -244,6 +288,7 @@ def _add_task(
     if workload.key in state.workloads:
         raise ModelError(f"{path}: a Workload {workload.key} already exists")
     state.workloads[workload.key] = workload
+    return queueing.note
 
 
 def _override_config(current: KueueConfig, mode: str) -> KueueConfig:

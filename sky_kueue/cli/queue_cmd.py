@@ -11,7 +11,8 @@ for each pending Workload, its ETA and where the run times behind it came from
 
 Without ``--watch`` the cluster is listed once. With ``--watch`` the queue mirror keeps a
 copy through watch streams and the view is redrawn when that copy changes (coalescing bursts
-of changes): no request is made while nothing happens, except a visibility-API query per
+of changes; when standard output is not a terminal, each redraw is printed whole after a
+``---`` line): no request is made while nothing happens, except a visibility-API query per
 redraw when that API is served (rate-limited). ``--output json`` prints the view as one JSON
 document (with ``--watch``, one per line per redraw).
 """
@@ -32,6 +33,8 @@ from sky_kueue.cli import errors, options
 from sky_kueue.cli.errors import EXIT_BAD_INPUT, EXIT_CLUSTER_ERROR
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from sky_kueue.cli.queue_eta import QueuePicture
     from sky_kueue.kueue.objects import KueueConfig
     from sky_kueue.mirror.connection import Connection
@@ -307,7 +310,13 @@ def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, 
 
                 from sky_kueue.cli import queue_view
 
-                with Live(console=queue_view.console(), auto_refresh=False, screen=False) as live:
+                console = queue_view.console()
+                if not console.is_terminal:
+                    watch_loop(
+                        mirror.store, build, _snapshot_printer(console), max_redraws=max_redraws, on_idle=health.check
+                    )
+                    return
+                with Live(console=console, auto_refresh=False, screen=False) as live:
 
                     def show(result: QueuePicture) -> None:
                         live.update(queue_view.render(result.view, result.etas), refresh=True)
@@ -315,6 +324,32 @@ def _watch(conn: Connection, api: KueueApi, options: _ViewOptions, output: str, 
                     watch_loop(mirror.store, build, show, max_redraws=max_redraws, on_idle=health.check)
         except KeyboardInterrupt:
             return
+
+
+#: Line between two snapshots when ``--watch`` writes to a pipe or a file.
+SNAPSHOT_SEPARATOR = "---"
+
+
+def _snapshot_printer(console: Console) -> Callable[[QueuePicture], None]:
+    """``--watch`` output for a pipe or a file: the whole view again at every redraw, after a
+    :data:`SNAPSHOT_SEPARATOR` line, flushed at once.
+
+    Why not rich's ``Live``: off a terminal it draws only when it stops, so ``queue --watch |
+    tee log`` wrote nothing until Ctrl-C.
+    """
+    from sky_kueue.cli import queue_view
+
+    shown = 0
+
+    def show(result: QueuePicture) -> None:
+        nonlocal shown
+        if shown:
+            console.print(SNAPSHOT_SEPARATOR)
+        console.print(queue_view.render(result.view, result.etas))
+        console.file.flush()
+        shown += 1
+
+    return show
 
 
 class _Health:

@@ -4,6 +4,12 @@ Writes ``DIR/kueue-setup.yaml`` (Namespaces, ResourceFlavors, WorkloadPriorityCl
 ClusterQueues, LocalQueues, in apply order; ``kubectl apply -f`` it) and
 ``DIR/sky-kueue.yaml`` (the plugin config for the admin policy). The objects are checked by
 the Kueue model's validator before anything is written.
+
+Who may submit as each team comes from the spec (``users:``/``workspaces:`` per team) or
+``--users TEAM=NAME[,NAME...]``. A team with neither is refused (one line, exit 2) rather than
+rendered open: an open team (``users: ["*"]``) lets every SkyPilot user use its queue, so it
+is written only on the explicit ``--open-teams`` (for a sandbox or a demo), and every open
+team in the rendered config gets a warning on stderr (:mod:`sky_kueue.skypilot.open_teams`).
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ from pydantic import ValidationError
 from sky_kueue.cli import errors, options
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
-from sky_kueue.skypilot.config import ConfigError, error_from_validation, validate_config
+from sky_kueue.skypilot.config import ANY_USER, ConfigError, error_from_validation, validate_config
+from sky_kueue.skypilot.open_teams import open_team_warnings
 from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
 from sky_kueue.skypilot.setup_spec import TeamsSpec
 
@@ -34,11 +41,29 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for kueue-setup.yaml and sky-kueue.yaml.",
 )
+@click.option(
+    "--users",
+    "users",
+    multiple=True,
+    metavar="TEAM=NAME[,NAME...]",
+    help="SkyPilot users (names or ids) who submit as TEAM; replaces the spec's users of TEAM. Repeatable.",
+)
+@click.option(
+    "--open-teams",
+    is_flag=True,
+    help='Let every SkyPilot user submit as each team that names no users (users: ["*"]; sandbox and demos only).',
+)
 @click.option("--apply", "apply_", is_flag=True, help="Create or update the objects on the cluster (idempotent).")
 @options.kubeconfig_option("kubeconfig for --apply.")
 @options.context_option("kube_context")
 def setup(
-    teams_path: Path, output_dir: Path | None, apply_: bool, kubeconfig: Path | None, kube_context: str | None
+    teams_path: Path,
+    output_dir: Path | None,
+    users: tuple[str, ...],
+    open_teams: bool,
+    apply_: bool,
+    kubeconfig: Path | None,
+    kube_context: str | None,
 ) -> None:
     """Render Kueue objects and the sky-kueue config for a set of teams (and apply them)."""
     if output_dir is None and not apply_:
@@ -56,15 +81,20 @@ def setup(
         spec = TeamsSpec.model_validate(data)
     except ValidationError as exc:
         errors.fail(str(error_from_validation(exc, str(teams_path), text)))
+    spec = with_members(spec, users, open_teams, teams_path)
     objects = render_objects(spec)
     problem = model_problem(objects)
     if problem is not None:
         errors.fail(f"{teams_path}: the rendered objects are invalid: {problem}")
     plugin_config = render_plugin_config(spec)
     try:
-        validate_config(plugin_config, str(output_dir / PLUGIN_CONFIG_FILE) if output_dir else PLUGIN_CONFIG_FILE)
+        rendered = validate_config(
+            plugin_config, str(output_dir / PLUGIN_CONFIG_FILE) if output_dir else PLUGIN_CONFIG_FILE
+        )
     except ConfigError as exc:
         errors.fail(f"{teams_path}: the rendered plugin config is invalid: {exc}")
+    for warning in open_team_warnings(rendered):
+        click.echo(warning, err=True)
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
         (output_dir / SETUP_FILE).write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
@@ -80,11 +110,39 @@ def setup(
 
         try:
             applied = setup_apply.apply_objects(setup_apply.api_client_for(str(kubeconfig), kube_context), objects)
+        except setup_apply.ClusterApplyError as exc:
+            errors.fail(str(exc), errors.EXIT_CLUSTER_ERROR)
         except setup_apply.ApplyError as exc:
             errors.fail(str(exc))
         for item in applied:
             where = f"{item.namespace}/{item.name}" if item.namespace else item.name
             click.echo(f"{item.kind} {where}: {item.change.value}")
+
+
+def with_members(spec: TeamsSpec, users: tuple[str, ...], open_teams: bool, teams_path: Path) -> TeamsSpec:
+    """``spec`` with ``--users`` applied; a team left without users or workspaces is opened
+    (``"*"``) with ``--open-teams``, else it is an error naming the teams and the fixes."""
+    teams = dict(spec.teams)
+    for item in users:
+        team, sep, names = item.partition("=")
+        listed = tuple(n.strip() for n in names.split(",") if n.strip())
+        if not sep or not team or not listed:
+            errors.fail(f"--users {item!r}: expected TEAM=NAME[,NAME...], e.g. --users team-a=alice,bob")
+        if team not in teams:
+            errors.fail(f"--users {item!r}: {teams_path} has no team {team!r} (teams: {', '.join(teams)})")
+        teams[team] = teams[team].model_copy(update={"users": listed})
+    spec = spec.model_copy(update={"teams": teams})
+    unmapped = spec.teams_without_members()
+    if unmapped and not open_teams:
+        errors.fail(
+            f"{teams_path}: {'teams' if len(unmapped) > 1 else 'team'} {', '.join(unmapped)} "
+            f"name{'' if len(unmapped) > 1 else 's'} no users: add "
+            "users: [NAME, ...] (or workspaces:) to each in the spec, or pass --users TEAM=NAME[,NAME...]; "
+            "--open-teams lets every SkyPilot user submit as them (a sandbox or a demo only)"
+        )
+    for team in unmapped:
+        teams[team] = teams[team].model_copy(update={"users": (ANY_USER,)})
+    return spec.model_copy(update={"teams": teams})
 
 
 def model_problem(objects: list[dict[str, object]]) -> str | None:

@@ -2,7 +2,8 @@
 
 One helper for ``controller run``, ``controller status``, ``controller migrate`` and
 ``aging explain``, so every command accepts the same forms
-(:mod:`sky_kueue.controller.state_spec`) and fails the same way: one line, exit 2.
+(:mod:`sky_kueue.controller.state_spec`) and fails the same way: one line, exit 2 (exit 1 when
+the API server holding a ``kubernetes`` store cannot be reached or refuses; docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 from sky_kueue.cli import options
-from sky_kueue.cli.errors import UserError
-from sky_kueue.controller.history import StoreError
+from sky_kueue.cli.errors import EXIT_BAD_INPUT, EXIT_CLUSTER_ERROR, UserError
+from sky_kueue.controller.history import StoreClusterError, StoreError
 from sky_kueue.controller.state_spec import OpenedState, StateKind, StateSpec, open_state, parse_state_spec
 
 if TYPE_CHECKING:
@@ -63,14 +64,24 @@ def open_from_cli(
     """Opens the store, connecting to the cluster first for a Kubernetes spec.
 
     Raises:
-        UserError: the store cannot be opened (one line, exit 2).
+        UserError: the store cannot be opened (one line, exit 2; 1 when its API server cannot
+            be reached or refuses).
     """
     if spec.kind is StateKind.KUBERNETES and api_client is None:
         api_client = api_client_for(kubeconfig, context, in_cluster)
     try:
         return open_state(spec, api_client=api_client, read_only=read_only)
     except StoreError as err:
-        raise UserError(f"--state {spec}: {err}" if spec.kind is StateKind.KUBERNETES else str(err)) from None
+        raise UserError(
+            f"--state {spec}: {err}" if spec.kind is StateKind.KUBERNETES else str(err), store_exit_code(err)
+        ) from None
+
+
+def store_exit_code(err: StoreError) -> int:
+    """The exit code of a store failure: the cluster's (1) when its API server cannot be
+    reached or refuses (CRD not installed, RBAC), bad input (2) otherwise (a missing or
+    unreadable state file)."""
+    return EXIT_CLUSTER_ERROR if isinstance(err, StoreClusterError) else EXIT_BAD_INPUT
 
 
 def api_client_for(kubeconfig: Path | None, context: str | None, in_cluster: bool) -> ApiClient:

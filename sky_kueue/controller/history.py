@@ -476,6 +476,20 @@ class StoreError(RuntimeError):
     """The history store cannot be read or written (path, corruption, version)."""
 
 
+class StoreClusterError(StoreError):
+    """The API server holding the store cannot be reached (the message names its URL), or
+    refuses the request (resource not served, forbidden): the cluster's problem, not the
+    command line's.
+
+    Attributes:
+        unreachable: True when no answer came at all (then the message names the URL).
+    """
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
 def reference_candidates(text: str) -> list[str]:
     """The job keys a user's reference may name, in the order every store tries them.
 

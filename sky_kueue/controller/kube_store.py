@@ -68,6 +68,7 @@ from sky_kueue.controller.history import (
     PreemptionRecord,
     StepDecision,
     StepState,
+    StoreClusterError,
     StoreError,
     StoreWriteStats,
     Transition,
@@ -79,7 +80,7 @@ from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.runtime_state import Heartbeat
 from sky_kueue.controller.state_spec import DEFAULT_KUBERNETES_NAMESPACE
 from sky_kueue.mirror import backoff
-from sky_kueue.mirror.errors import TRANSIENT_STATUSES
+from sky_kueue.mirror.errors import TRANSIENT_STATUSES, explain
 from sky_kueue.mirror.identity import JobIdentity, JobOwner
 
 T = TypeVar("T")
@@ -152,11 +153,17 @@ class RetryPolicy:
         )
         return backoff.delay_seconds(state.attempt_number, err, policy, _JITTER)
 
-    def run(self, what: str, attempt: Callable[[], T]) -> T:
+    def run(self, what: str, attempt: Callable[[], T], host: str = "") -> T:
         """Runs ``attempt`` until it succeeds or a non-retriable error or the limits stop it.
 
+        Args:
+            what: the request in words, for the message.
+            attempt: one try.
+            host: the API server's URL, named when it cannot be reached.
+
         Raises:
-            StoreError: the request failed for good (one line naming ``what``).
+            StoreClusterError: the API server cannot be reached or answered an error.
+            StoreError: the write kept conflicting (one line naming ``what``).
         """
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception(_retriable),
@@ -170,9 +177,10 @@ class RetryPolicy:
         except _Conflict:
             raise StoreError(f"{what}: still conflicting after {self.max_attempts} attempts") from None
         except ApiException as err:
-            raise StoreError(f"{what}: HTTP {err.status} {err.reason}: {_api_message(err)}") from None
+            raise StoreClusterError(f"{what}: HTTP {err.status} {err.reason}: {_api_message(err)}") from None
         except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise StoreError(f"{what}: {' '.join(str(err).split())}") from None
+            message = f"{what}: {explain(err, host=host or 'its URL', what=what)}"
+            raise StoreClusterError(message, unreachable=True) from None
 
 
 def _api_message(err: ApiException) -> str:
@@ -190,6 +198,7 @@ class _Objects:
 
     def __init__(self, api_client: client.ApiClient, namespace: str, retry: RetryPolicy) -> None:
         self.api = client.CustomObjectsApi(api_client)
+        self.host = str(api_client.configuration.host)
         self.namespace = namespace
         self.retry = retry
         self.cache: dict[str, dict[str, Any]] = {}
@@ -215,7 +224,7 @@ class _Objects:
 
     def get(self, name: str) -> dict[str, Any] | None:
         """The object as the API server has it now (None: absent)."""
-        obj = self.retry.run(f"cannot read {self.where(name)}", lambda: self._get_once(name))
+        obj = self.retry.run(f"cannot read {self.where(name)}", lambda: self._get_once(name), self.host)
         with self.lock:
             if obj is None:
                 self.cache.pop(name, None)
@@ -235,7 +244,7 @@ class _Objects:
             )
             return list(found.get("items") or [])
 
-        return self.retry.run(f"cannot list {self.where()}", once)
+        return self.retry.run(f"cannot list {self.where()}", once, self.host)
 
     def update(
         self,
@@ -300,7 +309,7 @@ class _Objects:
                 self.cache[name] = written
             return result
 
-        return self.retry.run(f"cannot write {self.where(name)}", attempt)
+        return self.retry.run(f"cannot write {self.where(name)}", attempt, self.host)
 
 
 class KubernetesHistoryStore:
@@ -336,8 +345,10 @@ class KubernetesHistoryStore:
         """
         try:
             self._objects.list(f"{doc.RECORD_LABEL}={doc.RecordKind.RUNTIME}")
-        except StoreError as err:
-            raise StoreError(
+        except StoreClusterError as err:
+            if err.unreachable:
+                raise
+            raise StoreClusterError(
                 f"{err} (is the CRD configs/controller/jobhistory-crd.yaml installed, "
                 "and may this service account list it?)"
             ) from None

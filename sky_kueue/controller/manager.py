@@ -32,6 +32,7 @@ from typing import Any
 
 from kubernetes import client
 
+from sky_kueue.controller import liveness
 from sky_kueue.controller.actuators import ActuationError, ActuationResult, Actuator, WorkloadPatch
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings
 from sky_kueue.controller.burst_gate import BurstGates
@@ -383,14 +384,19 @@ class Controller:
             self._last_reage = now
             session.reage_later()
 
-    def _beat(self, leading: bool) -> None:
+    def _beat(self, leading: bool, *, stopped: bool = False) -> None:
+        """Write the heartbeat: who, whether leading, and (for ``controller status``) how often
+        it beats and whether this is the last beat of a process shutting down."""
         if self.runtime is None:
             return
         details: dict[str, Any] = {
             "sessions": self.sessions,
             "lease": f"{self.settings.lease.namespace}/{self.settings.lease.name}",
             "holder": self.elector.observed_holder,
+            liveness.PERIOD_KEY: self.settings.lease.retry_period_seconds,
         }
+        if stopped:
+            details[liveness.STOPPED_KEY] = True
         session = self._session
         if session is not None and session.engine is not None:
             details["mechanism"] = session.engine.mechanism.value
@@ -413,7 +419,7 @@ class Controller:
         """Ends the session (saving the cursor), releases the Lease, writes a last heartbeat."""
         self._end_session("shutting down")
         self.elector.release()
-        self._beat(False)
+        self._beat(False, stopped=True)
 
     def start(self) -> Controller:
         """Runs :meth:`run` on a background thread (for the demo and tests)."""

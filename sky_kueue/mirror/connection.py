@@ -31,7 +31,7 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from sky_kueue.mirror.errors import KubeconfigError, UnknownContextError
-from sky_kueue.mirror.kubeconfig import find_kubeconfig
+from sky_kueue.mirror.kubeconfig import find_kubeconfig, why_none
 
 #: Seconds to establish a TCP (and TLS) connection.
 CONNECT_TIMEOUT_SECONDS = 5
@@ -145,7 +145,10 @@ def connect(
     namespace: str | None = None
     if path is None:
         if found is None or context is not None:
-            raise KubeconfigError("no kubeconfig: pass --kubeconfig FILE, set $KUBECONFIG, or create ~/.kube/config")
+            why = f" ({why_none(os.environ, os.path.exists)})" if found is None else ""
+            raise KubeconfigError(
+                f"no kubeconfig{why}: pass --kubeconfig FILE, set $KUBECONFIG, or create ~/.kube/config"
+            )
         try:
             config.load_incluster_config(client_configuration=configuration)
         except ConfigException as exc:

@@ -75,3 +75,20 @@ def find_kubeconfig(
     if environ.get(IN_CLUSTER_ENV):
         return FoundKubeconfig(None, KubeconfigSource.IN_CLUSTER)
     return None
+
+
+def why_none(
+    environ: Mapping[str, str], exists: Callable[[str], bool], expand: Callable[[str], str] = os.path.expanduser
+) -> str:
+    """Why :func:`find_kubeconfig` found nothing, in words a user can act on.
+
+    Why: kubectl ignores ``$KUBECONFIG`` files that do not exist, so a typo there looks like no
+    kubeconfig at all; telling the user to "set $KUBECONFIG" when it is set hides the typo.
+    """
+    listed = [expand(p) for p in environ.get(KUBECONFIG_ENV, "").split(os.pathsep) if p]
+    missing = [p for p in listed if not exists(p)]
+    if len(missing) == 1:
+        return f"${KUBECONFIG_ENV} names {missing[0]}, which does not exist"
+    if missing:
+        return f"${KUBECONFIG_ENV} names {', '.join(missing)}, none of which exists"
+    return f"no ${KUBECONFIG_ENV} and no {DEFAULT_KUBECONFIG_PATH}"

@@ -55,6 +55,7 @@ from sky_kueue.skypilot.config import (
 from sky_kueue.skypilot.config_view import ConfigClusterView
 from sky_kueue.skypilot.demand import CPU, DemandError, WorkloadDemand, format_quantity, pod_requests
 from sky_kueue.skypilot.enabled_contexts import describe_enabled, enabled_contexts, not_enabled
+from sky_kueue.skypilot.label_keys import misspelled_label
 from sky_kueue.skypilot.placement import NO_RANKING, ClusterAssessment, Ranking, Standing, rank
 from sky_kueue.skypilot.request import JOBS_LAUNCH, JOBS_LAUNCH_CLUSTER, VALIDATE, PolicyRequest
 from sky_kueue.skypilot.runtime_estimate import (
@@ -240,6 +241,9 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         return PassThrough("the task cannot run on Kubernetes")
 
     findings = _scan(all_candidates, k8s)
+    misspelled = misspelled_label(all_candidates)
+    if misspelled is not None:
+        return _reject(RejectionCode.BAD_LABEL, misspelled)
     choice = resolve_team(request, config, findings.team_labels)
     if not isinstance(choice, TeamChoice):
         return _reject(_TEAM_PROBLEM_CODES[choice.kind], choice.message)

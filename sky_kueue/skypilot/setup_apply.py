@@ -3,8 +3,8 @@
 ``sky-kueue setup --apply`` creates what is missing and replaces the spec (and, for
 Namespaces and WorkloadPriorityClasses, the labels and value) of what differs; running it
 twice changes nothing the second time. It talks to the API server only through the
-official ``kubernetes`` client, and reports failures (unreachable server, Kueue not
-installed, RBAC) as one line.
+official ``kubernetes`` client, and reports failures (unreachable server, named by its URL;
+Kueue not installed; RBAC) as one line.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.mirror.errors import explain
 
 #: Seconds to wait for the API server on connect and on each read.
 REQUEST_TIMEOUT_SECONDS = (5, 30)
@@ -32,6 +33,11 @@ _DESIRED_FIELDS = {"WorkloadPriorityClass": ("value", "description")}
 
 class ApplyError(RuntimeError):
     """The setup could not be applied; the message is one line a user can act on."""
+
+
+class ClusterApplyError(ApplyError):
+    """The cluster refused or could not be reached (not the kubeconfig): ``setup --apply``
+    exits 1 for it, as every command does when the cluster cannot be read (docs/exit-codes.md)."""
 
 
 class Change(str, enum.Enum):
@@ -61,7 +67,8 @@ def apply_objects(api_client: Any, objects: Iterable[Mapping[str, Any]]) -> list
     """Create or update each object; returns what happened to each.
 
     Raises:
-        ApplyError: on any API failure (the first one), naming the object.
+        ClusterApplyError: on any API failure (the first one), naming the object (and the
+            API server's URL when it cannot be reached).
     """
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
@@ -85,12 +92,13 @@ def apply_objects(api_client: Any, objects: Iterable[Mapping[str, Any]]) -> list
                 raise ApplyError(f"{where}: kind {kind!r} is not part of a team setup")
         except ApiException as exc:
             if exc.status == 404 and kind != "Namespace":
-                raise ApplyError(f"{where}: Kueue is not installed (the {kind} API is not served)") from exc
+                raise ClusterApplyError(f"{where}: Kueue is not installed (the {kind} API is not served)") from exc
             if exc.status == 403:
-                raise ApplyError(f"{where}: forbidden by RBAC: {exc.reason}") from exc
-            raise ApplyError(f"{where}: the API server answered {exc.status} {exc.reason}") from exc
+                raise ClusterApplyError(f"{where}: forbidden by RBAC: {exc.reason}") from exc
+            raise ClusterApplyError(f"{where}: the API server answered {exc.status} {exc.reason}") from exc
         except HTTPError as exc:
-            raise ApplyError(f"{where}: cannot reach the API server: {type(exc).__name__}") from exc
+            unreachable = explain(exc, host=str(api_client.configuration.host), what=f"apply {where}")
+            raise ClusterApplyError(f"{where}: {unreachable}") from exc
     return results
 
 

@@ -67,7 +67,8 @@ def render_objects(spec: TeamsSpec) -> list[dict[str, Any]]:
 
 
 def render_plugin_config(spec: TeamsSpec) -> dict[str, Any]:
-    """A sky-kueue plugin config matching the rendered setup (users default to everyone)."""
+    """A sky-kueue plugin config matching the rendered setup, with each team's users and
+    workspaces as the spec names them (``sky-kueue setup`` refuses teams that name none)."""
     values = spec.all_class_values()
     ladder_only = {s.name for s in spec.ladder_steps()}
     base_classes = sorted((n for n in values if n not in ladder_only), key=lambda n: values[n])
@@ -76,8 +77,11 @@ def render_plugin_config(spec: TeamsSpec) -> dict[str, Any]:
         namespace, lq_name, _ = team_names(spec, team)
         allowed = list(settings.priority_classes) or base_classes
         default = settings.default_priority_class or min(allowed, key=lambda n: values[n])
+        members: dict[str, Any] = {"users": list(settings.users)}
+        if settings.workspaces:
+            members["workspaces"] = list(settings.workspaces)
         teams[team] = {
-            "users": list(settings.users),
+            **members,
             "namespace": namespace,
             "local_queue": lq_name,
             "priority_classes": {"allowed": allowed, "default": default},

@@ -128,7 +128,10 @@ class TeamSpec(QueueSpec):
         local_queue: default ``<team>-lq``.
         cluster_queue: default ``<team>-cq``.
         namespace_selector: ``own`` selects only the team's namespace, ``all`` every one.
-        users: users written into the rendered plugin config (default: everyone).
+        users: SkyPilot users (names or ids) written into the rendered plugin config; no
+            default: ``sky-kueue setup`` refuses a team without users or workspaces unless it
+            is told to open it (``--open-teams``), because ``"*"`` lets anyone use the queue.
+        workspaces: SkyPilot workspaces whose requests belong to the team.
         priority_classes: allowed classes for the plugin config (default: all non-ladder).
         default_priority_class: default class for the plugin config (default: the lowest).
     """
@@ -138,7 +141,8 @@ class TeamSpec(QueueSpec):
     local_queue: DnsSubdomain | None = None
     cluster_queue: DnsSubdomain | None = None
     namespace_selector: Literal["own", "all"] | None = None
-    users: tuple[str, ...] = ("*",)
+    users: tuple[str, ...] = ()
+    workspaces: tuple[str, ...] = ()
     priority_classes: tuple[DnsSubdomain, ...] = ()
     default_priority_class: DnsSubdomain | None = None
 
@@ -211,6 +215,10 @@ class TeamsSpec(_Spec):
             if any(b <= a for a, b in itertools.pairwise(values)):
                 raise ValueError(f"aging.ladder: values must strictly increase, got {values}")
         return self
+
+    def teams_without_members(self) -> tuple[str, ...]:
+        """Teams that name neither users nor workspaces: the rendered policy would map nobody to them."""
+        return tuple(name for name, team in self.teams.items() if not team.users and not team.workspaces)
 
     def ladder_steps(self) -> tuple[LadderStep, ...]:
         """The classes the aging ladder defines itself."""

@@ -74,7 +74,12 @@ def _name(task: Mapping[str, Any]) -> str:
     return f"{base[: MAX_NAME_CHARS - len(WHAT_IF_SUFFIX) - 1].rstrip('-')}-{WHAT_IF_SUFFIX}"
 
 
-def _kubernetes_candidate(task: Mapping[str, Any], source: str) -> dict[str, Any]:
+def kubernetes_candidate(task: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The task's candidate that runs on Kubernetes (else its first unpinned one).
+
+    Raises:
+        ModelError: the task has no such candidate.
+    """
     candidates = task_yaml.candidates(task)
     for candidate in candidates:
         if task_yaml.parse_infra(candidate).is_kubernetes:
@@ -85,7 +90,8 @@ def _kubernetes_candidate(task: Mapping[str, Any], source: str) -> dict[str, Any
     raise ModelError(f"{source}: resources: no Kubernetes candidate (infra: k8s) to place on the cluster")
 
 
-def _queue(overrides: Mapping[str, Any]) -> str | None:
+def queue_of(overrides: Mapping[str, Any]) -> str | None:
+    """The LocalQueue a candidate's config overrides name, or None."""
     # Within one scope, kubernetes.quota.queue wins over kubernetes.kueue.local_queue_name.
     for keys in (("kubernetes", "quota", "queue"), ("kubernetes", "kueue", "local_queue_name")):
         value = task_yaml.get_path(overrides, *keys)
@@ -130,9 +136,9 @@ def workload_from_task(
     Raises:
         ModelError: no Kubernetes candidate, no LocalQueue, or unreadable resources.
     """
-    candidate = _kubernetes_candidate(task, source)
+    candidate = kubernetes_candidate(task, source)
     overrides = candidate.get(task_yaml.OVERRIDES_KEY) or {}
-    queue = local_queue or _queue(overrides)
+    queue = local_queue or queue_of(overrides)
     if not queue:
         raise ModelError(
             f"{source}: names no Kueue LocalQueue: set config.kubernetes.kueue.local_queue_name in the task, "

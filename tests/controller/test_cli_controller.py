@@ -7,15 +7,23 @@ by a live controller.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
+import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
-from sky_kueue.controller import logs
+from sky_kueue.controller import kube_store, logs
+from sky_kueue.controller.liveness import PERIOD_KEY, STOPPED_KEY
+from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.sandbox.apiserver import ApiServer
 
 from .live_support import demo_aging, group_pod, live_sandbox
 
@@ -54,6 +62,60 @@ def test_status_lists_jobs_preemptions_boosts_and_bursts(tmp_path: Path) -> None
 
     stale = CliRunner().invoke(cli, ["controller", "status", "--state", str(state), "--max-heartbeat-age", "0"])
     assert stale.exit_code == 1
+    assert document["controller"]["liveness"] == "stopped"  # its last beat, written on shutdown
+
+
+def _state_with_a_beat(tmp_path: Path, *, leader: bool, age_seconds: float, **details: Any) -> Path:
+    path = tmp_path / "state.db"
+    SqliteHistoryStore(path).close()
+    runtime = RuntimeState(path)
+    try:
+        runtime.beat("replica-a", leader, time.time() - age_seconds, {"lease": "ns/lease", **details})
+    finally:
+        runtime.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("leader", "age", "details", "line"),
+    [
+        (True, 0, {PERIOD_KEY: 2.0}, "controller replica-a (leader), last heartbeat 0s ago; lease ns/lease"),
+        (False, 0, {PERIOD_KEY: 2.0}, "controller replica-a (follower), last heartbeat 0s ago; lease ns/lease"),
+        (False, 300, {PERIOD_KEY: 2.0, STOPPED_KEY: True}, "controller replica-a stopped: shut down 300s ago"),
+        (
+            True,
+            300,
+            {PERIOD_KEY: 2.0},
+            "controller replica-a not running: its last heartbeat is 300s old (it beats every 2s); it was stopped "
+            "without shutting down, or cannot write to this store; lease ns/lease",
+        ),
+        (False, 300, {}, "not running: its last heartbeat is 300s old (it beats every 2s)"),  # a beat from before
+    ],
+)
+def test_status_tells_a_stopped_or_silent_controller_from_a_live_one(
+    tmp_path: Path, leader: bool, age: float, details: dict[str, Any], line: str
+) -> None:
+    state = _state_with_a_beat(tmp_path, leader=leader, age_seconds=age, **details)
+    result = CliRunner().invoke(cli, ["controller", "status", "--state", str(state)])
+    assert result.exit_code == 0, result.output
+    assert line in " ".join(result.output.split())
+
+
+def test_status_of_an_unreachable_store_names_the_url_and_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        kube_store, "RetryPolicy", functools.partial(kube_store.RetryPolicy, max_attempts=2, sleep=lambda _: None)
+    )
+    with ApiServer() as gone:
+        kubeconfig = gone.write_kubeconfig(tmp_path / "kubeconfig")
+        url = gone.url
+    result = CliRunner(mix_stderr=False).invoke(
+        cli, ["controller", "status", "--state", "kubernetes", "--kubeconfig", str(kubeconfig)]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.endswith(f"cannot reach the Kubernetes API server at {url}: connection refused\n")
+    assert result.stderr.count("\n") == 1 and "HTTPConnection" not in result.stderr
 
 
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:

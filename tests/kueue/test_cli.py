@@ -89,3 +89,38 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path, content: str | No
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert expected in lines[0]
+
+
+WHAT_IF_WITHOUT_TIME = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: what-if, namespace: team-b}
+spec:
+  queueName: team-b-lq
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+
+
+def test_a_what_if_workload_without_creation_time_is_submitted_now(tmp_path: Path) -> None:
+    extra = tmp_path / "job.yaml"
+    extra.write_text(WHAT_IF_WITHOUT_TIME)
+    proc = run("predict", "--snapshot", str(SEED), "--add", str(extra), "--output", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (
+        f"note: {extra}: Workload team-b/what-if has no metadata.creationTimestamp; taken as submitted now "
+        "(2026-01-01T12:00:00+00:00), after every Workload of the cluster\n"
+    )
+    got = json.loads(proc.stdout)
+    assert "team-b/what-if" in got["final"]["pending"] + got["final"]["admitted"]
+
+
+def test_an_error_in_a_what_if_file_names_that_file(tmp_path: Path) -> None:
+    extra = tmp_path / "job.yaml"
+    extra.write_text(WHAT_IF_WITHOUT_TIME.replace("count: 1", "count: many") + "---\n" + WHAT_IF_WITHOUT_TIME)
+    proc = run("predict", "--snapshot", str(SEED), "--add", str(extra))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {extra}: Workload team-b/what-if: spec.podSets[0]")
+    assert str(SEED) not in proc.stderr and proc.stderr.count("\n") == 1

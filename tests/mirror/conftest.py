@@ -37,6 +37,13 @@ RESOURCES = {
 POD_SELECTOR = "parent=skypilot,kueue.x-k8s.io/pod-group-name"
 
 
+@pytest.fixture(autouse=True)
+def no_plugin_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``predict --task`` reads the plugin config from ``$SKY_KUEUE_CONFIG`` (else
+    ``~/.sky/sky-kueue.yaml``): these tests predict tasks as written, whatever the machine has."""
+    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(tmp_path / "no-plugin-config.yaml"))
+
+
 class RecordingSleep:
     """Records requested delays; returns at once unless a gate is armed, then waits for it."""
 

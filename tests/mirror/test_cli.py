@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import selectors
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +22,7 @@ from click.testing import CliRunner, Result
 from sky_kueue.cli.main import cli
 from sky_kueue.cli.queue_cmd import watch_loop
 from sky_kueue.mirror import Mirror, view
+from sky_kueue.mirror.kubeconfig import why_none
 from sky_kueue.mirror.view import QueueView
 from sky_kueue.sandbox.apiserver import ApiServer, FaultKind, ManualClock, ObjectStore
 from sky_kueue.sandbox.apiserver.resources import ResourceRegistry, default_resources
@@ -201,6 +205,38 @@ def test_queue_watch_prints_the_view_from_the_mirror(seeded: tuple[ApiServer, Pa
     assert {cq["name"] for cq in json.loads(line)["clusterQueues"]} == {"shared-cq", "team-a-cq", "team-b-cq"}
 
 
+def _read_until(fd: int, marker: str, count: int) -> str:
+    """What the pipe ``fd`` gives until ``marker`` has appeared ``count`` times, within WAIT_SECONDS."""
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + WAIT_SECONDS
+    seen = b""
+    while seen.decode().count(marker) < count:
+        left = deadline - time.monotonic()
+        if left <= 0 or not selector.select(left):
+            raise AssertionError(f"{marker!r} not seen {count} time(s) within {WAIT_SECONDS}s; got {seen!r}")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise AssertionError(f"the command ended; got {seen!r}")
+        seen += chunk
+    return seen.decode()
+
+
+def test_queue_watch_into_a_pipe_prints_a_snapshot_per_redraw(seeded: tuple[ApiServer, Path]) -> None:
+    server, kubeconfig = seeded
+    command = [sys.executable, "-m", "sky_kueue.cli.main", "queue", "--kubeconfig", str(kubeconfig), "--watch"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        try:
+            assert proc.stdout is not None
+            first = _read_until(proc.stdout.fileno(), "ClusterQueue team-b-cq", 1)
+            server.store.create("workloads", builders.workload("late", "team-a", queue="team-a-lq"))
+            second = _read_until(proc.stdout.fileno(), "team-a/late", 1)
+        finally:
+            proc.terminate()
+    assert first.startswith("ClusterQueue shared-cq") and "team-a/late" not in first
+    assert second.startswith("---\n") and "ClusterQueue team-a-cq" in second
+
+
 def test_watch_loop_redraws_when_the_cluster_changes_without_polling(seeded: tuple[ApiServer, Path]) -> None:
     server, kubeconfig = seeded
     views: list[QueueView] = []
@@ -240,6 +276,29 @@ def _one_line(result: Result) -> str:
 
 
 COMMANDS = [["queue"], ["queue", "--watch"], ["snapshot", "-o", "-"], ["predict"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[:2]))
+def test_a_kubeconfig_variable_naming_a_missing_file_is_named(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nonexistent"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    result = run(*command)
+
+    assert result.exit_code == 2
+    assert f"($KUBECONFIG names {missing}, which does not exist)" in _one_line(result)
+
+
+def test_why_no_kubeconfig_was_found() -> None:
+    def exists(path: str) -> bool:
+        return path == "/here"
+
+    assert why_none({"KUBECONFIG": "/a:/here:/b"}, exists) == "$KUBECONFIG names /a, /b, none of which exists"
+    assert why_none({}, exists, expand=lambda p: p) == "no $KUBECONFIG and no ~/.kube/config"
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: "-".join(c[:2]))

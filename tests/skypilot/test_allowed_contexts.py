@@ -120,7 +120,7 @@ def test_check_config_asks_skypilot_which_contexts_it_enables(
 
     assert result.exit_code == 0, result.output + result.stderr
     assert "ok:" in result.output
-    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: context ")]
     assert [w.split(" (")[0] for w in warned] == ["warning: context 'ctx-1'", "warning: context 'ctx-3'"], warned
     assert all("(enabled: ctx-2)" in w for w in warned), warned
 

@@ -170,6 +170,18 @@ def test_cli_check_config_accepts_the_shipped_config() -> None:
     assert "ok:" in result.output
 
 
+def test_cli_check_config_warns_about_open_teams_and_still_succeeds() -> None:
+    result = CliRunner(mix_stderr=False).invoke(cli, ["check-config", "--no-skypilot", str(DEMO_CONFIG)])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"warning: team {team!r} is open (users: ['*']): every SkyPilot user may submit to {team}/{team}-lq; "
+        "list its users (or workspaces) instead on a shared cluster"
+        for team in ("team-a", "team-b")
+    ]
+    closed = CliRunner(mix_stderr=False).invoke(cli, ["check-config", "--no-skypilot", str(PRODUCTION_CONFIG)])
+    assert closed.exit_code == 0 and closed.stderr == ""
+
+
 def test_aging_ladder_with_values_for_the_controller() -> None:
     assert load_config(DEMO_CONFIG).aging_ladder() == [("dev-priority", 100), ("prod-priority", 1000)]
 

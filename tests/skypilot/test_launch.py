@@ -11,14 +11,24 @@ import yaml
 from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
+from sky_kueue.sandbox.apiserver import ApiServer
 from sky_kueue.skypilot.launch import with_choices
 from tests.skypilot.builders import CONTEXT, DEMO_CONFIG, SEED_SCENARIO, TEMPLATES, task
 from tests.skypilot.conftest import SkyEnv
 
 
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["launch", *args, "--config", str(DEMO_CONFIG)])
+def run(*args: str, config: Path = DEMO_CONFIG) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["launch", *args, "--config", str(config)])
     return result.exit_code, result.output
+
+
+@pytest.fixture()
+def offline_config(tmp_path: Path) -> Path:
+    """The demo config on the plugin config alone (``cluster: {discover: false}``): no cluster is
+    looked for, so predictions are ``unknown`` by choice, not for want of a kubeconfig."""
+    path = tmp_path / "offline.yaml"
+    path.write_text(DEMO_CONFIG.read_text() + "cluster: {discover: false}\n")
+    return path
 
 
 @pytest.fixture()
@@ -38,8 +48,8 @@ def test_dry_run_predicts_preemption_on_a_snapshot(sky_env: SkyEnv, busy_snapsho
     assert "kueue.x-k8s.io/priority-class: prod-priority" in output
 
 
-def test_json_output_for_a_burst_task(sky_env: SkyEnv) -> None:
-    code, output = run(str(TEMPLATES / "burst-finetune.yaml"), "--dry-run", "-o", "json")
+def test_json_output_for_a_burst_task(sky_env: SkyEnv, offline_config: Path) -> None:
+    code, output = run(str(TEMPLATES / "burst-finetune.yaml"), "--dry-run", "-o", "json", config=offline_config)
     assert code == 0, output
     described = json.loads(output)
     assert described["prediction"]["outcome"] == "unknown"
@@ -50,8 +60,10 @@ def test_json_output_for_a_burst_task(sky_env: SkyEnv) -> None:
     assert described["skypilot_config"]["kubernetes"]["context_configs"][CONTEXT]["namespace"] == "team-a"
 
 
-def test_team_and_priority_options(sky_env: SkyEnv) -> None:
-    code, output = run(str(TEMPLATES / "multinode-ray.yaml"), "--dry-run", "--team", "team-a", "-o", "json")
+def test_team_and_priority_options(sky_env: SkyEnv, offline_config: Path) -> None:
+    code, output = run(
+        str(TEMPLATES / "multinode-ray.yaml"), "--dry-run", "--team", "team-a", "-o", "json", config=offline_config
+    )
     assert code == 0, output
     described = json.loads(output)
     assert (described["team"], described["priority_class"]) == ("team-a", "prod-priority")
@@ -62,6 +74,38 @@ def test_team_and_priority_options(sky_env: SkyEnv) -> None:
     assert rejection == (
         "rejected: sky-kueue: priority class 'prod-priority' is not allowed for team 'team-b' (allowed: dev-priority)"
     )
+
+
+def test_a_dry_run_that_reads_no_cluster_says_why_and_fails(
+    sky_env: SkyEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "nonexistent"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    result = CliRunner(mix_stderr=False).invoke(
+        cli, ["launch", str(TEMPLATES / "team-a-gpu-train.yaml"), "--dry-run", "--config", str(DEMO_CONFIG)]
+    )
+    assert result.exit_code == 2  # as `queue` with the same $KUBECONFIG (docs/exit-codes.md)
+    assert "prediction: unknown" in result.stdout  # the plan is still shown
+    assert result.stderr == (
+        f"warning: no cluster was read ($KUBECONFIG names {missing}, which does not exist), so the prediction is "
+        "unknown: pass --kubeconfig FILE or --snapshot FILE\n"
+    )
+
+
+def test_a_dry_run_on_an_unreachable_cluster_exits_1(sky_env: SkyEnv, tmp_path: Path) -> None:
+    with ApiServer() as gone:
+        kubeconfig = gone.write_kubeconfig(tmp_path / "kubeconfig", context=CONTEXT)
+        url = gone.url
+    result = CliRunner(mix_stderr=False).invoke(
+        cli,
+        [
+            *("launch", str(TEMPLATES / "team-a-gpu-train.yaml"), "--dry-run"),
+            *("--config", str(DEMO_CONFIG), "--kubeconfig", str(kubeconfig)),
+        ],
+    )
+    assert result.exit_code == 1  # as `queue` on the same cluster
+    assert "prediction: unknown" in result.stdout
+    assert f"cannot reach the Kubernetes API server at {url}: connection refused" in result.stderr
 
 
 def test_invalid_task_file_is_one_line(sky_env: SkyEnv, tmp_path: Path) -> None:

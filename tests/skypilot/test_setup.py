@@ -125,3 +125,67 @@ def test_cli_reports_spec_and_model_errors_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "the rendered objects are invalid" in result.output and "team-a-cq" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def _without_users(tmp_path: Path) -> Path:
+    data = yaml.safe_load(TEAMS.read_text())
+    for team in data["teams"].values():
+        team.pop("users", None)
+    path = tmp_path / "teams.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_team_without_users_is_refused_not_opened(tmp_path: Path) -> None:
+    result = CliRunner(mix_stderr=False).invoke(
+        cli, ["setup", "--teams", str(_without_users(tmp_path)), "--output", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "teams team-a, team-b name no users" in result.stderr and "--users TEAM=NAME" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_users_come_from_the_spec_or_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner(mix_stderr=False).invoke(
+        cli,
+        [
+            *("setup", "--teams", str(_without_users(tmp_path)), "--output", str(out)),
+            *("--users", "team-a=carol, dave", "--users", "team-b=erin"),
+        ],
+    )
+    assert result.exit_code == 0, result.output + result.stderr
+    assert result.stderr == ""
+    teams = validate_config(yaml.safe_load((out / "sky-kueue.yaml").read_text())).teams
+    assert (teams["team-a"].users, teams["team-b"].users) == (("carol", "dave"), ("erin",))
+    result = CliRunner().invoke(cli, ["setup", "--teams", str(TEAMS), "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    teams = validate_config(yaml.safe_load((out / "sky-kueue.yaml").read_text())).teams
+    assert (teams["team-a"].users, teams["team-b"].users) == (("alice",), ("bob",))
+
+
+def test_open_teams_is_an_explicit_choice_with_a_warning(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = CliRunner(mix_stderr=False).invoke(
+        cli, ["setup", "--teams", str(_without_users(tmp_path)), "--output", str(out), "--open-teams"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"warning: team {team!r} is open (users: ['*']): every SkyPilot user may submit to {team}/{team}-lq; "
+        "list its users (or workspaces) instead on a shared cluster"
+        for team in ("team-a", "team-b")
+    ]
+    assert validate_config(yaml.safe_load((out / "sky-kueue.yaml").read_text())).teams["team-b"].users == ("*",)
+
+
+@pytest.mark.parametrize(
+    ("users", "text"),
+    [("team-a", "expected TEAM=NAME[,NAME...]"), ("team-c=x", "has no team 'team-c' (teams: team-a, team-b)")],
+)
+def test_bad_users_option_is_one_line(tmp_path: Path, users: str, text: str) -> None:
+    result = CliRunner(mix_stderr=False).invoke(
+        cli, ["setup", "--teams", str(TEAMS), "--output", str(tmp_path / "out"), "--users", users]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and text in result.stderr
