@@ -476,7 +476,8 @@ def make_server(
     port: int = DEFAULT_PORT,
     token: str | None = None,
 ) -> PolicyServer:
-    """Load the config (failing fast) and bind a server; call ``serve_forever`` to run it.
+    """Load the config (failing fast) and the run history, and bind a server; call
+    ``serve_forever`` to run it.
 
     Raises:
         TokenError: ``host`` is beyond the loopback and there is no token.
@@ -486,7 +487,7 @@ def make_server(
     """
     require_token_beyond_loopback(host, token)
     cache = ConfigCache(config_path)
-    cache.get()
+    cache.warm()
     return PolicyServer((host, port), cache, token)
 
 
