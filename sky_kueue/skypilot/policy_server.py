@@ -23,7 +23,9 @@ and body, within :data:`REQUEST_DEADLINE_SECONDS`, and one client address holds 
 :data:`MAX_CONNECTIONS_PER_CLIENT` connections. The token is checked on the headers alone,
 before any of the body is awaited; the request line and headers are capped at
 :data:`MAX_HEADER_BYTES` and the body at :data:`MAX_BODY_BYTES` (its JSON/YAML nesting is
-bounded by ``wire``). Decisions run on a pool of :data:`WORKER_THREADS` threads, off the
+bounded by ``wire``), and bodies larger than :data:`SMALL_BODY_BYTES` share a budget of
+:data:`LARGE_BODIES_BUDGET_BYTES` (a thread per connection bounded memory by its threads; an
+event loop must bound it itself). Decisions run on a pool of :data:`WORKER_THREADS` threads, off the
 event loop, since a first cluster sync can take seconds. An unexpected error is logged here
 and answered with a one-line 500 (SkyPilot then fails closed), never a traceback.
 ``benchmarks/policy_server.py`` measures a launch storm, alone and beside slow clients.
@@ -86,6 +88,15 @@ SERVER_NAME = "sky-kueue-policy"
 
 #: Largest accepted request body; a task with large inline files is still far below this.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+
+#: Bodies up to this size are read whatever else is in flight: SkyPilot's are a few KB, and
+#: :data:`MAX_CONNECTIONS` of them hold at most 32 MiB.
+SMALL_BODY_BYTES = 64 * 1024
+
+#: Bytes of larger bodies held at once, across connections: the previous server's bound (its
+#: 32 threads each reading one body of :data:`MAX_BODY_BYTES`). A large body that would go
+#: beyond it is answered 503 (SkyPilot shows the message) rather than read.
+LARGE_BODIES_BUDGET_BYTES = 32 * MAX_BODY_BYTES
 
 #: Largest request line plus headers (h11's own default); SkyPilot sends a few hundred bytes.
 MAX_HEADER_BYTES = 16 * 1024
@@ -184,10 +195,54 @@ def require_token_beyond_loopback(host: str, token: str | None) -> None:
 
 @dataclass(frozen=True)
 class BodyProblem:
-    """Why a request body cannot be read (answered as a malformed request)."""
+    """Why a request body cannot be read: malformed framing, or no room for it (busy)."""
 
     status: HTTPStatus
     reason: str
+    verdict: Verdict = Verdict.MALFORMED
+
+    @property
+    def text(self) -> str:
+        return f"malformed policy request: {self.reason}" if self.verdict is Verdict.MALFORMED else self.reason
+
+
+class BodyBudget:
+    """Bytes of large request bodies held at once; used from the event loop's thread only."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        """Hold ``size`` more bytes; False (holding nothing more) when that exceeds the limit."""
+        if self.held + size > self.limit_bytes:
+            return False
+        self.held += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.held -= size
+
+
+@dataclass
+class BodyClaim:
+    """What one request's body holds of the :class:`BodyBudget`."""
+
+    budget: BodyBudget
+    held: int = 0
+
+    def cover(self, received: int) -> bool:
+        """Hold the body's ``received`` bytes so far (only once past :data:`SMALL_BODY_BYTES`)."""
+        if received <= SMALL_BODY_BYTES or received <= self.held:
+            return True
+        if not self.budget.take(received - self.held):
+            return False
+        self.held = received
+        return True
+
+    def release(self) -> None:
+        self.budget.give_back(self.held)
+        self.held = 0
 
 
 @dataclass(frozen=True)
@@ -252,15 +307,19 @@ class PolicyApp:
                 extra_headers=[(b"www-authenticate", b'Bearer realm="sky-kueue"')],
             )
             return
-        body = await _read_body(scope, receive)
-        if body is None:
-            return  # the client went away (or missed the deadline) before its body arrived
-        if isinstance(body, BodyProblem):
-            self.server.metrics.answered(Verdict.MALFORMED, started)
-            await _respond_text(scope, send, body.status, f"malformed policy request: {body.reason}", close=True)
-            return
-        loop = asyncio.get_running_loop()
-        answer = await loop.run_in_executor(self.server.pool, self._decide, body)
+        claim = BodyClaim(self.server.body_budget)
+        try:
+            body = await _read_body(scope, receive, claim)
+            if body is None:
+                return  # the client went away (or missed the deadline) before its body arrived
+            if isinstance(body, BodyProblem):
+                self.server.metrics.answered(body.verdict, started)
+                await _respond_text(scope, send, body.status, body.text, close=True)
+                return
+            loop = asyncio.get_running_loop()
+            answer = await loop.run_in_executor(self.server.pool, self._decide, body)
+        finally:
+            claim.release()
         self.server.metrics.answered(answer.verdict, started, answer.reason)
         await _respond(scope, send, answer.status, answer.body, answer.content_type)
 
@@ -297,8 +356,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-async def _read_body(scope: Scope, receive: Receive) -> bytes | BodyProblem | None:
-    """The request body, a problem with its framing, or None when the client went away."""
+async def _read_body(scope: Scope, receive: Receive, claim: BodyClaim) -> bytes | BodyProblem | None:
+    """The request body (held by ``claim``), a problem, or None when the client went away."""
     raw_length = _header(scope, b"content-length")
     if raw_length is None:
         return BodyProblem(HTTPStatus.LENGTH_REQUIRED, "Content-Length is required")
@@ -311,11 +370,19 @@ async def _read_body(scope: Scope, receive: Receive) -> bytes | BodyProblem | No
     if length > MAX_BODY_BYTES:
         return BodyProblem(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body larger than {MAX_BODY_BYTES} bytes")
     chunks: list[bytes] = []
+    received = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             return None
         chunks.append(bytes(message.get("body", b"")))
+        received += len(chunks[-1])
+        if not claim.cover(received):
+            busy = (
+                f"sky-kueue policy server busy: more than {claim.budget.limit_bytes} bytes of large request "
+                "bodies in flight; retry shortly"
+            )
+            return BodyProblem(HTTPStatus.SERVICE_UNAVAILABLE, busy, Verdict.BUSY)
         if not message.get("more_body", False):
             return b"".join(chunks)
 
@@ -374,6 +441,7 @@ class PolicyServer:
         workers: threads deciding requests.
         request_deadline_seconds: time a request has to arrive whole (tests shorten it).
         max_connections_per_client: connections one client address may hold.
+        large_bodies_budget_bytes: bytes of large bodies held at once.
 
     ``metrics`` counts every policy answer (serve its registry with
     :func:`sky_kueue.metrics_http.serve_metrics`). Run it with :meth:`serve_forever` (or
@@ -395,6 +463,7 @@ class PolicyServer:
         *,
         request_deadline_seconds: float = REQUEST_DEADLINE_SECONDS,
         max_connections_per_client: int = MAX_CONNECTIONS_PER_CLIENT,
+        large_bodies_budget_bytes: int = LARGE_BODIES_BUDGET_BYTES,
     ) -> None:
         require_token_beyond_loopback(address[0], token)
         self.cache = cache
@@ -405,6 +474,7 @@ class PolicyServer:
         self.server_address: tuple[Any, ...] = self.socket.getsockname()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sky-kueue-policy")
         self.slots = ClientSlots(max_connections_per_client)
+        self.body_budget = BodyBudget(large_bodies_budget_bytes)
         protocol = functools.partial(
             GuardedH11Protocol, slots=self.slots, request_deadline_seconds=request_deadline_seconds
         )

@@ -7,12 +7,13 @@ reset connection is a user's launch refused for nothing.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,9 +21,12 @@ import yaml
 
 from sky_kueue.skypilot.config_cache import ConfigCache
 from sky_kueue.skypilot.connection_guard import ClientSlots
-from sky_kueue.skypilot.policy_server import LISTEN_BACKLOG, PolicyServer, make_server
+from sky_kueue.skypilot.policy_server import LISTEN_BACKLOG, SMALL_BODY_BYTES, PolicyServer, make_server
 from tests.skypilot.builders import DEMO_CONFIG, TEMPLATES
 from tests.skypilot.test_policy_server import running
+
+#: ``running`` as a ``with`` statement, for a test that builds its own server.
+serving = contextlib.contextmanager(running)
 
 STORM_REQUESTS = 300
 STORM_CLIENTS = 50
@@ -38,7 +42,9 @@ ANSWER_BOUND_SECONDS = 2.0
 #: inside the deadline, so only a deadline on the whole request closes the connection).
 SHORT_DEADLINE_SECONDS = 0.5
 SHORT_TRICKLE_SECONDS = 0.1
-UNAUTHORIZED_SAMPLE = "sky_kueue_policy_requests_total"
+REQUESTS_SAMPLE = "sky_kueue_policy_requests_total"
+#: How often a test looks again at server state it cannot be notified of.
+POLL_SECONDS = 0.01
 
 
 def _body() -> bytes:
@@ -219,7 +225,7 @@ def test_an_unauthenticated_request_is_refused_before_its_body() -> None:
     """A wrong token announcing a megabyte it never sends gets 401 at once, and the
     connection is closed: no wait for the body, no slot held."""
     server = PolicyServer(("127.0.0.1", 0), ConfigCache(DEMO_CONFIG), token="right-token")
-    for running_server in running(server):
+    with serving(server) as running_server:
         sock = socket.create_connection(("127.0.0.1", running_server.server_address[1]))
         try:
             sock.settimeout(REQUEST_TIMEOUT_SECONDS)
@@ -238,7 +244,7 @@ def test_an_unauthenticated_request_is_refused_before_its_body() -> None:
             sock.close()
         assert answered < ANSWER_BOUND_SECONDS
         samples = running_server.metrics.registry
-        assert samples.get_sample_value(UNAUTHORIZED_SAMPLE, {"verdict": "unauthorized", "reason": ""}) == 1.0
+        assert samples.get_sample_value(REQUESTS_SAMPLE, {"verdict": "unauthorized", "reason": ""}) == 1.0
 
 
 def _get_health(sock: socket.socket, close: bool = False) -> int:
@@ -253,7 +259,7 @@ def _get_health(sock: socket.socket, close: bool = False) -> int:
 
 def test_one_client_address_holds_at_most_its_share_of_connections() -> None:
     server = PolicyServer(("127.0.0.1", 0), ConfigCache(DEMO_CONFIG), max_connections_per_client=3)
-    for running_server in running(server):
+    with serving(server) as running_server:
         port = running_server.server_address[1]
         held = [socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_SECONDS) for _ in range(3)]
         try:
@@ -268,6 +274,44 @@ def test_one_client_address_holds_at_most_its_share_of_connections() -> None:
         finally:
             for sock in held:
                 sock.close()
+
+
+def _wait_until(predicate: Callable[[], bool], what: str) -> None:
+    """Wait (bounded) for the server's event loop to reach a state the test cannot be told of."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_SECONDS
+    tick = threading.Event()
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        tick.wait(POLL_SECONDS)
+
+
+def test_large_bodies_share_a_budget_and_small_ones_are_always_read() -> None:
+    """An event loop reads every connection's body at once; without a budget, many large bodies
+    held open would hold their bytes all together."""
+    budget = 4 * SMALL_BODY_BYTES
+    server = PolicyServer(("127.0.0.1", 0), ConfigCache(DEMO_CONFIG), large_bodies_budget_bytes=budget)
+    with serving(server) as running_server:
+        port = running_server.server_address[1]
+        held = 3 * SMALL_BODY_BYTES  # within the budget, and the client never sends its last byte
+        holder = socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_SECONDS)
+        try:
+            holder.sendall(f"POST /policy HTTP/1.1\r\nHost: x\r\nContent-Length: {held + 1}\r\n\r\n".encode())
+            holder.sendall(b"x" * held)
+            _wait_until(lambda: running_server.body_budget.held == held, "the held body to be read")
+            status, text = _post(port, b"x" * (2 * SMALL_BODY_BYTES))  # would take the budget past its limit
+            assert status == 503
+            assert text == (
+                f"sky-kueue policy server busy: more than {budget} bytes of large request bodies in flight; "
+                "retry shortly"
+            )
+            assert _post(port, _body())[0] == 200  # a launch's small body is read regardless
+        finally:
+            holder.close()
+        _wait_until(lambda: running_server.body_budget.held == 0, "the held body to be released")
+        status, text = _post(port, b"x" * (2 * SMALL_BODY_BYTES))
+        assert status == 400 and text.startswith("malformed policy request: body is not JSON")
+        registry = running_server.metrics.registry
+        assert registry.get_sample_value(REQUESTS_SAMPLE, {"verdict": "busy", "reason": ""}) == 1.0
 
 
 def test_client_slots_count_per_address() -> None:
