@@ -327,14 +327,13 @@ class PolicyApp:
         """Decode, evaluate and encode one request (on a worker thread)."""
         try:
             request = decode_request(body)
-        except WireError as exc:
-            return _text_answer(HTTPStatus.BAD_REQUEST, f"malformed policy request: {exc}", Verdict.MALFORMED)
-        try:
             result = self.server.cache.evaluate(request)
             rejection = result.rejection
             if rejection is not None:
                 return _text_answer(HTTPStatus.BAD_REQUEST, rejection.message, Verdict.REJECTED, rejection.code.value)
             response = encode_response(result.task, result.skypilot_config)
+        except WireError as exc:
+            return _text_answer(HTTPStatus.BAD_REQUEST, f"malformed policy request: {exc}", Verdict.MALFORMED)
         except Exception:
             logger.exception("sky-kueue policy server: internal error while evaluating a request")
             return _text_answer(
