@@ -120,7 +120,7 @@ MAX_CONNECTIONS = 512
 #: Connections one client address may hold at once; further ones are closed at once. SkyPilot's
 #: API server is one address, so this is well above a launch storm's concurrency (50 in the
 #: benchmark, 90 beside its 40 slow clients, all on the loopback).
-MAX_CONNECTIONS_PER_CLIENT = 128
+MAX_CONNECTIONS_PER_CLIENT = 256
 
 #: Idle time after a response before a kept-alive connection is closed (uvicorn's).
 KEEP_ALIVE_SECONDS = 5
@@ -264,9 +264,12 @@ class PolicyApp:
     """The ASGI application: routing, the token, the bounded body, the decision.
 
     Each answer is counted before it is sent, so a client that has its answer (a test, a
-    scrape right after) finds it in ``/metrics``. A response sent before the body was read
-    (404, 401, 411, 413) closes the connection, so the unread body is never parsed as the
-    next request.
+    scrape right after) finds it in ``/metrics``. Every answer to a POST closes the
+    connection: one sent before the body was read (404, 401, 411, 413) so that the unread
+    body is never parsed as the next request, and a policy answer because SkyPilot opens a
+    connection per request (``requests.post``) and the server closing it first frees its
+    slot at once; waiting for the client's close let a launch storm of 90 connections count
+    128 open from the loopback.
     """
 
     def __init__(self, server: PolicyServer) -> None:
@@ -321,7 +324,7 @@ class PolicyApp:
         finally:
             claim.release()
         self.server.metrics.answered(answer.verdict, started, answer.reason)
-        await _respond(scope, send, answer.status, answer.body, answer.content_type)
+        await _respond(scope, send, answer.status, answer.body, answer.content_type, close=True)
 
     def _decide(self, body: bytes) -> Answer:
         """Decode, evaluate and encode one request (on a worker thread)."""

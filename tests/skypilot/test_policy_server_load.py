@@ -314,6 +314,23 @@ def test_large_bodies_share_a_budget_and_small_ones_are_always_read() -> None:
         assert registry.get_sample_value(REQUESTS_SAMPLE, {"verdict": "busy", "reason": ""}) == 1.0
 
 
+def test_a_policy_answer_closes_its_connection_and_frees_its_slot(small_server: PolicyServer) -> None:
+    """SkyPilot opens a connection per request; had the server waited for the client's close,
+    a storm would count more connections from its address than it has open."""
+    sock = socket.create_connection(("127.0.0.1", small_server.server_address[1]), timeout=ANSWER_BOUND_SECONDS)
+    try:
+        body = _body()
+        sock.sendall(b"POST /policy HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        assert response.status == 200 and response.getheader("Connection") == "close"
+        response.read()
+        assert sock.recv(1) == b""  # closed by the server, which gave the slot back first
+    finally:
+        sock.close()
+    assert small_server.slots.held("127.0.0.1") == 0
+
+
 def test_client_slots_count_per_address() -> None:
     slots = ClientSlots(per_client=2)
     assert slots.take("10.0.0.1") and slots.take("10.0.0.1")
