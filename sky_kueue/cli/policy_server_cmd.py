@@ -1,14 +1,14 @@
 """``sky-kueue policy-server``: serve the admin policy to SkyPilot's RestfulAdminPolicy.
 
 Point SkyPilot at it with ``admin_policy: http://127.0.0.1:<port>/policy``. The command
-loads the plugin config before binding, so a bad config stops it with a one-line error.
+loads the plugin config before binding, so a bad config stops it with a one-line error; bound
+beyond the loopback it refuses to start without ``--token-file``.
 SkyPilot itself is not imported. The server's log (one line per request and per decision,
 with the time) goes to stderr through the CLI's logging (:mod:`sky_kueue.cli.console`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 
 import click
@@ -20,7 +20,12 @@ from sky_kueue.skypilot.policy_server import DEFAULT_HOST, DEFAULT_PORT, TokenEr
 
 
 @click.command("policy-server")
-@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to bind (loopback by default).")
+@click.option(
+    "--host",
+    default=DEFAULT_HOST,
+    show_default=True,
+    help="Address to bind (loopback by default; any other needs --token-file).",
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True)
 @click.option(
     "--config",
@@ -48,8 +53,6 @@ def policy_server(
         errors.fail(str(exc))
     except OSError as exc:
         errors.fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    if token is None and not _is_loopback(host):
-        click.echo(f"warning: serving on {host} without --token-file; anyone who can reach it may call it", err=True)
     registry = server.metrics.registry
     metrics_server = options.serve_metrics_or_fail(registry, metrics_host, metrics_port, server.server_close)
     click.echo(f"sky-kueue policy server: admin_policy: {server.url}")
@@ -63,12 +66,3 @@ def policy_server(
         if metrics_server is not None:
             metrics_server.stop()
         server.server_close()
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -47,6 +47,7 @@ class Verdict(str, enum.Enum):
     REJECTED = "rejected"
     MALFORMED = "malformed"
     UNAUTHORIZED = "unauthorized"
+    BUSY = "busy"
     ERROR = "error"
 
 

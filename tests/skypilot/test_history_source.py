@@ -87,3 +87,19 @@ def test_the_policy_server_path_writes_the_history_estimate(state_file: Path) ->
         labels.RUNTIME_SECONDS_ANNOTATION: "900",  # the median of 600 s and 1200 s
         labels.RUNTIME_SOURCE_ANNOTATION: "history(n=2)",
     }
+
+
+def test_a_warmed_cache_has_read_the_history_before_the_first_request(state_file: Path) -> None:
+    """The policy server warms its cache at start, so no request waits for the first read."""
+    reads: list[StateSpec] = []
+
+    def reader(spec: StateSpec) -> list[JobHistory]:
+        reads.append(spec)
+        return []
+
+    source = HistorySource(environ={"SKY_KUEUE_STATE": str(state_file)}, reader=reader)
+    cache = ConfigCache(DEMO_CONFIG, history=source)
+    cache.warm()
+    assert len(reads) == 1 and cache.loaded_views() is not None
+    cache.evaluate(request(task(name="train")))
+    assert len(reads) == 1  # served from the read at start

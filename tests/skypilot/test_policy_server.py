@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import http.client
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,13 @@ import yaml
 from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
+from sky_kueue.skypilot.config_cache import ConfigCache
 from sky_kueue.skypilot.policy_server import (
     MAX_BODY_BYTES,
     PolicyServer,
+    TokenError,
     authorized,
+    is_loopback,
     load_token,
     make_server,
     serve_in_thread,
@@ -215,6 +219,26 @@ def test_server_binds_loopback_by_default() -> None:
         assert server.server_address[0] == "127.0.0.1"
     finally:
         server.server_close()
+
+
+def test_cli_refuses_to_serve_beyond_the_loopback_without_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    def bind(sock: socket.socket, address: Any) -> None:
+        raise AssertionError(f"bound {address} without a token")
+
+    monkeypatch.setattr(socket.socket, "bind", bind)
+    for host in ("0.0.0.0", "::", "10.1.2.3", "policy.example.com"):
+        result = CliRunner().invoke(cli, ["policy-server", "--config", str(DEMO_CONFIG), "--host", host, "--port", "0"])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().count("\n") == 0
+        assert result.output.startswith(f"error: refusing to serve the policy on {host} without a token: ")
+        assert "--token-file" in result.output
+
+
+def test_a_server_beyond_the_loopback_needs_a_token() -> None:
+    assert all(is_loopback(host) for host in ("127.0.0.1", "127.8.9.10", "::1", "localhost"))
+    assert not any(is_loopback(host) for host in ("0.0.0.0", "::", "", "192.0.2.1", "policy.example.com"))
+    with pytest.raises(TokenError, match="without a token"):
+        PolicyServer(("192.0.2.1", 0), ConfigCache(DEMO_CONFIG))  # TEST-NET-1: never this machine's
 
 
 def test_authorization_header_parsing() -> None:
