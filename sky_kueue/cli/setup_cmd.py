@@ -14,6 +14,7 @@ team in the rendered config gets a warning on stderr (:mod:`sky_kueue.skypilot.o
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 from sky_kueue.cli import errors, options
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
+from sky_kueue.mirror import kubeconfig as kubeconfig_lookup
 from sky_kueue.skypilot.config import ANY_USER, ConfigError, error_from_validation, validate_config
 from sky_kueue.skypilot.open_teams import open_team_warnings
 from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
@@ -54,7 +56,7 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
     help='Let every SkyPilot user submit as each team that names no users (users: ["*"]; sandbox and demos only).',
 )
 @click.option("--apply", "apply_", is_flag=True, help="Create or update the objects on the cluster (idempotent).")
-@options.kubeconfig_option("kubeconfig for --apply.")
+@options.kubeconfig_option("kubeconfig for --apply (default: $KUBECONFIG or ~/.kube/config, as kubectl).")
 @options.context_option("kube_context")
 def setup(
     teams_path: Path,
@@ -67,9 +69,14 @@ def setup(
 ) -> None:
     """Render Kueue objects and the sky-kueue config for a set of teams (and apply them)."""
     if output_dir is None and not apply_:
-        errors.fail("give --output DIR, --apply --kubeconfig FILE, or both")
+        errors.fail("give --output DIR, --apply, or both")
+    target: str | None = str(kubeconfig) if kubeconfig is not None else None
     if apply_ and kubeconfig is None:
-        errors.fail("--apply needs --kubeconfig FILE")
+        found = kubeconfig_lookup.find_kubeconfig(None, os.environ, os.path.exists)
+        if found is None:
+            why = kubeconfig_lookup.why_none(os.environ, os.path.exists)
+            errors.fail(f"--apply: no cluster to apply to ({why}); give --kubeconfig FILE")
+        target = found.path
     try:
         text = files.read_text(teams_path, "YAML team spec")
         data = yaml_reader.load_one(text, str(teams_path))
@@ -105,11 +112,10 @@ def setup(
         summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
         click.echo(f"wrote {output_dir / SETUP_FILE} ({summary}) and {output_dir / PLUGIN_CONFIG_FILE}")
     if apply_:
-        assert kubeconfig is not None
         from sky_kueue.skypilot import setup_apply
 
         try:
-            applied = setup_apply.apply_objects(setup_apply.api_client_for(str(kubeconfig), kube_context), objects)
+            applied = setup_apply.apply_objects(setup_apply.api_client_for(target, kube_context), objects)
         except setup_apply.ClusterApplyError as exc:
             errors.fail(str(exc), errors.EXIT_CLUSTER_ERROR)
         except setup_apply.ApplyError as exc:

@@ -153,18 +153,27 @@ def _apply_custom(custom: Any, obj: Mapping[str, Any], kind: str, name: str, nam
     return Applied(kind, name, namespace, Change.UPDATED)
 
 
-def api_client_for(kubeconfig: str, context: str | None = None) -> Any:
+def api_client_for(kubeconfig: str | None, context: str | None = None) -> Any:
     """An ``ApiClient`` for a kubeconfig (and context), with an explicit retry policy.
+
+    ``kubeconfig`` may be several files joined by ``os.pathsep`` (``$KUBECONFIG``, merged as
+    kubectl merges them), or None inside a pod (the in-cluster ServiceAccount).
 
     Raises:
         ApplyError: the kubeconfig cannot be read or the context does not exist.
     """
+    from kubernetes import client
     from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
     from urllib3.util.retry import Retry
 
     try:
-        api_client = kube_config.new_client_from_config(config_file=kubeconfig, context=context)
+        if kubeconfig is None:
+            configuration = client.Configuration()
+            kube_config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        else:
+            api_client = kube_config.new_client_from_config(config_file=kubeconfig, context=context)
     except (ConfigException, OSError) as exc:
         raise ApplyError(f"{kubeconfig}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
     api_client.configuration.retries = Retry(total=3, backoff_factor=0.2, status_forcelist=(502, 503, 504))
