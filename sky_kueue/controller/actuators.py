@@ -43,13 +43,11 @@ from sky_kueue.controller.aging.settings import ActuatorKind, PriorityClassRung
 from sky_kueue.controller.detection import WorkloadFacts, WorkloadPhase
 from sky_kueue.controller.history import BurstRecord
 from sky_kueue.kueue import api as kueue_api
-from sky_kueue.mirror.identity import BAND_LEVEL_ANNOTATION
+from sky_kueue.mirror.identity import AGING_STEP_ANNOTATION, BAND_LEVEL_ANNOTATION
 
 #: Annotations surfacing a burst decision on the job's Workload.
 BURST_ANNOTATION = "sky-kueue.io/burst-decision"
 BURST_DETAIL_ANNOTATION = "sky-kueue.io/burst-detail"
-#: Annotation recording which aging step (episode key) set the Workload's priority.
-AGING_STEP_ANNOTATION = "sky-kueue.io/aging-step"
 
 _KUEUE_MECHANISMS = (ActuatorKind.BOOST_ANNOTATION, ActuatorKind.SPEC_PRIORITY)
 
@@ -171,6 +169,7 @@ def plan_kueue_patch(
     boost: int,
     mechanism: ActuatorKind,
     step: str | None = None,
+    restore: bool = False,
 ) -> PatchPlan:
     """Plans raising a pending Workload to effective priority ``base_priority + boost``.
 
@@ -180,13 +179,15 @@ def plan_kueue_patch(
         boost: the decided boost (>= 0).
         mechanism: ``boost-annotation`` or ``spec-priority`` (resolve ``auto`` first).
         step: the aging step's key, recorded on the Workload for traceability.
+        restore: the step was on this Workload and Kueue took it off; put it back on an
+            admitted Workload too (``AgingEngine._reassert``).
 
     Raises:
         ValueError: ``mechanism`` is not a Kueue-level mechanism.
     """
     if mechanism not in _KUEUE_MECHANISMS:
         raise ValueError(f"{mechanism.value} is not a Kueue-level mechanism")
-    if facts.phase is not WorkloadPhase.PENDING:
+    if facts.phase is not WorkloadPhase.PENDING and not (restore and facts.phase is WorkloadPhase.ADMITTED):
         return PatchPlan(None, False, f"Workload is {facts.phase.value}: aging raises waiting Workloads only")
     if not facts.active:
         return PatchPlan(None, False, "Workload is deactivated (spec.active=false)")

@@ -37,6 +37,7 @@ from typing import Any
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import (
+    AGING_STEP_ANNOTATION,
     BAND_LEVEL_ANNOTATION,
     HOLD_ANNOTATION,
     IS_GROUP_WORKLOAD_ANNOTATION,
@@ -175,6 +176,10 @@ class WorkloadFacts:
     #: The ``sky-kueue.io/band-level`` annotation (``waiting``/``admitted``): which band level
     #: the controller last set ``spec.priority`` to; None when absent.
     band_level: str | None = None
+    #: The ``sky-kueue.io/aging-step`` annotation: the token of the aging step whose patch
+    #: landed on this Workload; None when absent. Kueue's own priority writes leave it, so a
+    #: Workload that carries it but not the step's priority lost the priority to Kueue.
+    aging_step: str | None = None
 
     @property
     def total_evictions(self) -> int | None:
@@ -407,6 +412,7 @@ def workload_facts(obj: Mapping[str, Any]) -> WorkloadFacts:
         resource_version=str(metadata.get("resourceVersion") or ""),
         hold_reason=_annotation_text(annotations.get(HOLD_ANNOTATION)),
         band_level=_annotation_text(annotations.get(BAND_LEVEL_ANNOTATION)),
+        aging_step=_annotation_text(annotations.get(AGING_STEP_ANNOTATION)),
     )
 
 

@@ -75,6 +75,11 @@ from sky_kueue.mirror.preemption_message import PreemptionMessage
 
 log = logging.getLogger(__name__)
 
+#: The mechanisms whose effect lives in the Workload's priority, which Kueue can undo.
+_KUEUE_PRIORITY_MECHANISMS = frozenset(
+    {ActuatorKind.SPEC_PRIORITY, ActuatorKind.BOOST_ANNOTATION, ActuatorKind.PRIORITY_CLASS}
+)
+
 #: Pending snapshots kept to re-age a relaunch when its predecessor's preemption arrives
 #: late; the oldest entries go first (a cancelled job's entry is never popped otherwise).
 MAX_WAITING_SNAPSHOTS = 10_000
@@ -242,6 +247,8 @@ class AgingEngine:
         self._preemptor_priority = preemptor_priority
         #: The last pending snapshot per job, to re-age it when a late preemption arrives.
         self._waiting: dict[str, Detection] = {}
+        #: Actuated aging steps put back on a Workload that had lost them (see :meth:`_reassert`).
+        self.restored_steps = 0
 
     @property
     def mechanism(self) -> ActuatorKind:
@@ -356,6 +363,8 @@ class AgingEngine:
                 aged = self._act(detection, job_key, now, predicted_wait_seconds, wait_limit_seconds)
         elif self._band is not None and actuate and facts.holds_quota and eviction is None:
             aged = self._level(detection, job_key, now, None, None)
+        elif actuate and facts.holds_quota and eviction is None:
+            aged = self.restore_admitted(detection, job_key)
         if not actuate or not detection.is_pending:
             self._confirm_landed(detection)
         held = self._hold(detection, job_key, now) if actuate else None
@@ -481,6 +490,9 @@ class AgingEngine:
         base = history.base_priority if history.base_priority is not None else facts.priority
         aged = self._aged_priority(facts, base, step.boost)
         burst = self._burst(detection, history, now, predicted_wait_seconds, wait_limit_seconds, notes, aged)
+        if step.state is StepState.ACTUATED:
+            patch, result = self._reassert(detection, base, step, notes)
+            return AgingResult(step, decision, patch, result, burst=burst, notes=tuple(notes))
         if step.state is not StepState.DECIDED:
             return AgingResult(step, decision, burst=burst, notes=tuple(notes))
 
@@ -505,6 +517,71 @@ class AgingEngine:
         else:
             step = self._store.mark_skipped(step.key, now, f"{result.outcome.value}: {result.detail}")
         return AgingResult(step, decision, plan.patch, result, burst, tuple(notes))
+
+    def _reassert(
+        self, detection: Detection, base: int, step: AgingStep, notes: list[str]
+    ) -> tuple[WorkloadPatch | None, ActuationResult | None]:
+        """Puts an actuated step back on a Workload whose priority no longer carries it.
+
+        Why: Kueue >= v0.16's WorkloadPriorityClass controller sets ``spec.priority`` of every
+        Workload of a class back to the class value whenever the class is created or its value
+        changes, and every Kueue start, upgrade or leader change delivers a create event for
+        every class (``pkg/controller/core/workloadpriorityclass_controller.go``, kueue#8442;
+        measured on Kueue v0.17.0 by ``tests/real_kueue/test_priority_reset.py``). The step is
+        still decided and durable; only the Workload lost it. Kueue's reset is itself a watch
+        event, so the Workload is reconciled again at once and this restores the step within
+        the controller's reconcile latency. Only a version that carries the step's
+        ``sky-kueue.io/aging-step`` annotation (the patch landed, Kueue's reset keeps the
+        annotation) and not its priority is restored: an older snapshot delivered again
+        (before the patch) or a Workload already carrying the step is left alone.
+        """
+        if self._mechanism not in _KUEUE_PRIORITY_MECHANISMS or step.boost <= 0:
+            return None, None
+        if detection.workload.aging_step != step.key.token:
+            # the step's patch is not on this version (a snapshot from before it landed, re-delivered)
+            return None, None
+        plan = self._plan(detection, base, step, restore=True)
+        if plan.patch is None:
+            return None, None
+        facts = detection.workload
+        try:
+            result = self._actuator.apply(plan.patch)
+        except ActuationError as err:
+            notes.append(f"restoring the aging step failed, will retry: {err}")
+            log.warning("aging step %s not restored yet: %s", step.key.token, err)
+            return plan.patch, None
+        if result.outcome is ActuationOutcome.APPLIED:
+            self.restored_steps += 1
+            log.warning(
+                "Workload %s/%s lost its aging step (priority %s, step %s above %s; Kueue resets spec.priority to the "
+                "class value when a WorkloadPriorityClass is created or changed, as at every Kueue start): restored",
+                facts.namespace,
+                facts.name,
+                facts.priority,
+                step.boost,
+                base,
+            )
+            notes.append(f"restored aging step {step.key.token}: priority {facts.priority} -> {base + step.boost}")
+        return plan.patch, result
+
+    def restore_admitted(self, detection: Detection, job_key: str) -> AgingResult | None:
+        """An admitted Workload whose actuated step Kueue undid gets it back (see :meth:`_reassert`):
+        below its aged priority it is preemptable again by what the step put it above."""
+        history = self._store.load(job_key)
+        if history is None:
+            return None
+        step = next(
+            (s for s in history.steps if s.key == detection.episode_key and s.state is StepState.ACTUATED), None
+        )
+        if step is None:
+            return None
+        base = history.base_priority if history.base_priority is not None else detection.workload.priority
+        notes: list[str] = []
+        patch, result = self._reassert(detection, base, step, notes)
+        if patch is None:
+            return None
+        decision = self._policy.decide(history, self._settings, self._clock())
+        return AgingResult(step, decision, patch, result, notes=tuple(notes))
 
     def _act(
         self,
@@ -726,7 +803,7 @@ class AgingEngine:
         offset = protected_offset(decision.admitted_boost, decision.released_boost)
         return None if offset is None else decision.base_priority + offset
 
-    def _plan(self, detection: Detection, base: int, step: AgingStep) -> PatchPlan:
+    def _plan(self, detection: Detection, base: int, step: AgingStep, *, restore: bool = False) -> PatchPlan:
         facts = detection.workload
         if self._mechanism is ActuatorKind.RECORD_ONLY:
             return PatchPlan(None, False, "actuator record-only: decision recorded, nothing patched")
@@ -742,9 +819,10 @@ class AgingEngine:
                 boost=rung.value - base,
                 mechanism=ActuatorKind.SPEC_PRIORITY,
                 step=step.key.token,
+                restore=restore,
             )
         return plan_kueue_patch(
-            facts, base_priority=base, boost=step.boost, mechanism=self._mechanism, step=step.key.token
+            facts, base_priority=base, boost=step.boost, mechanism=self._mechanism, step=step.key.token, restore=restore
         )
 
     def _annotate_burst(self, uid: str, ref: WorkloadRef, burst: BurstRecord) -> str:

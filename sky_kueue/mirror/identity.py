@@ -84,6 +84,9 @@ HOLD_ANNOTATION = "sky-kueue.io/hold"
 BAND_LEVEL_ANNOTATION = "sky-kueue.io/band-level"
 WAITING_BAND_LEVEL = "waiting"
 ADMITTED_BAND_LEVEL = "admitted"
+#: Annotation recording which aging step (episode key) set the Workload's priority
+#: (``sky_kueue.controller.actuators.plan_kueue_patch``).
+AGING_STEP_ANNOTATION = "sky-kueue.io/aging-step"
 
 
 @dataclass(frozen=True)

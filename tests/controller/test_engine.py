@@ -314,3 +314,43 @@ def test_a_known_group_is_followed_after_its_pods_are_gone(store: SqliteHistoryS
     cluster.at(1_000)
     outcome = engine.reconcile(cluster.detect(wl.preempted(T0 + 1_000), with_pods=False))
     assert outcome.job_key == "managed-job/17" and [str(fact) for fact in outcome.recorded] == ["preemption w0#1"]
+
+
+def test_an_aging_step_kueue_reset_is_put_back_waiting_or_admitted(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
+    """Kueue >= v0.16 sets ``spec.priority`` back to the class value at every WorkloadPriorityClass
+    create event (every Kueue start); the version it writes keeps our aging-step annotation, and
+    the engine puts the step back (on real Kueue: tests/real_kueue/test_priority_reset.py)."""
+    engine, actuator = engine_for(store, clock)
+    cluster = Cluster(clock)
+    nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
+    engine.reconcile(cluster.detect(cluster.pending(nxt, 1_010)))
+    assert len(actuator.patches) == 1
+    token = actuator.patches[0].body["metadata"]["annotations"]["sky-kueue.io/aging-step"]
+    landed = cluster.pending(nxt, 1_010, priority=200).annotation("sky-kueue.io/aging-step", token)
+    engine.reconcile(cluster.detect(landed))
+    assert len(actuator.patches) == 1  # the step is on the Workload: nothing to do
+
+    reset = cluster.pending(nxt, 1_010, priority=100).annotation("sky-kueue.io/aging-step", token)
+    engine.reconcile(cluster.detect(reset))
+    assert len(actuator.patches) == 2 and "100 -> 200" in actuator.patches[1].summary
+    assert engine.restored_steps == 1
+
+    admitted_reset = reset.admitted(T0 + 1_020)
+    engine.reconcile(cluster.detect(admitted_reset))
+    assert len(actuator.patches) == 3 and "100 -> 200" in actuator.patches[2].summary
+    assert engine.restored_steps == 2
+
+
+def test_a_step_is_not_put_back_on_a_snapshot_from_before_it_landed(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
+    engine, actuator = engine_for(store, clock)
+    cluster = Cluster(clock)
+    nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
+    before = cluster.pending(nxt, 1_010)
+    engine.reconcile(cluster.detect(before))
+    engine.reconcile(cluster.detect(before))  # delivered again: no aging-step annotation yet
+    engine.reconcile(cluster.detect(before.admitted(T0 + 1_020)))
+    assert len(actuator.patches) == 1 and engine.restored_steps == 0
