@@ -47,6 +47,8 @@ SERVICE_CIDR = "10.96.0.0/24"
 #: Where Kueue's manager reads its metrics and visibility-server certificates when internal
 #: cert management is off (``cmd/kueue/main.go``, ``pkg/visibility/server.go``).
 KUEUE_FIXED_CERT_DIRS = (Path("/etc/kueue/metrics/certs"), Path("/visibility"))
+#: Marks fixed-path certificate files a local cluster wrote (so a user's own are never removed).
+OWNED_MARKER = ".sky-kueue-real-cluster"
 #: The kubeconfig context name of the admin kubeconfig.
 CONTEXT = "sky-kueue-real"
 
@@ -522,26 +524,30 @@ class RealCluster:
         ``/visibility`` (``cmd/kueue/main.go``, ``pkg/visibility/server.go``; an install mounts
         Secrets there) and exits if either is missing, even with metrics off. Both are served
         on 127.0.0.1 only; the pair is the webhook's (issued for 127.0.0.1 and localhost). A
-        file is written only where none exists, and ``down`` removes exactly what was written.
+        file is written only where none exists, marked as ours; the last local cluster's
+        ``down`` removes the files and the directories they emptied.
         """
         created: list[Path] = []
         for target in KUEUE_FIXED_CERT_DIRS:
+            # what to remove at `down`: the files, then the directories up to (not including)
+            # /etc or /, each only if it is empty by then
+            ours = [target / "tls.crt", target / "tls.key", target / OWNED_MARKER]
+            ours += [target, *(p for p in target.parents if p not in (Path("/"), Path("/etc")))]
             if (target / "tls.crt").exists() and (target / "tls.key").exists():
+                if (target / OWNED_MARKER).exists():  # another local cluster's: the last down removes it
+                    created += ours
                 continue
-            new_dirs = [p for p in reversed(target.parents) if not p.exists()] + (
-                [target] if not target.exists() else []
-            )
             try:
                 target.mkdir(parents=True, exist_ok=True)
                 for name in ("tls.crt", "tls.key"):
                     (target / name).write_bytes((self.directory / "kueue-certs" / name).read_bytes())
-                    created.append(target / name)
+                (target / OWNED_MARKER).write_text("written by sky-kueue real-cluster; removed by its down\n")
             except PermissionError:
                 raise ClusterError(
                     f"Kueue's manager reads a certificate from {target} at start-up (cmd/kueue/main.go, "
                     "pkg/visibility/server.go): run as root, or create tls.crt and tls.key there"
                 ) from None
-            created += reversed(new_dirs)
+            created += ours
         self.state.created_paths += [str(path) for path in created]
         self.state.save()
 
@@ -630,6 +636,10 @@ class RealCluster:
             self._bootstrap.close()
             self._bootstrap = None
         self._stop_all()
+        if self.state.created_paths and _kueue_managers_running(self.binaries.kueue):
+            # another local cluster's Kueue reads the same fixed-path files; its own `down`
+            # (the last one) removes them
+            self.state.created_paths = []
         for created in self.state.created_paths:
             path = Path(created)
             if path.is_dir():
@@ -638,6 +648,18 @@ class RealCluster:
             else:
                 path.unlink(missing_ok=True)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _kueue_managers_running(binary: Path) -> bool:
+    """Whether any process on this machine runs ``binary`` (another local cluster's Kueue)."""
+    target = str(binary.resolve())
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(proc / "exe") == target:
+                return True
+    return False
 
 
 def _condition_true(obj: Any, condition_type: str) -> bool:
