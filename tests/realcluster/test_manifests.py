@@ -4,6 +4,7 @@ Kueue's webhook server on this machine (no cluster needed)."""
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_a_bad_pins_file_is_one_precise_error(text: str, message: str) -> None:
         versions.parse_pins(text, "pins.env")
 
 
-def webhook_config() -> dict[str, object]:
+def webhook_config() -> dict[str, Any]:
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -72,7 +73,7 @@ def test_only_the_converted_crds_get_the_conversion_webhook() -> None:
 
 
 def test_rbac_is_installed_as_kueues_kustomization_names_it() -> None:
-    docs = [
+    docs: list[dict[str, Any]] = [
         {"kind": "ServiceAccount", "metadata": {"name": "controller-manager", "namespace": "system"}},
         {"kind": "ClusterRole", "metadata": {"name": "manager-role"}},
         {
