@@ -243,23 +243,31 @@ def kwok_documents(upstream_stages: Iterable[Doc], *, cidr: str = "10.244.0.0/16
     return [options, *(copy.deepcopy(stage) for stage in upstream_stages), copy.deepcopy(POD_TERMINATE_AT_GRACE_END)]
 
 
-def fake_node(name: str, *, cpu: Decimal, memory: str, gpus: int, pods: int = 110) -> Doc:
-    """A Node object for KWOK to run: capacity as given, ``nvidia.com/gpu`` included."""
+#: The node label SkyPilot's Kubernetes cloud reads a GPU node's accelerator from (its own
+#: labeler's key, ``sky/provision/kubernetes/utils.py`` ``SkyPilotLabelFormatter``).
+ACCELERATOR_LABEL = "skypilot.co/accelerator"
+
+
+def fake_node(name: str, *, cpu: Decimal, memory: str, gpus: int, gpu_product: str = "a100", pods: int = 110) -> Doc:
+    """A Node object for KWOK to run: capacity as given, ``nvidia.com/gpu`` included, and GPU
+    nodes labelled with their accelerator so SkyPilot places accelerator tasks on them."""
     capacity = {"cpu": str(cpu), "memory": memory, "pods": str(pods)}
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+    }
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)
+        labels[ACCELERATOR_LABEL] = gpu_product
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-            },
+            "labels": labels,
         },
         "spec": {},
         "status": {"capacity": capacity, "allocatable": dict(capacity)},
