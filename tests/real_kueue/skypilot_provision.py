@@ -70,6 +70,10 @@ def main(argv: list[str]) -> int:
         Optimizer.optimize(dag, quiet=True)
         chosen = dag.tasks[0]
         best = chosen.best_resources
+        if best is None or best.region is None:
+            print(f"SkyPilot's optimizer placed {args.task} nowhere", file=sys.stderr)
+            return 1
+        region: str = best.region
         on_cloud = common_utils.make_cluster_name_on_cloud(args.cluster, max_length=63)
         written = backend_utils.write_cluster_config(
             best,
@@ -78,7 +82,7 @@ def main(argv: list[str]) -> int:
             args.cluster,
             pathlib.Path("/nonexistent/sky.whl"),  # only named in file mounts, never read here
             "0",
-            clouds.Region(best.region),
+            clouds.Region(region),
             dryrun=True,
         )
         import yaml
@@ -98,8 +102,8 @@ def main(argv: list[str]) -> int:
             resume_stopped_nodes=True,
             ports_to_open_on_launch=None,
         )
-        provision = k8s_config.bootstrap_instances(best.region, on_cloud, provision)
-        record = k8s_instance.run_instances(best.region, args.cluster, on_cloud, provision)
+        provision = k8s_config.bootstrap_instances(region, on_cloud, provision)
+        record = k8s_instance.run_instances(region, args.cluster, on_cloud, provision)
         print("PROVISIONED " + json.dumps({"head": record.head_instance_id, "created": record.created_instance_ids}))
     return 0
 
