@@ -86,3 +86,28 @@ def test_a_kueue_restart_resets_the_aged_priority_and_the_controller_restores_it
     window = restored_at - reset_at
     print(f"Kueue reset spec.priority 200 -> 100; the controller restored it {window * 1000:.0f} ms later")
     assert window <= RESTORE_BOUND_SECONDS, log.values
+
+
+def test_a_class_value_edit_resets_the_aged_priority_and_the_controller_restores_it(
+    kueue: KueueCluster,
+    controller: tuple[Controller, SqliteHistoryStore],  # noqa: F811
+) -> None:
+    """An admin raising dev-priority's value (100 -> 110): Kueue rewrites every dev Workload's
+    ``spec.priority`` to 110; the aged relaunch gets its step back (its base stays the value
+    it was first seen with, 100, so it returns to 200)."""
+    aged = preempt_and_relaunch(kueue, controller[1])
+    log = PriorityLog(
+        kueue, aged["metadata"]["namespace"], aged["metadata"]["name"], aged["metadata"]["resourceVersion"]
+    )
+    try:
+        kueue.custom.patch_cluster_custom_object(
+            KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "dev-priority", {"value": 110}
+        )
+
+        def reset_then_restored(values: list[tuple[float, int | None]]) -> bool:
+            seen = [v for _, v in values]
+            return 110 in seen and 200 in seen[seen.index(110) :]
+
+        assert log.wait_for(reset_then_restored, WATCH_SECONDS), f"spec.priority versions: {log.values}"
+    finally:
+        log.stop()
