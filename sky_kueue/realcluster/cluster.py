@@ -169,8 +169,18 @@ def stop_process(proc: Process, grace_seconds: float = STOP_GRACE_SECONDS) -> No
 class RealCluster:
     """One real cluster in ``directory``; see the module docstring."""
 
-    def __init__(self, directory: Path, binaries: Binaries, nodes: NodeSpec | None = None, log: Log = print) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        binaries: Binaries,
+        nodes: NodeSpec | None = None,
+        log: Log = print,
+        *,
+        wait_for_pods_ready_seconds: int | None = None,
+    ) -> None:
         self.directory = directory.resolve()
+        #: Kueue's waitForPodsReady timeout (None: off, as Kueue v0.17 defaults).
+        self.wait_for_pods_ready_seconds = wait_for_pods_ready_seconds
         self.binaries = binaries
         self.nodes = nodes or NodeSpec()
         self.log = log
@@ -497,6 +507,7 @@ class RealCluster:
                     webhook_port=ports["kueue_webhook"],
                     health_port=ports["kueue_health"],
                     visibility_port=ports["kueue_visibility"],
+                    wait_for_pods_ready_seconds=self.wait_for_pods_ready_seconds,
                     cert_dir=str(self.directory / "kueue-certs"),
                 ),
                 sort_keys=False,

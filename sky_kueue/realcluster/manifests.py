@@ -50,16 +50,25 @@ NODE_LEASE_SECONDS = 40
 KWOK_PARALLELISM = 4
 
 
-def kueue_configuration(*, webhook_port: int, health_port: int, visibility_port: int, cert_dir: str) -> Doc:
+def kueue_configuration(
+    *,
+    webhook_port: int,
+    health_port: int,
+    visibility_port: int,
+    cert_dir: str,
+    wait_for_pods_ready_seconds: int | None = None,
+) -> Doc:
     """Kueue's manager configuration as a user's install would have it, on 127.0.0.1.
 
     What differs from the shipped ``controller_manager_config.yaml``: every listener on
     loopback (webhook, health probes, visibility API), metrics off (port 0: the tests read
     objects, not Kueue's metrics), certificates from ``cert_dir`` instead of Kueue's internal
     cert manager (which needs a Service and Secret in the cluster), and the integrations of
-    :data:`KUEUE_FRAMEWORKS`. ``waitForPodsReady`` is left unset, as the release defaults.
+    :data:`KUEUE_FRAMEWORKS`. ``waitForPodsReady`` is left unset, as the release defaults,
+    unless ``wait_for_pods_ready_seconds`` turns it on with that timeout (Kueue's other
+    waitForPodsReady settings at their defaults).
     """
-    return {
+    config: Doc = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": KUEUE_NAMESPACE,
@@ -76,6 +85,9 @@ def kueue_configuration(*, webhook_port: int, health_port: int, visibility_port:
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
     }
+    if wait_for_pods_ready_seconds is not None:
+        config["waitForPodsReady"] = {"timeout": f"{wait_for_pods_ready_seconds}s"}
+    return config
 
 
 #: Webhooks Kueue's kustomization keeps off its own and the system namespace
@@ -222,8 +234,19 @@ POD_TERMINATE_AT_GRACE_END: Doc = {
 }
 
 
+#: A pod with this label never turns Ready on a KWOK node (as a pod whose image never pulls):
+#: for Kueue's waitForPodsReady path. KWOK's own ``pod-ready`` stage is told to skip it.
+NEVER_READY_LABEL = "kwok.sky-kueue.io/never-ready"
+
+
 def kwok_documents(upstream_stages: Iterable[Doc], *, cidr: str = "10.244.0.0/16") -> list[Doc]:
     """KWOK's configuration file: its options and the node and pod stages it plays."""
+    stages = [copy.deepcopy(stage) for stage in upstream_stages]
+    for stage in stages:
+        if stage["metadata"]["name"] == "pod-ready":
+            stage["spec"]["selector"]["matchExpressions"].append(
+                {"key": f'.metadata.labels["{NEVER_READY_LABEL}"]', "operator": "DoesNotExist"}
+            )
     options: Doc = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
@@ -240,7 +263,7 @@ def kwok_documents(upstream_stages: Iterable[Doc], *, cidr: str = "10.244.0.0/16
             "podsOnNodeSyncParallelism": KWOK_PARALLELISM,
         },
     }
-    return [options, *(copy.deepcopy(stage) for stage in upstream_stages), copy.deepcopy(POD_TERMINATE_AT_GRACE_END)]
+    return [options, *stages, copy.deepcopy(POD_TERMINATE_AT_GRACE_END)]
 
 
 #: The node label SkyPilot's Kubernetes cloud reads a GPU node's accelerator from (its own
