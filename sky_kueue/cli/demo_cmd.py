@@ -52,6 +52,25 @@ def _predict(output: str) -> None:
     verdict_view.print_verdicts(result)
 
 
+def _real(output: str) -> None:
+    import dataclasses
+
+    from sky_kueue.cli import demo_real
+    from sky_kueue.realcluster.build import BuildError
+    from sky_kueue.realcluster.cluster import ClusterError
+
+    echo = (lambda line: click.echo(line, err=True)) if output == "json" else click.echo
+    try:
+        result = demo_real.run_real_demo(echo)
+    except BuildError as exc:
+        errors.fail(f"the real cluster cannot be built: {exc}", code=1)
+    except (ClusterError, demo_real.RealDemoError) as exc:
+        errors.fail(f"the real demo failed: {exc}", code=1)
+    if output == "json":
+        json.dump(dataclasses.asdict(result), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+
+
 @click.command("demo")
 @options.output_option()
 @click.option("--predict-only", is_flag=True, help="Only predict the seed scenario with the Kueue model.")
@@ -60,10 +79,18 @@ def _predict(output: str) -> None:
     is_flag=True,
     help="Run the sandbox with Kueue's PriorityBoost gate on (the controller sets the annotation).",
 )
-def demo(output: str, predict_only: bool, priority_boost: bool) -> None:
+@click.option(
+    "--real",
+    is_flag=True,
+    help="Run the seed's story on real Kubernetes and the real Kueue (built from their Go modules; about a minute).",
+)
+def demo(output: str, predict_only: bool, priority_boost: bool, real: bool) -> None:
     """Live demo: Kueue preempts a SkyPilot job; the default relaunches it on the burst cluster."""
     if predict_only:
         _predict(output)
+        return
+    if real:
+        _real(output)
         return
     from sky_kueue.cli import demo_live  # the sandbox is imported only here
 
