@@ -114,6 +114,7 @@ class Sandbox:
         containers: bool = False,
         pod_subnet: str | None = None,
         image_cache: str | pathlib.Path | None = None,
+        pod_grace_periods: bool = False,
     ) -> None:
         """``name`` is the kubeconfig's cluster, user and context name: distinct names let
         several sandboxes share one ``KUBECONFIG`` (``KUBECONFIG=kc1:kc2:kc3``).
@@ -123,12 +124,17 @@ class Sandbox:
         logs live under ``kubelet_root`` (default ``~/.local/state/sky-kueue/sandboxes/<name>``),
         where the next start also finds a killed run's leftovers. ``pod_subnet`` (default: the
         first free 10.N.0.0/16 from 10.213) and ``image_cache`` (default
-        ``$SKY_KUEUE_IMAGE_CACHE`` or ``~/.cache/sky-kueue/images``) configure it."""
+        ``$SKY_KUEUE_IMAGE_CACHE`` or ``~/.cache/sky-kueue/images``) configure it.
+
+        ``pod_grace_periods`` makes deleted Kueue-managed pods run out their grace period on
+        the sandbox's clock, as on a cluster (:class:`KueueEmulator`)."""
         # Real time unless told otherwise: a controller reads Workload ages off these stamps,
         # and a fixed past epoch made every Workload look months old (and aged at once).
         self.clock: Clock = clock or ScaledClock(time_scale, start)
         self.server = ApiServer(host, port, clock=self.clock)
-        self.emulator = KueueEmulator(self.server.store, self.clock, config, priority_boost=priority_boost)
+        self.emulator = KueueEmulator(
+            self.server.store, self.clock, config, priority_boost=priority_boost, pod_grace_periods=pod_grace_periods
+        )
         self._kubeconfig_path = pathlib.Path(kubeconfig_path) if kubeconfig_path else None
         self.name = name
         self._tempdir: tempfile.TemporaryDirectory[str] | None = None

@@ -41,6 +41,10 @@ SETTLE_SECONDS = 20.0
 #: Lease timings of live tests' controllers (seconds): duration, renew deadline, retry period.
 TEST_LEASE_SECONDS = (15.0, 10.0, 2.0)
 USER_HASH = "fcd1e5cf"
+#: How long a deleted pod of a ``group_pod`` keeps running (cluster seconds): Kubernetes'
+#: default ``terminationGracePeriodSeconds``, which SkyPilot's pods keep and, trapping
+#: SIGTERM, use up. A preempted group keeps its quota, and its Workload stays, that long.
+POD_GRACE_SECONDS = 30
 #: The controller's requests carry this User-Agent (as ``controller run`` sets it).
 CONTROLLER_USER_AGENT = "sky-kueue-controller"
 #: Where the Kubernetes store keeps JobHistory objects in live tests (the Deployment's namespace).
@@ -238,12 +242,15 @@ def live_sandbox(
     priority_boost: bool = False,
     setup: Sequence[dict[str, Any]] | None = None,
     state_kind: str = "sqlite",
+    pod_grace_periods: bool = False,
 ) -> Iterator[Live]:
     """A sandbox and the controller's state: a SQLite file, or (``state_kind="kubernetes"``)
     JobHistory objects in the sandbox's ``sky-kueue-system`` namespace, written with the
     controller's user agent (so the RBAC test sees the store's requests as the controller's)."""
     clock = ManualClock(EPOCH)
-    with Sandbox(clock=clock, run_emulator=False, priority_boost=priority_boost) as sandbox:
+    with Sandbox(
+        clock=clock, run_emulator=False, priority_boost=priority_boost, pod_grace_periods=pod_grace_periods
+    ) as sandbox:
         sandbox.apply(list(setup) if setup is not None else seed_setup())
         state = tmp_path / "controller.db"
         store: HistoryStore

@@ -25,7 +25,7 @@ from sky_kueue.controller.runtime_state import RuntimeState
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.sandbox.apiserver import ApiServer
 
-from .live_support import demo_aging, group_pod, live_sandbox
+from .live_support import POD_GRACE_SECONDS, demo_aging, group_pod, live_sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,6 +37,7 @@ def _state_with_a_preempted_job(tmp_path: Path) -> Path:
         live.step()
         live.apply(group_pod("train", "2", "team-a", "prod-priority", "7", gpus="2"))
         live.step(60)
+        live.step(POD_GRACE_SECONDS)  # the preempted pod runs out its grace period; SkyPilot relaunches
         live.apply(group_pod("dev", "1", "team-b", "dev-priority", "5"))
         live.step(20)
         return live.state_path

@@ -18,7 +18,7 @@ from sky_kueue.controller.clock import ManualClock
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseSettings
 from sky_kueue.sandbox.sandbox import Sandbox
 
-from .live_support import demo_aging, group_pod, live_sandbox
+from .live_support import POD_GRACE_SECONDS, demo_aging, group_pod, live_sandbox
 
 DURATION, DEADLINE, PERIOD = 15.0, 10.0, 2.0
 
@@ -98,6 +98,8 @@ def test_only_the_leader_acts_and_the_follower_takes_over(tmp_path: Path) -> Non
             prod = group_pod("train", f"{job_id}0", "team-a", "prod-priority", "7", gpus="2")
             live.apply(prod, controller=controller_for_settle)  # type: ignore[arg-type]
             live.step(60, controller=controller_for_settle)  # type: ignore[arg-type]
+            # the preempted pod runs out its grace period, then SkyPilot relaunches the group
+            live.step(POD_GRACE_SECONDS, controller=controller_for_settle)  # type: ignore[arg-type]
             live.apply(dev, controller=controller_for_settle)  # type: ignore[arg-type]
             live.step(controller=controller_for_settle)  # type: ignore[arg-type]
             live.sandbox.store.delete("pods", prod["metadata"]["name"], "team-a")

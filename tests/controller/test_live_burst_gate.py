@@ -170,9 +170,9 @@ class _BlockOnTrain:
 def test_a_preempted_group_collected_before_the_controller_judges_it_still_bursts_on_its_predicted_wait(
     tmp_path: Path,
 ) -> None:
-    # The sandbox, as Kueue does for an unretriable group, deletes dev's pods at once on its
-    # preemption and collects its Workload in the same step. The controller's worker is held
-    # until dev's Workload is gone from its mirror: it judges the preemption from the
+    # The sandbox, as Kueue does for an unretriable group, deletes dev's pods on its preemption;
+    # with no grace period they stop at once and the Workload is collected the next step. The
+    # controller's worker is held until dev's Workload is gone from its mirror: it judges the preemption from the
     # Workload's last state, and the relaunch is predicted to wait for train (3,600 s).
     block = _BlockOnTrain()
     dev_key = f"team-b/{DEV}"
@@ -186,13 +186,16 @@ def test_a_preempted_group_collected_before_the_controller_judges_it_still_burst
         live.apply(group_pod("own", "3", "team-b", "dev-priority", "4"))
         live.step()
         live.clock.advance(10)
-        live.apply(group_pod("dev", "1", "team-b", "dev-priority", "4"))
+        dev = group_pod("dev", "1", "team-b", "dev-priority", "4")
+        dev["spec"]["terminationGracePeriodSeconds"] = 0
+        live.apply(dev)
         live.step()
         assert dev_key in controller.versions()[0]
 
         live.sandbox.apply(_train(LONG_TRAIN_SECONDS, LONG_TRAIN_SECONDS))
         live.clock.advance(60)
         assert live.sandbox.step().preempted == [dev_key]
+        live.sandbox.step()
         assert live.workload("team-b", DEV) is None  # pods deleted, Workload collected
         try:
             assert block.reached.wait(MIRROR_WAIT_SECONDS), "the worker never reconciled train"

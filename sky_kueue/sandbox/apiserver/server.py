@@ -500,6 +500,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         raw = options.get("preconditions") or {}
         preconditions = Preconditions(raw.get("uid"), raw.get("resourceVersion")) if raw else None
+        grace = query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        try:
+            grace_seconds = None if grace is None else int(grace)
+        except (TypeError, ValueError) as failure:
+            raise errors.bad_request(f"gracePeriodSeconds must be an integer, got {grace!r}") from failure
         last = store.delete(
             resource,
             target.name,
@@ -507,6 +512,7 @@ class _Handler(BaseHTTPRequestHandler):
             preconditions=preconditions,
             propagation=propagation,
             dry_run=dry_run,
+            grace_period_seconds=grace_seconds,
         )
         still_there = store.try_get(resource, target.name, target.namespace or None, shared=True) is not None
         code = 202 if still_there and not dry_run else 200

@@ -26,8 +26,11 @@ Extension points for in-process code:
   own (what a controller does).
 
 Simplifications (no kubelet, no controllers): a delete without finalizers removes the object at
-once whatever its grace period; foreground deletion behaves like background; garbage
-collection of dependents runs synchronously inside the owner's deletion.
+once whatever its grace period (a pod kept by finalizers records its grace period in
+``deletionGracePeriodSeconds``, as the real apiserver does, for the Kueue emulation to run
+out; its ``deletionTimestamp`` is the time of the delete, not the end of the grace period);
+foreground deletion behaves like background; garbage collection of dependents runs
+synchronously inside the owner's deletion.
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ FIRST_RESOURCE_VERSION = 1000
 #: Namespaces every cluster has.
 DEFAULT_NAMESPACES: tuple[str, ...] = ("default", "kube-system", "kube-public", "kube-node-lease")
 NAMESPACES = GroupResource("", "namespaces")
+PODS = GroupResource("", "pods")
+#: Kubernetes' default ``terminationGracePeriodSeconds`` (``k8s.io/api/core/v1`` defaults).
+DEFAULT_POD_GRACE_SECONDS = 30
 
 
 class Operation(str, enum.Enum):
@@ -442,11 +448,14 @@ class ObjectStore:
         preconditions: Preconditions | None = None,
         propagation: Propagation = Propagation.BACKGROUND,
         dry_run: bool = False,
+        grace_period_seconds: int | None = None,
     ) -> Obj:
         """Deletes an object: at once if it has no finalizers, else by setting
         ``deletionTimestamp`` (it disappears when its last finalizer is removed). Deleting a
         namespace deletes its contents; deleting an owner deletes dependents that have no
-        other live owner (unless ``propagation`` is Orphan).
+        other live owner (unless ``propagation`` is Orphan). A pod's grace period
+        (``grace_period_seconds``, else its ``terminationGracePeriodSeconds``, else 30) is
+        recorded in ``deletionGracePeriodSeconds``.
 
         Returns the object's last state.
 
@@ -456,7 +465,9 @@ class ObjectStore:
         resource = self.resource(ref)
         with self._lock:
             current = self.get(resource, name, namespace, shared=True)
-            return copy.deepcopy(self._delete(resource, current, preconditions, propagation, dry_run))
+            return copy.deepcopy(
+                self._delete(resource, current, preconditions, propagation, dry_run, grace_period_seconds)
+            )
 
     def delete_collection(
         self,
@@ -798,6 +809,7 @@ class ObjectStore:
         preconditions: Preconditions | None,
         propagation: Propagation,
         dry_run: bool,
+        grace_period_seconds: int | None = None,
     ) -> Obj:
         meta = objects.metadata(current)
         if preconditions is not None:
@@ -828,7 +840,10 @@ class ObjectStore:
         if objects.finalizers(current):
             if objects.is_deleting(current):
                 return current
-            return self._commit(EventType.MODIFIED, resource, objects.key_of(current), self._marked(current), current)
+            marked = self._marked(current)
+            if resource.key == PODS:
+                marked["metadata"]["deletionGracePeriodSeconds"] = _pod_grace_seconds(current, grace_period_seconds)
+            return self._commit(EventType.MODIFIED, resource, objects.key_of(current), marked, current)
         return self._remove(resource, current, propagation)
 
     def _marked(self, current: Obj) -> Obj:
@@ -922,3 +937,11 @@ class ObjectStore:
             if hook_key is None or hook_key == resource.key:
                 hook(event)
         return stored
+
+
+def _pod_grace_seconds(pod: Obj, requested: int | None) -> int:
+    """A deleted pod's grace period: the delete's, else the pod's own, else Kubernetes' 30 s."""
+    if requested is not None:
+        return max(0, requested)
+    value = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return int(value) if isinstance(value, int) and value >= 0 else DEFAULT_POD_GRACE_SECONDS

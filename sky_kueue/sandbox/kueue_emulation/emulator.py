@@ -3,14 +3,26 @@
 Each :meth:`KueueEmulator.step` does what Kueue's controllers and scheduler do between
 two observations of the cluster:
 
-1. finish pods (and Jobs) whose simulated run time is over, which releases their quota;
+0. reset ``spec.priority`` of every Workload of a WorkloadPriorityClass that Kueue sees
+   created (at its start, :meth:`KueueEmulator.restart`) or changed, to the class value, as
+   Kueue >= v0.16's WorkloadPriorityClass controller does
+   (``pkg/controller/core/workloadpriorityclass_controller.go``);
+1. play the kubelet for deleted pods (Running until their grace period, recorded in
+   ``deletionGracePeriodSeconds``, is over, then Failed with exit code 137, as a container
+   that traps SIGTERM ends), and finish pods (and Jobs) whose simulated run time is over;
+   a pod group whose pods all stopped gets ``WaitingForReplacementPods`` then ``Finished``
+   (``pkg/controller/jobs/pod/pod_controller.go``), which releases its quota;
 2. create the Workloads of new pod groups, single pods and Jobs that name a LocalQueue;
 3. bring the scheduling model (a persistent :class:`~sky_kueue.kueue.scheduler.Engine`, so
    queue state carries over between cycles as in Kueue) in line with the stored objects;
 4. run one scheduling cycle and write its outcome as Kueue writes it: admissions (gates
    removed, Jobs unsuspended), pending messages, and preemptions (victims marked, a pod
-   group's pods given ``TerminationTarget`` and deleted, the group finished as Kueue
-   finishes an unretriable group; a Job suspended and requeued).
+   group's pods given ``TerminationTarget`` and deleted; the victim keeps its quota, and the
+   preemptor waits, until those pods have run out their grace period, as in Kueue, whose
+   pod integration releases the quota only once no pod is active; a Job suspended and
+   requeued). A deactivated (``spec.active: false``) waiting Workload is marked
+   ``Evicted=True/Deactivated`` with its eviction counted, as Kueue's workload controller
+   does (``pkg/controller/core/workload_controller.go``).
 
 :meth:`start` runs steps on a background thread at an interval; tests call :meth:`step`
 directly with a manual clock, so nothing depends on real time.
@@ -31,7 +43,7 @@ from sky_kueue.kueue import parse, quantity, validation
 from sky_kueue.kueue.errors import ModelError
 from sky_kueue.kueue.scheduler import CycleResult, Engine
 from sky_kueue.sandbox.apiserver import AdmissionRequest, ApiError, ObjectStore, Operation
-from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp
+from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp, parse_timestamp
 from sky_kueue.sandbox.kueue_emulation import binding
 from sky_kueue.sandbox.kueue_emulation import status as st
 from sky_kueue.sandbox.kueue_emulation import workloads as wls
@@ -43,6 +55,11 @@ RUN_SECONDS_ANNOTATION = "sandbox.sky-kueue.io/run-seconds"
 #: Real seconds between two steps of the background loop.
 DEFAULT_STEP_INTERVAL_SECONDS = 0.05
 
+#: The reason of every ``QuotaReserved=False`` the scheduler writes in Kueue v0.17.0 (the real
+#: cluster's pin; ``pkg/scheduler/scheduler.go`` ``requeueAndUpdate``), measured on it by
+#: ``tests/real_kueue/test_sandbox_differential.py``. The model keeps its finer reasons
+#: (``WaitingForQuota``, ...) for its own explanations; Kueue v0.17.0 does not write them.
+PENDING_REASON = "Pending"
 WORKLOADS = f"workloads.{kueue_api.KUEUE_GROUP}"
 CONFIG_RESOURCES = (
     "namespaces",
@@ -73,6 +90,15 @@ class _Running:
     deadline: datetime.datetime | None
 
 
+@dataclasses.dataclass
+class _Stopping:
+    """A preempted pod group (or pod) whose pods are running out their grace period."""
+
+    owner_kind: str  # "PodGroup" or "Pod"
+    owners: list[tuple[str, str]]
+    retriable: bool
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -87,8 +113,13 @@ class KueueEmulator:
         clock: Clock,
         config: o.KueueConfig | None = None,
         priority_boost: bool = False,
+        pod_grace_periods: bool = False,
     ) -> None:
+        """``pod_grace_periods``: a deleted pod runs out its grace period on the clock, as on a
+        cluster (a preempted group keeps its quota that long); off, it stops at the next step
+        (what the suite written before this emulation expects; see docs/sandbox-vs-kueue.md)."""
         self.store = store
+        self.pod_grace_periods = pod_grace_periods
         self.clock = clock
         self.config = config or o.KueueConfig()
         self.priority_boost = priority_boost
@@ -96,6 +127,9 @@ class KueueEmulator:
         self._fingerprint: tuple[Any, ...] = ()
         self._state: o.ClusterState | None = None
         self._running: dict[str, _Running] = {}
+        self._stopping: dict[str, _Stopping] = {}
+        #: WorkloadPriorityClass values as Kueue last saw them (empty: Kueue just started).
+        self._class_values: dict[str, int] = {}
         self._pod_ips = binding.PodIpAllocator()
         #: Runs bound pods as containers and reports their status (containers mode), else None.
         self.pod_starter: binding.PodStarter | None = None
@@ -158,12 +192,21 @@ class KueueEmulator:
                 LOG.debug("emulator step conflicted: %s", exc)
             self._stop.wait(interval_seconds)
 
+    def restart(self) -> None:
+        """Kueue's manager restarts: every WorkloadPriorityClass is seen created again, so the
+        next step resets ``spec.priority`` of every Workload of a class to the class value."""
+        with self._lock:
+            self._class_values = {}
+
     def step(self) -> StepReport:
         """One reconcile pass and at most one scheduling cycle."""
         with self._lock:
             report = StepReport()
             now = self.clock.now()
+            self._reset_priorities()
+            self._run_out_grace_periods(now)
             self._finish_runs(now, report)
+            self._finish_stopped_victims(now)
             self._start_unqueued_pods()
             self._create_workloads(report)
             if not self._sync_engine(now):
@@ -179,21 +222,104 @@ class KueueEmulator:
 
     # --- 1. finishing runs ----------------------------------------------------------
 
-    def _pods_gone(self, run: _Running) -> bool:
-        """Every pod of the group was deleted by its owner (e.g. ``sky down``)."""
+    def _pods_gone(self, run: _Running | _Stopping) -> bool:
+        """Every pod of the group stopped: deleted (e.g. ``sky down``) and past its grace period.
+
+        A deleted pod that has not yet run out its grace period is still active, and its
+        Workload keeps its quota, as in Kueue's pod integration (``Pod.IsActive``).
+        """
         if run.owner_kind == "Job":
             return False
         for ns, name in run.owners:
             pod = self.store.try_get("pods", name, ns)
-            if pod is not None and not pod["metadata"].get("deletionTimestamp"):
+            if pod is not None and (pod.get("status") or {}).get("phase") != "Failed":
                 return False
         return True
+
+    def _run_out_grace_periods(self, now: datetime.datetime) -> None:
+        """The kubelet's part: a deleted, started pod runs until its grace period is over, then
+        fails with exit code 137 (SkyPilot's container traps SIGTERM, so it is killed)."""
+        for pod in self.store.list("pods").items:
+            meta, status = pod["metadata"], pod.get("status") or {}
+            deleted = meta.get("deletionTimestamp")
+            if not deleted or not wls.queue_name(pod) or status.get("phase") in ("Failed", "Succeeded"):
+                continue
+            grace = datetime.timedelta(seconds=float(meta.get("deletionGracePeriodSeconds") or 0))
+            running = status.get("phase") == "Running" and self.pod_grace_periods
+            if running and parse_timestamp(deleted) + grace > now:
+                continue
+            self._mutate_status("pods", meta["name"], meta.get("namespace", ""), _killed(format_timestamp(now)))
+
+    def _write_pods_stopped(self, key: str, owners: list[tuple[str, str]], stamp: str) -> None:
+        """Kueue's pod-group conditions once its pods stopped: ``WaitingForReplacementPods``
+        (reason: the eviction's, else ``PodsFailed``), then ``Finished`` (unretriable)."""
+        ns, name = key.split("/", 1)
+        doc = self.store.try_get(WORKLOADS, name, ns)
+        if doc is None or wls.annotations_of(doc).get(wls.IS_GROUP_WORKLOAD_ANNOTATION) != "true":
+            return
+        evicted = st.condition(doc.get("status") or {}, st.EVICTED)
+        if evicted is not None and evicted.get("status") == "True":
+            reason, message = str(evicted.get("reason")), str(evicted.get("message", ""))
+        else:
+            reason, message = "PodsFailed", "Some Failed pods need replacement"
+        self._mutate_status(
+            WORKLOADS,
+            name,
+            ns,
+            lambda s: st.set_condition(s, st.WAITING_FOR_REPLACEMENT_PODS, "True", reason, message, stamp),
+        )
+
+    def _finish_stopped_victims(self, now: datetime.datetime) -> None:
+        """A preempted group whose pods all stopped releases its quota: unretriable, it is
+        Finished (and collected with its pods); retriable, it waits for replacement pods."""
+        stamp = format_timestamp(now)
+        for key, stopping in list(self._stopping.items()):
+            if not self._pods_gone(stopping):
+                continue
+            del self._stopping[key]
+            ns, name = key.split("/", 1)
+            if stopping.owner_kind == "PodGroup" and stopping.retriable:
+                self._mutate_status(WORKLOADS, name, ns, lambda s: _wait_for_replacements(s, stamp))
+            else:
+                self._write_pods_stopped(key, stopping.owners, stamp)
+                self._mutate_status(WORKLOADS, name, ns, _finished_with(0, len(stopping.owners), stamp))
+            self._release_pods(stopping.owners)
+            if self.store.try_get(WORKLOADS, name, ns) is not None and not self._live_owners(ns, stopping.owners):
+                try:
+                    self.store.delete(WORKLOADS, name, ns)  # garbage collection: every owner is gone
+                except ApiError as exc:
+                    LOG.debug("workload %s already collected: %s", key, exc)
+            if self.engine is not None:
+                self.engine.delete_workload(key)
+
+    def _reset_priorities(self) -> None:
+        """Kueue's WorkloadPriorityClass controller: a class seen created (every Kueue start)
+        or changed sets ``spec.priority`` of each Workload of the class to its value."""
+        values = self._priority_values()
+        changed = {name: value for name, value in values.items() if self._class_values.get(name) != value}
+        self._class_values = values
+        if not changed:
+            return
+        for doc in self.store.list(WORKLOADS).items:
+            ref = (doc.get("spec") or {}).get("priorityClassRef") or {}
+            value = changed.get(str(ref.get("name")))
+            if ref.get("kind") != "WorkloadPriorityClass" or value is None or doc["spec"].get("priority") == value:
+                continue
+
+            def reset(obj: Obj, value: int = value) -> None:
+                obj["spec"]["priority"] = value
+
+            try:
+                self.store.mutate(WORKLOADS, doc["metadata"]["name"], reset, doc["metadata"]["namespace"])
+            except ApiError as exc:
+                LOG.debug("could not reset the priority of %s: %s", _key(doc), exc)
 
     def _finish_runs(self, now: datetime.datetime, report: StepReport) -> None:
         for key, run in list(self._running.items()):
             if self._pods_gone(run):
                 ns, name = key.split("/", 1)
                 stamp = format_timestamp(now)
+                self._write_pods_stopped(key, run.owners, stamp)
                 self._mutate_status(
                     WORKLOADS,
                     name,
@@ -370,6 +496,7 @@ class KueueEmulator:
             if st.is_true(status, st.FINISHED) or st.is_true(status, st.WAITING_FOR_REPLACEMENT_PODS):
                 continue
             if not (doc.get("spec") or {}).get("active", True):
+                self._deactivate(doc, now)
                 continue
             wl = self._model_workload(doc, state.priority_classes)
             if wl is None:
@@ -402,6 +529,16 @@ class KueueEmulator:
                 self._running.pop(key, None)
         return True
 
+    def _deactivate(self, doc: Obj, now: datetime.datetime) -> None:
+        """Kueue's workload controller on ``spec.active: false``: a Workload not yet evicted is
+        evicted with reason ``Deactivated`` and the eviction counted; its gated pods stay
+        (``Stop`` skips gated pods). Its quota, if it held any, is released here at once."""
+        status = doc.get("status") or {}
+        if st.is_true(status, st.EVICTED):
+            return
+        ns, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+        self._mutate_status(WORKLOADS, name, ns, lambda s: st.deactivate(s, format_timestamp(now)))
+
     # --- 4. writing a cycle ---------------------------------------------------------
 
     def _write_cycle(self, result: CycleResult, now: datetime.datetime, report: StepReport) -> None:
@@ -417,7 +554,7 @@ class KueueEmulator:
                 WORKLOADS,
                 name,
                 ns,
-                lambda s, e=entry: st.pending(s, e.reason, e.message, stamp),
+                lambda s, e=entry: st.pending(s, PENDING_REASON, e.message, stamp),
             )
         for entry in result.admitted:
             assert entry.assignment is not None
@@ -454,7 +591,7 @@ class KueueEmulator:
             self._mutate_status(
                 WORKLOADS, name, ns, lambda s, r=p.reason, m=message: st.evict_for_preemption(s, r, m, stamp)
             )
-            if self._stop_victim(victim.key, message, stamp):
+            if self._stop_victim(victim.key, message):
                 requeue.append(victim.key)
             report.preempted.append(victim.key)
         engine.settle_events(result)
@@ -559,8 +696,13 @@ class KueueEmulator:
                 continue
             self._start_pod(meta["name"], meta.get("namespace", ""), format_timestamp(self.clock.now()))
 
-    def _stop_victim(self, key: str, message: str, stamp: str) -> bool:
-        """Stop a preempted workload's job; returns True if its Workload is requeued (Jobs)."""
+    def _stop_victim(self, key: str, message: str) -> bool:
+        """Stop a preempted workload's job; returns True if its Workload is requeued (Jobs).
+
+        A pod group's (or pod's) pods are marked ``TerminationTarget`` and deleted; they keep
+        running for their grace period, and the Workload its quota (the model keeps it as an
+        evicted holder, so the preemptor waits), until :meth:`_finish_stopped_victims`."""
+        stamp = format_timestamp(self.clock.now())
         self._running.pop(key, None)
         kind, owners = self._owners(key)
         ns, name = key.split("/", 1)
@@ -587,22 +729,7 @@ class KueueEmulator:
                 self.store.delete("pods", pod_name, pod_ns)
             except ApiError as exc:
                 LOG.debug("pod %s/%s already gone: %s", pod_ns, pod_name, exc)
-        if kind == "PodGroup" and retriable:
-            self._mutate_status(WORKLOADS, name, ns, lambda s: _wait_for_replacements(s, message, stamp))
-            self._release_pods(owners)
-            return False
-        self._mutate_status(
-            WORKLOADS,
-            name,
-            ns,
-            _finished_with(0, len(owners), stamp),
-        )
-        self._release_pods(owners)
-        if self.store.try_get(WORKLOADS, name, ns) is not None and not self._live_owners(ns, owners):
-            try:
-                self.store.delete(WORKLOADS, name, ns)  # garbage collection: every owner is gone
-            except ApiError as exc:
-                LOG.debug("workload %s already collected: %s", key, exc)
+        self._stopping[key] = _Stopping(kind, owners, retriable)
         return False
 
     def _live_owners(self, ns: str, owners: list[tuple[str, str]]) -> bool:
@@ -676,9 +803,27 @@ def _termination_target(message: str, stamp: str) -> Any:
     return change
 
 
-def _wait_for_replacements(status: Obj, message: str, stamp: str) -> None:
+def _wait_for_replacements(status: Obj, stamp: str) -> None:
+    evicted = st.condition(status, st.EVICTED) or {}
+    message = str(evicted.get("message", ""))
     st.release_quota_after_eviction(status, message, stamp, requeue=False)
     st.set_condition(status, st.WAITING_FOR_REPLACEMENT_PODS, "True", "Preempted", message, stamp)
+
+
+def _killed(stamp: str) -> Any:
+    """A pod whose containers were killed at the end of the grace period (exit code 137)."""
+
+    def change(status: Obj) -> None:
+        status["phase"] = "Failed"
+        for container in status.get("containerStatuses") or []:
+            started = (container.get("state") or {}).get("running", {}).get("startedAt", stamp)
+            container["ready"] = False
+            container["started"] = False
+            container["state"] = {
+                "terminated": {"exitCode": 137, "reason": "Error", "startedAt": started, "finishedAt": stamp}
+            }
+
+    return change
 
 
 def _job_running(parallelism: int, stamp: str) -> Any:

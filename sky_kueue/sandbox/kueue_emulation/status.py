@@ -97,17 +97,28 @@ def admit(status: Obj, admission: Obj, cluster_queue: str, now: str) -> None:
     status.pop("requeueState", None)
 
 
-def evict_for_preemption(status: Obj, reason: str, message: str, now: str) -> None:
-    """``Evicted=True/Preempted`` + ``Preempted=True/<reason>`` and the eviction counter."""
-    set_condition(status, EVICTED, "True", "Preempted", message, now)
-    set_condition(status, PREEMPTED, "True", reason, message, now)
+def evict(status: Obj, reason: str, message: str, now: str) -> None:
+    """``Evicted=True/<reason>`` and the eviction counter (``workload.Evict``)."""
+    set_condition(status, EVICTED, "True", reason, message, now)
     stats = status.setdefault("schedulingStats", {})
     evictions: list[Obj] = stats.setdefault("evictions", [])
     for entry in evictions:
-        if entry.get("reason") == "Preempted":
+        if entry.get("reason") == reason:
             entry["count"] = int(entry.get("count", 0)) + 1
             return
-    evictions.append({"reason": "Preempted", "count": 1})
+    evictions.append({"reason": reason, "count": 1})
+
+
+def deactivate(status: Obj, now: str) -> None:
+    """``spec.active: false``: evicted as ``Deactivated``, any requeue backoff cleared."""
+    evict(status, "Deactivated", "The workload is deactivated", now)
+    status.pop("requeueState", None)
+
+
+def evict_for_preemption(status: Obj, reason: str, message: str, now: str) -> None:
+    """``Evicted=True/Preempted`` + ``Preempted=True/<reason>`` and the eviction counter."""
+    evict(status, "Preempted", message, now)
+    set_condition(status, PREEMPTED, "True", reason, message, now)
 
 
 def release_quota_after_eviction(status: Obj, message: str, now: str, requeue: bool = True) -> None:
