@@ -345,6 +345,10 @@ class RealCluster:
                 "--unsafe-no-fsync",  # a throwaway cluster: durability costs seconds per test
             ],
         )
+        self._wait_etcd(deadline)
+
+    def _wait_etcd(self, deadline: float) -> None:
+        client = f"http://127.0.0.1:{self.state.ports['etcd']}"
 
         def healthy() -> bool | None:
             self._check_running("etcd")
@@ -385,6 +389,9 @@ class RealCluster:
             ],
         )
 
+        self._wait_apiserver(deadline)
+
+    def _wait_apiserver(self, deadline: float) -> None:
         def ready() -> bool | None:
             self._check_running("kube-apiserver")
             api = self._bootstrap_client()
@@ -575,6 +582,57 @@ class RealCluster:
             ],
             env=env,
         )
+
+    def _respawn(self, name: str) -> None:
+        """Stop ``name`` and start it again with the same command line (and environment)."""
+        if name == "kueue":
+            self.stop_kueue()
+            self.start_kueue()
+            return
+        proc = self.state.processes[name]
+        stop_process(proc)
+        self._start(name, proc.argv)
+
+    def snapshot_etcd(self, target: Path, timeout_seconds: float = UP_TIMEOUT_SECONDS) -> None:
+        """Copy etcd's data directory to ``target`` (a file-level backup, taken with etcd and
+        the API server stopped for a moment; both come back on the same ports, and Kueue's
+        manager is restarted)."""
+        import shutil
+
+        deadline = time.monotonic() + timeout_seconds
+        stop_process(self.state.processes["kube-apiserver"])
+        stop_process(self.state.processes["etcd"])
+        shutil.copytree(self.directory / "etcd-data", target)
+        self._start("etcd", self.state.processes["etcd"].argv)
+        self._wait_etcd(deadline)
+        self._start("kube-apiserver", self.state.processes["kube-apiserver"].argv)
+        self._wait_apiserver(deadline)
+        # Kueue's manager exits when it cannot renew its leader Lease for its renew deadline
+        # (10 s), which a slow copy can exceed: start it again rather than find out later
+        self._respawn("kueue")
+        self.wait_kueue_ready(deadline)
+        self.wait_webhooks(deadline)
+
+    def restore_etcd(self, source: Path, timeout_seconds: float = UP_TIMEOUT_SECONDS) -> None:
+        """Put etcd's data back to a :meth:`snapshot_etcd` copy, as an admin restores a backup:
+        the API server's state (objects and resourceVersions) goes back to the snapshot's, and
+        the control plane's controllers (controller manager, scheduler, KWOK, Kueue) are
+        restarted, since their caches describe a state that no longer exists."""
+        import shutil
+
+        deadline = time.monotonic() + timeout_seconds
+        stop_process(self.state.processes["kube-apiserver"])
+        stop_process(self.state.processes["etcd"])
+        shutil.rmtree(self.directory / "etcd-data")
+        shutil.copytree(source, self.directory / "etcd-data")
+        self._start("etcd", self.state.processes["etcd"].argv)
+        self._wait_etcd(deadline)
+        self._start("kube-apiserver", self.state.processes["kube-apiserver"].argv)
+        self._wait_apiserver(deadline)
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok", "kueue"):
+            self._respawn(name)
+        self.wait_kueue_ready(deadline)
+        self.wait_webhooks(deadline)
 
     def stop_kueue(self) -> None:
         stop_process(self.state.processes["kueue"])
