@@ -26,6 +26,8 @@ from sky_kueue.cli.main import cli
 REPO = Path(__file__).resolve().parent.parent.parent
 DEMO_CONFIG = REPO / "configs" / "sky-kueue-demo.yaml"
 TASK = REPO / "task_templates" / "team-a-gpu-train.yaml"
+#: The seed cluster's Kueue objects, so a dry run has a cluster to predict on.
+SEED = REPO / "configs" / "kueue" / "seed-setup.yaml"
 #: Python's default logging form (``LEVEL:logger.name:message``).
 RAW_LOGGING = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:", re.MULTILINE)
 
@@ -61,7 +63,7 @@ def sky_kueue(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow  # a SkyPilot-importing process
 def test_launch_prints_its_answer_and_no_log_lines(tmp_path: Path) -> None:
-    done = sky_kueue(tmp_path, "launch", str(TASK), "--dry-run", "--config", str(DEMO_CONFIG))
+    done = sky_kueue(tmp_path, "launch", str(TASK), "--dry-run", "--config", str(DEMO_CONFIG), "--snapshot", str(SEED))
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert not RAW_LOGGING.search(done.stdout)
@@ -71,7 +73,9 @@ def test_launch_prints_its_answer_and_no_log_lines(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # a SkyPilot-importing process
 def test_verbose_adds_debug_lines_with_logger_names(tmp_path: Path) -> None:
-    done = sky_kueue(tmp_path, "-v", "launch", str(TASK), "--dry-run", "--config", str(DEMO_CONFIG))
+    done = sky_kueue(
+        tmp_path, "-v", "launch", str(TASK), "--dry-run", "--config", str(DEMO_CONFIG), "--snapshot", str(SEED)
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert any(
