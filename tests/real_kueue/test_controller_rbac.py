@@ -244,7 +244,11 @@ def installed(kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path) -> I
         finally:
             result.stop_all()
     finally:
-        # Gone before the next test installs again (the namespace, its Lease and JobHistories, the CRD).
+        # Gone before the next test installs again: the namespace (its Lease and JobHistories) first,
+        # while the CRD is still served, then the cluster-wide objects. The Deployment's fake pods
+        # would run out their 30-s grace period (KWOK), so they go at once.
+        kubectl(cli_env, "delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--force")
+        kubectl(cli_env, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=60s")
         kubectl(cli_env, "delete", "-k", str(MANIFESTS), "--ignore-not-found", "--wait=true", "--timeout=60s")
 
 
@@ -445,3 +449,20 @@ def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(instal
             except ApiException as err:
                 if err.status != 404:  # gone already: a write the RBAC should have refused deleted it
                     raise
+
+
+def test_a_lease_name_the_rbac_does_not_name_is_refused_with_what_to_change(installed: Installed) -> None:
+    """``--lease-name`` other than the Lease rule's resourceNames: every read is refused (403), and
+    the message names the Lease and the rule to change; the shipped name is granted."""
+    from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseSettings, LeaseUnavailable
+
+    lease_client = KubernetesLeaseClient(installed.controller_api())
+    with pytest.raises(LeaseUnavailable) as refused:
+        lease_client.get(NAMESPACE, "renamed")
+    assert str(refused.value) == (
+        "read: HTTP 403 Forbidden: the controller's RBAC does not allow it on Lease sky-kueue-system/renamed; "
+        "the Lease rule's resourceNames (configs/controller/rbac.yaml) must name the --lease-name"
+    )
+    assert not LeaderElector(lease_client, LeaseSettings(NAMESPACE, "probe", name="renamed")).try_acquire_or_renew()
+    assert LeaderElector(lease_client, LeaseSettings(NAMESPACE, "probe", name=LEASE)).try_acquire_or_renew()
+    assert installed.holder() == "probe"
