@@ -1,7 +1,8 @@
 """``sky-kueue setup``: render a team spec into Kueue objects and a matching plugin config.
 
 Writes ``DIR/kueue-setup.yaml`` (Namespaces, ResourceFlavors, WorkloadPriorityClasses,
-ClusterQueues, LocalQueues, in apply order; ``kubectl apply -f`` it) and
+ClusterQueues, LocalQueues, then in each team namespace the Role and RoleBinding that let the
+resubmission controller's ServiceAccount write there, in apply order; ``kubectl apply -f`` it) and
 ``DIR/sky-kueue.yaml`` (the plugin config for the admin policy). The objects are checked by
 the Kueue model's validator before anything is written.
 
@@ -15,6 +16,7 @@ team in the rendered config gets a warning on stderr (:mod:`sky_kueue.skypilot.o
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import click
@@ -27,9 +29,17 @@ from sky_kueue.inputs.errors import InputError
 from sky_kueue.mirror import kubeconfig as kubeconfig_lookup
 from sky_kueue.skypilot.config import ANY_USER, ConfigError, error_from_validation, validate_config
 from sky_kueue.skypilot.open_teams import open_team_warnings
-from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
+from sky_kueue.skypilot.setup_render import (
+    CONTROLLER_SERVICE_ACCOUNT,
+    render_controller_rbac,
+    render_objects,
+    render_plugin_config,
+)
 from sky_kueue.skypilot.setup_spec import TeamsSpec
 
+#: A namespace name, and a ServiceAccount name (Kubernetes apimachinery/pkg/util/validation).
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SETUP_FILE = "kueue-setup.yaml"
 PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
 
@@ -55,6 +65,14 @@ PLUGIN_CONFIG_FILE = "sky-kueue.yaml"
     is_flag=True,
     help='Let every SkyPilot user submit as each team that names no users (users: ["*"]; sandbox and demos only).',
 )
+@click.option(
+    "--controller-service-account",
+    "controller_account",
+    default="/".join(CONTROLLER_SERVICE_ACCOUNT),
+    show_default=True,
+    metavar="NAMESPACE/NAME",
+    help="The resubmission controller's ServiceAccount, bound to a Role in each team namespace.",
+)
 @click.option("--apply", "apply_", is_flag=True, help="Create or update the objects on the cluster (idempotent).")
 @options.kubeconfig_option("kubeconfig for --apply (default: $KUBECONFIG or ~/.kube/config, as kubectl).")
 @options.context_option("kube_context")
@@ -63,6 +81,7 @@ def setup(
     output_dir: Path | None,
     users: tuple[str, ...],
     open_teams: bool,
+    controller_account: str,
     apply_: bool,
     kubeconfig: Path | None,
     kube_context: str | None,
@@ -70,6 +89,7 @@ def setup(
     """Render Kueue objects and the sky-kueue config for a set of teams (and apply them)."""
     if output_dir is None and not apply_:
         errors.fail("give --output DIR, --apply, or both")
+    account = service_account(controller_account)
     target: str | None = str(kubeconfig) if kubeconfig is not None else None
     if apply_ and kubeconfig is None:
         found = kubeconfig_lookup.find_kubeconfig(None, os.environ, os.path.exists)
@@ -93,6 +113,7 @@ def setup(
     problem = model_problem(objects)
     if problem is not None:
         errors.fail(f"{teams_path}: the rendered objects are invalid: {problem}")
+    objects += render_controller_rbac(spec, account)
     plugin_config = render_plugin_config(spec)
     try:
         rendered = validate_config(
@@ -123,6 +144,17 @@ def setup(
         for item in applied:
             where = f"{item.namespace}/{item.name}" if item.namespace else item.name
             click.echo(f"{item.kind} {where}: {item.change.value}")
+
+
+def service_account(text: str) -> tuple[str, str]:
+    """``--controller-service-account NAMESPACE/NAME`` as (namespace, name), or a one-line error."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not _DNS1123_LABEL.fullmatch(namespace) or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        errors.fail(
+            f"--controller-service-account {text!r}: expected NAMESPACE/NAME (lowercase DNS names), "
+            f"e.g. {'/'.join(CONTROLLER_SERVICE_ACCOUNT)}"
+        )
+    return namespace, name
 
 
 def with_members(spec: TeamsSpec, users: tuple[str, ...], open_teams: bool, teams_path: Path) -> TeamsSpec:

@@ -40,6 +40,7 @@ from sky_kueue.controller.clock import Clock, system_clock
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, V1Lease
+    from kubernetes.client.exceptions import ApiException
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ DEFAULT_RENEW_DEADLINE_SECONDS = 10.0
 DEFAULT_RETRY_PERIOD_SECONDS = 2.0
 #: ``leaseDurationSeconds`` written on release, so followers take over immediately.
 RELEASED_LEASE_DURATION_SECONDS = 1
+#: The API server's answer when RBAC refuses a call.
+HTTP_FORBIDDEN = 403
 #: Per-request (connect, read) timeout of Lease calls, whole seconds (the client ignores floats).
 LEASE_REQUEST_TIMEOUT_SECONDS = (5, 10)
 
@@ -258,6 +261,16 @@ def _to_seconds(value: datetime | None) -> float | None:
     return value.timestamp()
 
 
+def _forbidden_hint(err: ApiException, namespace: str, name: str) -> str:
+    """What to fix when RBAC refuses a Lease call (a ``--lease-name`` the Lease rule does not name)."""
+    if err.status != HTTP_FORBIDDEN:
+        return ""
+    return (
+        f": the controller's RBAC does not allow it on Lease {namespace}/{name}; the Lease rule's "
+        "resourceNames (configs/controller/rbac.yaml) must name the --lease-name"
+    )
+
+
 def _resource_version(lease: V1Lease) -> str:
     metadata = lease.metadata
     return str(metadata.resource_version) if metadata is not None else ""
@@ -289,13 +302,13 @@ class KubernetesLeaseClient:
         )
 
     @staticmethod
-    def _failure(err: Exception, action: str) -> Exception:
+    def _failure(err: Exception, action: str, namespace: str, name: str) -> Exception:
         from kubernetes.client.exceptions import ApiException
 
         if isinstance(err, ApiException) and err.status in (404, 409):
             return LeaseConflict(f"{action}: HTTP {err.status} {err.reason}")
         if isinstance(err, ApiException):
-            return LeaseUnavailable(f"{action}: HTTP {err.status} {err.reason}")
+            return LeaseUnavailable(f"{action}: HTTP {err.status} {err.reason}{_forbidden_hint(err, namespace, name)}")
         return LeaseUnavailable(f"{action}: {err}")
 
     def get(self, namespace: str, name: str) -> tuple[LeaseRecord, str] | None:
@@ -307,7 +320,9 @@ class KubernetesLeaseClient:
         except ApiException as err:
             if err.status == 404:
                 return None
-            raise LeaseUnavailable(f"read: HTTP {err.status} {err.reason}") from err
+            raise LeaseUnavailable(
+                f"read: HTTP {err.status} {err.reason}{_forbidden_hint(err, namespace, name)}"
+            ) from err
         except HTTPError as err:
             raise LeaseUnavailable(f"read: {err}") from err
         spec = lease.spec
@@ -329,7 +344,7 @@ class KubernetesLeaseClient:
                 namespace, self._body(namespace, name, record, None), _request_timeout=LEASE_REQUEST_TIMEOUT_SECONDS
             )
         except (ApiException, HTTPError) as err:
-            raise self._failure(err, "create") from err
+            raise self._failure(err, "create", namespace, name) from err
         return _resource_version(created)
 
     def update(self, namespace: str, name: str, record: LeaseRecord, resource_version: str) -> str:
@@ -344,7 +359,7 @@ class KubernetesLeaseClient:
                 _request_timeout=LEASE_REQUEST_TIMEOUT_SECONDS,
             )
         except (ApiException, HTTPError) as err:
-            raise self._failure(err, "update") from err
+            raise self._failure(err, "update", namespace, name) from err
         return _resource_version(replaced)
 
 

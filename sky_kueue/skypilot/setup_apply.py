@@ -1,7 +1,8 @@
 """Apply rendered team setup objects to a cluster, idempotently, through the kubernetes client.
 
 ``sky-kueue setup --apply`` creates what is missing and replaces the spec (and, for
-Namespaces and WorkloadPriorityClasses, the labels and value) of what differs; running it
+Namespaces and WorkloadPriorityClasses, the labels and value; for the controller's Roles and
+RoleBindings, the rules and subjects) of what differs; running it
 twice changes nothing the second time. It talks to the API server only through the
 official ``kubernetes`` client, and reports failures (unreachable server, named by its URL;
 Kueue not installed; RBAC) as one line.
@@ -28,7 +29,13 @@ _PLURALS = {
     "LocalQueue": "localqueues",
 }
 #: Top-level fields that carry an object's desired state, per kind.
-_DESIRED_FIELDS = {"WorkloadPriorityClass": ("value", "description")}
+_DESIRED_FIELDS = {
+    "WorkloadPriorityClass": ("value", "description"),
+    "Role": ("rules",),
+    "RoleBinding": ("roleRef", "subjects"),
+}
+#: The RBAC kinds setup renders (the controller's Role in each team namespace).
+_RBAC_KINDS = ("Role", "RoleBinding")
 
 
 class ApplyError(RuntimeError):
@@ -76,6 +83,7 @@ def apply_objects(api_client: Any, objects: Iterable[Mapping[str, Any]]) -> list
 
     core = client.CoreV1Api(api_client)
     custom = client.CustomObjectsApi(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
     results: list[Applied] = []
     for obj in objects:
         kind = str(obj.get("kind"))
@@ -88,10 +96,12 @@ def apply_objects(api_client: Any, objects: Iterable[Mapping[str, Any]]) -> list
                 results.append(_apply_namespace(core, obj, name))
             elif kind in _PLURALS:
                 results.append(_apply_custom(custom, obj, kind, name, namespace))
+            elif kind in _RBAC_KINDS and namespace:
+                results.append(_apply_rbac(rbac, obj, kind, name, str(namespace)))
             else:
                 raise ApplyError(f"{where}: kind {kind!r} is not part of a team setup")
         except ApiException as exc:
-            if exc.status == 404 and kind != "Namespace":
+            if exc.status == 404 and kind in _PLURALS:
                 raise ClusterApplyError(f"{where}: Kueue is not installed (the {kind} API is not served)") from exc
             if exc.status == 403:
                 raise ClusterApplyError(f"{where}: forbidden by RBAC: {exc.reason}") from exc
@@ -150,6 +160,40 @@ def _apply_custom(custom: Any, obj: Mapping[str, Any], kind: str, name: str, nam
         custom.replace_namespaced_custom_object(*args, name, replacement, _request_timeout=REQUEST_TIMEOUT_SECONDS)
     else:
         custom.replace_cluster_custom_object(*args, name, replacement, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+    return Applied(kind, name, namespace, Change.UPDATED)
+
+
+def _apply_rbac(rbac: Any, obj: Mapping[str, Any], kind: str, name: str, namespace: str) -> Applied:
+    """A Role or RoleBinding: created, or its rules (roleRef and subjects) replaced.
+
+    A RoleBinding's roleRef is immutable: a different one is answered 422 by the API server,
+    reported as one line (delete the binding, then apply again)."""
+    from kubernetes.client.exceptions import ApiException
+
+    read, create, replace = (
+        (rbac.read_namespaced_role, rbac.create_namespaced_role, rbac.replace_namespaced_role)
+        if kind == "Role"
+        else (
+            rbac.read_namespaced_role_binding,
+            rbac.create_namespaced_role_binding,
+            rbac.replace_namespaced_role_binding,
+        )
+    )
+    try:
+        current = rbac.api_client.sanitize_for_serialization(
+            read(name, namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        )
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        create(namespace, dict(obj), _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        return Applied(kind, name, namespace, Change.CREATED)
+    desired = _desired(obj)
+    if all(current.get(k) == v for k, v in desired.items()):
+        return Applied(kind, name, namespace, Change.UNCHANGED)
+    replacement = dict(current)
+    replacement.update(desired)
+    replace(name, namespace, replacement, _request_timeout=REQUEST_TIMEOUT_SECONDS)
     return Applied(kind, name, namespace, Change.UPDATED)
 
 

@@ -10,6 +10,11 @@ Resource groups: flavors that cover the same set of resources form one group (in
 order). A ClusterQueue gets every group in which it names a quota or limit, with ``"0"`` for
 resources it names none for, because Kueue requires each flavor of a group to list every
 covered resource.
+
+The controller's writes (aging patches, relaunch-race deletions, Events) are granted per team
+namespace by :func:`render_controller_rbac`, not cluster-wide (configs/controller/rbac.yaml
+keeps only the reads that need cluster scope): the namespaces setup creates are the only ones
+the controller may change anything in.
 """
 
 from __future__ import annotations
@@ -23,6 +28,22 @@ from sky_kueue.skypilot.setup_spec import QueueSpec, TeamSpec, TeamsSpec
 KUEUE_API_VERSION = kueue_api.API_VERSION_V1BETA1
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 ZERO_QUANTITY = "0"
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+#: The controller's ServiceAccount as configs/controller installs it (namespace, name).
+CONTROLLER_SERVICE_ACCOUNT = ("sky-kueue-system", "sky-kueue-controller")
+#: Name of the Role (and its RoleBinding) rendered in each team namespace.
+CONTROLLER_TEAM_ROLE = "sky-kueue-controller"
+#: What the controller writes in a team namespace, and why (the calls are in
+#: sky_kueue/controller/kube_actuator.py and kube_events.py):
+#:   workloads patch   aging (spec.priority or the priority-boost annotation) and safe relaunch
+#:                     (spec.active false/true on a held relaunch)
+#:   workloads delete  the relaunch race: a finished Workload holding a relaunch's new pods
+#:   events create     an Event on a Workload it acted on (PreemptionRecorded, Aged, ...)
+#:   events patch      the same reason on the same Workload within 10 minutes: count + 1
+CONTROLLER_TEAM_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (kueue_api.KUEUE_GROUP, "workloads", ("patch", "delete")),
+    ("", "events", ("create", "patch")),
+)
 
 
 def team_names(spec: TeamsSpec, team: str) -> tuple[str, str, str]:
@@ -63,6 +84,38 @@ def render_objects(spec: TeamsSpec) -> list[dict[str, Any]]:
     for team in spec.teams:
         namespace, lq_name, cq_name = team_names(spec, team)
         objects.append(_kueue("LocalQueue", lq_name, namespace=namespace, spec={"clusterQueue": cq_name}))
+    return objects
+
+
+def render_controller_rbac(
+    spec: TeamsSpec, service_account: tuple[str, str] = CONTROLLER_SERVICE_ACCOUNT
+) -> list[dict[str, Any]]:
+    """A Role and a RoleBinding to the controller's ServiceAccount in each team namespace
+    (apply them after the Namespaces): the only places the controller may write."""
+    account_namespace, account_name = service_account
+    labels = {"app.kubernetes.io/name": "sky-kueue", "app.kubernetes.io/component": "controller"}
+    objects: list[dict[str, Any]] = []
+    namespaces = dict.fromkeys(team_names(spec, team)[0] for team in spec.teams)  # teams may share one
+    for namespace in namespaces:
+        # Fresh dicts per object: YAML would otherwise write shared ones as anchors and aliases.
+        rules = [{"apiGroups": [g], "resources": [r], "verbs": list(v)} for g, r, v in CONTROLLER_TEAM_RULES]
+        objects.append(
+            {
+                "apiVersion": RBAC_API_VERSION,
+                "kind": "Role",
+                "metadata": {"name": CONTROLLER_TEAM_ROLE, "namespace": namespace, "labels": dict(labels)},
+                "rules": rules,
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": RBAC_API_VERSION,
+                "kind": "RoleBinding",
+                "metadata": {"name": CONTROLLER_TEAM_ROLE, "namespace": namespace, "labels": dict(labels)},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROLLER_TEAM_ROLE},
+                "subjects": [{"kind": "ServiceAccount", "name": account_name, "namespace": account_namespace}],
+            }
+        )
     return objects
 
 

@@ -1,5 +1,7 @@
 """``configs/controller/``: the manifests parse, and the RBAC is exactly what the controller uses.
 
+The controller's rules are ``configs/controller/rbac.yaml`` plus the Role that ``sky-kueue
+setup`` renders in each team namespace (here: ``configs/teams.yaml``'s team-a and team-b).
 The controller runs against the sandbox through a scenario that exercises every kind of
 call it makes (list and watch, an aging patch, a relaunch-race deletion, the preemptor's
 WorkloadPriorityClass, leader election, gate detection). The sandbox's request log then
@@ -23,6 +25,9 @@ from .live_support import CONTROLLER_USER_AGENT, demo_aging, group_pod, live_san
 from .test_relaunch_race import GROUP, _finished_preempted_workload
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "configs" / "controller"
+TEAMS = MANIFESTS.parent / "teams.yaml"
+#: Verbs that change nothing.
+READ_VERBS = frozenset({"get", "list", "watch"})
 CONTROLLER_NAMESPACE = "sky-kueue-system"
 #: The test's Lease lives in "default"; the manifests put it in the controller's namespace.
 TEST_LEASE_NAMESPACE = "default"
@@ -36,9 +41,18 @@ def _documents() -> list[dict[str, Any]]:
     return docs
 
 
-def _rules() -> list[tuple[str | None, dict[str, Any]]]:
-    """(namespace or None for cluster-wide, rule) for every rule bound to the controller's account."""
-    docs = _documents()
+def _setup_documents() -> list[dict[str, Any]]:
+    """The Roles and RoleBindings ``sky-kueue setup`` renders for configs/teams.yaml."""
+    from sky_kueue.skypilot.setup_render import render_controller_rbac
+    from sky_kueue.skypilot.setup_spec import TeamsSpec
+
+    return render_controller_rbac(TeamsSpec.model_validate(yaml.safe_load(TEAMS.read_text())))
+
+
+def _rules(*, with_setup: bool = True) -> list[tuple[str | None, dict[str, Any]]]:
+    """(namespace or None for cluster-wide, rule) for every rule bound to the controller's account:
+    configs/controller's, plus (``with_setup``) the team Roles setup renders."""
+    docs = _documents() + (_setup_documents() if with_setup else [])
     bound: set[tuple[str, str | None]] = set()
     for doc in docs:
         if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
@@ -114,6 +128,43 @@ def test_the_manifests_describe_one_controller_deployment() -> None:
     from sky_kueue.cli.controller_cmd import status
 
     status.make_context("status", list(probe[3:]), resilient_parsing=False)
+
+
+def test_the_controller_writes_nothing_cluster_wide() -> None:
+    """Every write is granted in one namespace: the controller's own (Lease, history), kueue-system
+    (nothing: reads only) or a team namespace setup created (Workloads, Events)."""
+    cluster_wide = [rule for scope, rule in _rules(with_setup=False) if scope is None]
+    assert cluster_wide
+    writes = [rule for rule in cluster_wide if set(rule["verbs"]) - READ_VERBS]
+    assert not writes, f"cluster-wide writes: {writes}"
+    team_writes = {
+        (scope, group, resource, verb)
+        for scope, rule in _rules()
+        if scope in ("team-a", "team-b")
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    expected = {("kueue.x-k8s.io", "workloads", "patch"), ("kueue.x-k8s.io", "workloads", "delete")}
+    expected |= {("", "events", "create"), ("", "events", "patch")}
+    assert team_writes == {(ns, *grant) for ns in ("team-a", "team-b") for grant in expected}
+
+
+def test_the_lease_rule_names_the_lease_the_deployment_elects_on() -> None:
+    """``--lease-name`` and the Lease rule's resourceNames agree (a renamed Lease under the old
+    rule would be refused every renewal), and both are the controller's default."""
+    from sky_kueue.cli.controller_cmd import run
+    from sky_kueue.controller.leader import DEFAULT_LEASE_NAME
+
+    (deployment,) = [d for d in _documents() if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    lease_name = run.make_context("run", list(container["args"]), resilient_parsing=False).params["lease_name"]
+    named = [
+        rule["resourceNames"]
+        for scope, rule in _rules()
+        if "leases" in rule["resources"] and "update" in rule["verbs"] and scope == CONTROLLER_NAMESPACE
+    ]
+    assert named == [[lease_name]] and lease_name == DEFAULT_LEASE_NAME
 
 
 def _key(record: Any) -> tuple[str, str, str, str, str] | None:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from sky_kueue.cli.main import cli
 from sky_kueue.skypilot.config import validate_config
-from sky_kueue.skypilot.setup_render import render_objects, render_plugin_config
+from sky_kueue.skypilot.setup_render import render_controller_rbac, render_objects, render_plugin_config
 from sky_kueue.skypilot.setup_spec import TeamsSpec
 from tests.skypilot.builders import REPO, SEED_SETUP
 
@@ -101,9 +101,10 @@ def test_spec_errors(changes: dict[str, Any], text: str) -> None:
 def test_cli_writes_both_files(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["setup", "--teams", str(TEAMS), "--output", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "4 WorkloadPriorityClass, 3 ClusterQueue, 2 LocalQueue" in result.output
-    objects = list(yaml.safe_load_all((tmp_path / "out" / "kueue-setup.yaml").read_text()))
-    assert len(objects) == 13
+    assert "4 WorkloadPriorityClass, 3 ClusterQueue, 2 LocalQueue, 2 Role, 2 RoleBinding" in result.output
+    text = (tmp_path / "out" / "kueue-setup.yaml").read_text()
+    objects = list(yaml.safe_load_all(text))
+    assert len(objects) == 17 and "&id" not in text  # no YAML anchors: each object stands alone
     assert (
         yaml.safe_load((tmp_path / "out" / "sky-kueue.yaml").read_text())["teams"]["team-a"]["local_queue"]
         == "team-a-lq"
@@ -189,3 +190,58 @@ def test_bad_users_option_is_one_line(tmp_path: Path, users: str, text: str) -> 
     )
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and text in result.stderr
+
+
+def test_the_controller_may_write_only_in_the_team_namespaces_setup_creates(tmp_path: Path) -> None:
+    """One Role per team namespace (Workload patch and delete, Event create and patch) bound to
+    the controller's ServiceAccount, rendered after the Namespaces; a shared namespace gets one."""
+    rendered = render_controller_rbac(spec())
+    assert [key(o) for o in rendered] == [
+        ("Role", "team-a", "sky-kueue-controller"),
+        ("RoleBinding", "team-a", "sky-kueue-controller"),
+        ("Role", "team-b", "sky-kueue-controller"),
+        ("RoleBinding", "team-b", "sky-kueue-controller"),
+    ]
+    assert rendered[0]["rules"] == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["patch", "delete"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    assert rendered[1]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "sky-kueue-controller",
+    }
+    assert rendered[1]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sky-kueue-controller", "namespace": "sky-kueue-system"}
+    ]
+    data = yaml.safe_load(TEAMS.read_text())
+    data["teams"]["team-b"]["namespace"] = "team-a"
+    shared = render_controller_rbac(TeamsSpec.model_validate(data), ("ops", "ctl"))
+    assert [key(o) for o in shared] == [
+        ("Role", "team-a", "sky-kueue-controller"),
+        ("RoleBinding", "team-a", "sky-kueue-controller"),
+    ]
+    assert shared[1]["subjects"] == [{"kind": "ServiceAccount", "name": "ctl", "namespace": "ops"}]
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli, ["setup", "--teams", str(TEAMS), "--output", str(out), "--controller-service-account", "ops/ctl"]
+    )
+    assert result.exit_code == 0, result.output
+    written = list(yaml.safe_load_all((out / "kueue-setup.yaml").read_text()))
+    kinds = [o["kind"] for o in written]
+    assert kinds.index("RoleBinding") > kinds.index("Namespace")
+    assert {s["namespace"] + "/" + s["name"] for o in written if o["kind"] == "RoleBinding" for s in o["subjects"]} == {
+        "ops/ctl"
+    }
+
+
+@pytest.mark.parametrize("account", ["ctl", "/ctl", "ops/", "Ops/ctl", "ops/ctl/x"])
+def test_bad_controller_service_account_is_one_line(tmp_path: Path, account: str) -> None:
+    result = CliRunner(mix_stderr=False).invoke(
+        cli,
+        ["setup", "--teams", str(TEAMS), "--output", str(tmp_path / "out"), "--controller-service-account", account],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "expected NAMESPACE/NAME" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -66,3 +66,28 @@ def test_apply_reports_an_unreachable_server_in_one_line(tmp_path: Path) -> None
         out
         == "error: Namespace team-a: cannot reach the Kubernetes API server at http://127.0.0.1:9: connection refused\n"
     )
+
+
+def test_apply_puts_the_controllers_team_roles_back(sandbox: Sandbox) -> None:
+    """The Role setup renders in each team namespace is created, and a widened one is put back
+    (rules replaced) on the next apply; its RoleBinding names the controller's ServiceAccount."""
+    kubeconfig = str(sandbox.kubeconfig_path)
+    code, out = _run("--teams", str(TEAMS), "--apply", "--kubeconfig", kubeconfig)
+    assert code == 0, out
+    assert (
+        "Role team-a/sky-kueue-controller: created" in out and "RoleBinding team-b/sky-kueue-controller: created" in out
+    )
+    roles = "roles.rbac.authorization.k8s.io"
+    wide = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}
+    sandbox.store.mutate(roles, "sky-kueue-controller", lambda o: o.update(rules=[wide]), "team-a")
+    code, again = _run("--teams", str(TEAMS), "--apply", "--kubeconfig", kubeconfig)
+    assert code == 0, again
+    assert (
+        "Role team-a/sky-kueue-controller: updated" in again and "Role team-b/sky-kueue-controller: unchanged" in again
+    )
+    rules = sandbox.store.get(roles, "sky-kueue-controller", "team-a")["rules"]
+    assert wide not in rules and {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]} in rules
+    binding = sandbox.store.get("rolebindings.rbac.authorization.k8s.io", "sky-kueue-controller", "team-b")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "sky-kueue-controller", "namespace": "sky-kueue-system"}
+    ]
