@@ -17,7 +17,8 @@ The lane, in Kueue's own objects (:func:`add_lanes`):
   total is unchanged: with :attr:`LaneScope.TEAM` each team's lane from the team's own
   ClusterQueue (the team pays for its own guarantee); with :attr:`LaneScope.COHORT` one lane
   per cohort, shared by every team's relaunches, from the cohort's largest ClusterQueue by
-  nominal GPUs (its main lender; ties by name). A lane is at most its donor's GPUs. CPU and
+  nominal GPUs (ties by name), or from the ClusterQueue :attr:`LaneSettings.donor` names (the
+  admin knows which team lends most). A lane is at most its donor's GPUs. CPU and
   memory (the other resources of the GPU flavor) move in proportion, rounded down;
 * ``borrowingLimit: 0`` and ``lendingLimit`` equal to the nominal quota: the lane lends what
   it does not use, and takes it back when a relaunch arrives (``reclaimWithinCohort: Any``);
@@ -76,6 +77,9 @@ class LaneSettings:
     after_preemptions: int = DEFAULT_LANE_AFTER_PREEMPTIONS
     scope: LaneScope = LaneScope.TEAM
     queueing_strategy: o.QueueingStrategy = o.QueueingStrategy.STRICT_FIFO
+    #: :attr:`LaneScope.COHORT`: the ClusterQueue its cohort's lane is carved from (None: the
+    #: cohort's largest); other cohorts keep the default.
+    donor: str | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -226,10 +230,19 @@ def add_lanes(state: o.ClusterState, teams: dict[str, QueueRef], settings: LaneS
                 if ref.cluster_queue == home.name:
                     lane_of[other] = name
     else:
+        named = state.cluster_queues.get(settings.donor) if settings.donor is not None else None
+        if settings.donor is not None and (named is None or named.cohort is None):
+            known = ", ".join(sorted(n for n, cq in state.cluster_queues.items() if cq.cohort is not None)) or "none"
+            raise ModelError(
+                f"lane: donor ClusterQueue {settings.donor!r} is not a ClusterQueue in a cohort; choose from {known}"
+            )
         cohorts = sorted({cq.cohort for cq in state.cluster_queues.values() if cq.cohort is not None})
         for cohort in cohorts:
             members = [cq for cq in state.cluster_queues.values() if cq.cohort == cohort]
-            lender = max(sorted(members, key=lambda cq: cq.name), key=_gpus)
+            if named is not None and named.cohort == cohort:
+                lender = named
+            else:
+                lender = max(sorted(members, key=lambda cq: cq.name), key=_gpus)
             name = f"{dns_label(cohort)[:45]}-relaunch-lane"
             donor, group, carved = _carve(lender, settings.gpus)
             if carved == 0:
