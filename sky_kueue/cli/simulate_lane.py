@@ -84,6 +84,8 @@ def text(result: lane_sizing.LaneSweep) -> str:
     for p in result.points:
         f = p.figures
         missed = ", ".join(k for k, ok in p.met.items() if not ok) or "-"
+        if p.empties_donor:
+            missed += " (empties its donor: not recommended)"
         lines.append(
             f"{p.scope.value:<7} {p.gpus:>4} {p.after_preemptions:>2} {p.carved_gpus:>7} {f.max_preemptions:>8} "
             f"{f.relaunch_starved:>10} {f.p50_wait_after_preemption_s:>9,} {f.p99_wait_after_preemption_s:>9,} "

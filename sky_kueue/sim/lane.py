@@ -95,6 +95,13 @@ class Lane:
     cluster_queue: str
     donor: str
     gpus: int
+    #: The donor's nominal GPUs before the lane was carved.
+    donor_gpus: int
+
+    @property
+    def empties_donor(self) -> bool:
+        """Whether the lane took all of its donor's GPUs (the donor keeps no guaranteed quota)."""
+        return self.gpus >= self.donor_gpus
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,10 @@ class LanePlan:
     queues: dict[str, QueueRef]
     #: team -> the lane's nominal quota per resource (what a relaunch must fit to enter)
     capacity: dict[str, dict[str, int]]
+
+    @property
+    def empties_a_donor(self) -> bool:
+        return any(lane.empties_donor for lane in self.lanes)
 
     @property
     def carved_gpus(self) -> int:
@@ -157,8 +168,8 @@ def _gpu_flavor(cq: o.ClusterQueue) -> tuple[int, int]:
     return found[0]
 
 
-def _carve(donor: o.ClusterQueue, gpus: int) -> tuple[o.ClusterQueue, o.ResourceGroup, int]:
-    """``donor`` less a lane's quota, the lane's resource group, and the GPUs carved."""
+def _carve(donor: o.ClusterQueue, gpus: int) -> tuple[o.ClusterQueue, o.ResourceGroup, int, int]:
+    """``donor`` less a lane's quota, the lane's resource group, the GPUs carved and the donor's GPUs."""
     g, f = _gpu_flavor(donor)
     group = donor.resource_groups[g]
     flavor = group.flavors[f]
@@ -180,7 +191,7 @@ def _carve(donor: o.ClusterQueue, gpus: int) -> tuple[o.ClusterQueue, o.Resource
         covered_resources=group.covered_resources,
         flavors=(o.FlavorQuotas(name=flavor.name, resources=lane_quotas),),
     )
-    return replace(donor, resource_groups=tuple(groups)), lane_group, carved
+    return replace(donor, resource_groups=tuple(groups)), lane_group, carved, donor_gpus
 
 
 def _lane_queue(name: str, cohort: str, group: o.ResourceGroup, settings: LaneSettings) -> o.ClusterQueue:
@@ -220,12 +231,12 @@ def add_lanes(state: o.ClusterState, teams: dict[str, QueueRef], settings: LaneS
             if home.cohort is None or teams[team].cluster_queue in {lane.donor for lane in lanes}:
                 continue  # no cohort to lend to; or a ClusterQueue shared by teams already has its lane
             name = f"{dns_label(home.name)[:50]}-relaunch"
-            donor, group, carved = _carve(home, settings.gpus)
+            donor, group, carved, donor_gpus = _carve(home, settings.gpus)
             if carved == 0:
                 continue
             cluster_queues[home.name] = donor
             _add(cluster_queues, _lane_queue(name, home.cohort, group, settings))
-            lanes.append(Lane(name, home.name, carved))
+            lanes.append(Lane(name, home.name, carved, donor_gpus))
             for other, ref in teams.items():
                 if ref.cluster_queue == home.name:
                     lane_of[other] = name
@@ -244,12 +255,12 @@ def add_lanes(state: o.ClusterState, teams: dict[str, QueueRef], settings: LaneS
             else:
                 lender = max(sorted(members, key=lambda cq: cq.name), key=_gpus)
             name = f"{dns_label(cohort)[:45]}-relaunch-lane"
-            donor, group, carved = _carve(lender, settings.gpus)
+            donor, group, carved, donor_gpus = _carve(lender, settings.gpus)
             if carved == 0:
                 continue
             cluster_queues[lender.name] = donor
             _add(cluster_queues, _lane_queue(name, cohort, group, settings))
-            lanes.append(Lane(name, lender.name, carved))
+            lanes.append(Lane(name, lender.name, carved, donor_gpus))
             for team, ref in teams.items():
                 if state.cluster_queues[ref.cluster_queue].cohort == cohort:
                     lane_of[team] = name

@@ -19,8 +19,12 @@ so the two judge a run alike.
 
 "Smallest" is the fewest nominal GPUs carved over all lanes (the lanes' cost); among equal
 costs the larger k (fewer relaunches sent to the lane), then the per-team scope. Where no lane
-meets every target, the sweep also names the *closest*: the fewest targets missed, then the
-same order.
+meets every target, the sweep also names the *closest*: the fewest targets missed, then one
+that keeps the bound's target (max preemptions: a miss there means relaunches too large for
+the lane), then the same order. A lane that takes all of its donor's GPUs is measured but
+never recommended: the donor team would keep no guaranteed quota, all its work would borrow,
+and with no ClusterQueue left to reclaim for it, preemption mostly stops, which says nothing
+about a lane.
 """
 
 from __future__ import annotations
@@ -108,6 +112,8 @@ class SweepPoint:
     lane_entries: int
     lane_misfits: int
     lane_preempted: int
+    #: A lane took all of its donor's GPUs (never recommended, module docstring).
+    empties_donor: bool = False
 
     @property
     def meets_all(self) -> bool:
@@ -126,6 +132,7 @@ class SweepPoint:
             "lane_entries": self.lane_entries,
             "lane_misfits": self.lane_misfits,
             "lane_preempted": self.lane_preempted,
+            "empties_donor": self.empties_donor,
         }
 
 
@@ -156,17 +163,19 @@ def _cost(p: SweepPoint) -> tuple[int, int, bool]:
 
 def smallest(points: Sequence[SweepPoint]) -> SweepPoint | None:
     """The cheapest point meeting every target (module docstring), or None."""
-    meeting = [p for p in points if p.meets_all]
+    meeting = [p for p in points if p.meets_all and not p.empties_donor]
     if not meeting:
         return None
     return min(meeting, key=_cost)
 
 
 def closest(points: Sequence[SweepPoint]) -> SweepPoint | None:
-    """The point missing the fewest targets, the cheapest among those (None: no points)."""
-    if not points:
+    """The point missing the fewest targets, then keeping the bound's, then the cheapest
+    (None: no point that leaves every donor some quota)."""
+    kept = [p for p in points if not p.empties_donor]
+    if not kept:
         return None
-    return min(points, key=lambda p: (sum(1 for ok in p.met.values() if not ok), *_cost(p)))
+    return min(kept, key=lambda p: (sum(1 for ok in p.met.values() if not ok), not p.met["max_preemptions"], *_cost(p)))
 
 
 #: progress(points done, points in all)
@@ -220,6 +229,7 @@ def sweep(
                         lane_entries=run.lane_entries,
                         lane_misfits=run.lane_misfits,
                         lane_preempted=run.lane_preempted,
+                        empties_donor=run.lane_empties_donor,
                     )
                 )
                 if progress is not None:

@@ -405,6 +405,7 @@ class Simulator:
             lane_misfits=self.lane_misfits,
             lane_preempted=self.lane_preempted,
             lane_gpus=0 if self.lane_plan is None else self.lane_plan.carved_gpus,
+            lane_empties_donor=self.lane_plan is not None and self.lane_plan.empties_a_donor,
         )
 
     def _handle(self, kind: EventKind, job: _Job, token: int) -> None:

@@ -63,7 +63,9 @@ def test_a_small_high_p95_increase_is_within_the_slack() -> None:
     assert not targets_met(replace(GOOD, high_p95_wait_s=62), base)["high_p95"]
 
 
-def point(carved: int, after: int, scope: LaneScope, figures: LaneFigures) -> SweepPoint:
+def point(
+    carved: int, after: int, scope: LaneScope, figures: LaneFigures, *, empties_donor: bool = False
+) -> SweepPoint:
     return SweepPoint(
         policy="rank+lane",
         scope=scope,
@@ -75,6 +77,7 @@ def point(carved: int, after: int, scope: LaneScope, figures: LaneFigures) -> Sw
         lane_entries=1,
         lane_misfits=0,
         lane_preempted=0,
+        empties_donor=empties_donor,
     )
 
 
@@ -93,6 +96,20 @@ def test_smallest_is_the_cheapest_meeting_all_and_closest_the_fewest_misses() ->
     near = lane_sizing.closest(points[3:])
     assert near is not None and near.carved_gpus == 4  # one miss beats a cheaper lane with two
     assert lane_sizing.smallest(points[3:]) is None
+
+
+def test_a_lane_that_empties_its_donor_is_never_chosen() -> None:
+    whole = point(4, 2, LaneScope.TEAM, GOOD, empties_donor=True)
+    part = point(8, 2, LaneScope.TEAM, GOOD)
+    best = lane_sizing.smallest([whole, part])
+    assert best is part
+    assert lane_sizing.smallest([whole]) is None and lane_sizing.closest([whole]) is None
+
+
+def test_among_equal_misses_the_closest_keeps_the_bound() -> None:
+    misses_bound = point(2, 2, LaneScope.TEAM, replace(GOOD, max_preemptions=5))
+    misses_goodput = point(8, 2, LaneScope.TEAM, replace(GOOD, goodput_pct=60.0))
+    assert lane_sizing.closest([misses_bound, misses_goodput]) is misses_goodput
 
 
 def test_lane_sweep_reports_the_curve_and_a_choice() -> None:
