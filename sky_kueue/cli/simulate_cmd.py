@@ -45,6 +45,9 @@ from sky_kueue.sim.lane import LaneScope, LaneSettings
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from sky_kueue.sim.simulator import SimConfig
+    from sky_kueue.sim.traces import Trace
+
 _Settings = TypeVar("_Settings", bound="DataclassInstance")
 
 
@@ -148,8 +151,8 @@ def _positive_ints(option: str, given: str | None, default: tuple[int, ...]) -> 
 
 
 def _run_lane_sweep(
-    trace: Any,
-    config: Any,
+    trace: Trace,
+    config: SimConfig,
     lanes: list[str],
     sweep_gpus: str | None,
     sweep_after: str | None,

@@ -365,6 +365,7 @@ def resolve(
             not isinstance(inner, RegistryPolicy)
             or inner.safe_relaunch is not None
             or inner.predicted_burst is not None
+            or inner.lane is not None
         ):
             raise UnknownSimPolicyError(
                 f"unknown policy {name!r}; add {PREDICTED_SUFFIX} once, to one of {', '.join(names()[1:])}"
@@ -384,7 +385,11 @@ def resolve(
         return replace(with_safe, name=name)
     if name.endswith(SAFE_SUFFIX):
         inner = resolve(name[: -len(SAFE_SUFFIX)], settings)
-        if inner.safe_relaunch is not None or not isinstance(inner, (BaselinePolicy, RegistryPolicy)):
+        if (
+            inner.safe_relaunch is not None
+            or not isinstance(inner, (BaselinePolicy, RegistryPolicy))
+            or inner.lane is not None
+        ):
             raise UnknownSimPolicyError(
                 f"unknown policy {name!r}; add {SAFE_SUFFIX} once, to one of {', '.join(names())}"
             )

@@ -138,7 +138,16 @@ def test_lane_policy_names_resolve_and_refuse_combinations() -> None:
     assert isinstance(cohort, policies.BaselinePolicy)
     assert cohort.lane is not None and cohort.lane.scope is LaneScope.COHORT
     assert "relaunch lane" in cohort.summary
-    for bad in ("rank+safe+lane", "rank+lane+lane", "safe-place+lane", "rank+predicted+cohort-lane"):
+    bad_names = (
+        "rank+safe+lane",
+        "rank+lane+lane",
+        "safe-place+lane",
+        "rank+predicted+cohort-lane",
+        "rank+lane+safe",
+        "rank+lane+team",
+        "rank+cohort-lane+predicted",
+    )
+    for bad in bad_names:
         with pytest.raises(policies.UnknownSimPolicyError, match="add \\+"):
             policies.resolve(bad)
     with pytest.raises(ValueError, match="the relaunch lane is not modelled"):
