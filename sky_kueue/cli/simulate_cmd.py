@@ -11,6 +11,8 @@ Examples::
     sky-kueue simulate --trace kueue-perf --policies baseline,aging --jobs 3000
     sky-kueue simulate --trace jobs.csv --config sky-kueue.yaml --output json
     sky-kueue simulate --trace synthetic --aging-set max_age_seconds=3600 --plot waits.png
+    sky-kueue simulate --trace reclaim-storm --policies baseline,rank+lane --lane-gpus 16 --lane-after 2
+    sky-kueue simulate --trace jobs.csv --lane-sweep --plot lane.png
 
 Bad input (unknown trace or policy, bad CSV row, invalid setting) prints one line and exits
 with code 2.
@@ -38,9 +40,13 @@ from sky_kueue.controller.predicted_burst import (
     PredictedBurstSettings,
 )
 from sky_kueue.kueue.errors import ModelError
+from sky_kueue.sim.lane import LaneScope, LaneSettings
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+    from sky_kueue.sim.simulator import SimConfig
+    from sky_kueue.sim.traces import Trace
 
 _Settings = TypeVar("_Settings", bound="DataclassInstance")
 
@@ -131,6 +137,71 @@ def _predicted_settings(
     )
 
 
+def _positive_ints(option: str, given: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    """A comma-separated list of integers >= 1 (None: ``default``); bad input fails in one line."""
+    if given is None:
+        return default
+    values: list[int] = []
+    for item in given.split(","):
+        text = item.strip()
+        if not text.isdigit() or int(text) < 1:
+            errors.fail(f"{option}: expected comma-separated integers >= 1, got {given!r}", EXIT_BAD_INPUT)
+        values.append(int(text))
+    return tuple(sorted(set(values)))
+
+
+def _run_lane_sweep(
+    trace: Trace,
+    config: SimConfig,
+    lanes: list[str],
+    sweep_gpus: str | None,
+    sweep_after: str | None,
+    *,
+    donor: str | None,
+    settings: AgingSettings,
+    output: str,
+    plot_path: Path | None,
+    quiet: bool,
+) -> None:
+    """``--lane-sweep``: the lane policies of ``--policies`` (one base policy), or ``rank`` in both scopes."""
+    from sky_kueue.cli import simulate_lane
+    from sky_kueue.sim import lane_sizing, plots, policies
+
+    gpus = _positive_ints("--lane-sweep-gpus", sweep_gpus, lane_sizing.DEFAULT_SWEEP_GPUS)
+    after = _positive_ints("--lane-sweep-after", sweep_after, lane_sizing.DEFAULT_SWEEP_AFTER)
+    bases: set[str] = set()
+    scopes: list[LaneScope] = []
+    for name in lanes:
+        if name.endswith(policies.COHORT_LANE_SUFFIX):
+            bases.add(name[: -len(policies.COHORT_LANE_SUFFIX)])
+            scopes.append(LaneScope.COHORT)
+        else:
+            bases.add(name[: -len(policies.LANE_SUFFIX)])
+            scopes.append(LaneScope.TEAM)
+    if len(bases) > 1:
+        errors.fail(
+            f"--lane-sweep: the lane policies of --policies ({', '.join(lanes)}) must share one base policy",
+            EXIT_BAD_INPUT,
+        )
+    base = bases.pop() if bases else lane_sizing.DEFAULT_LANE_POLICY
+    try:
+        simulate_lane.run(
+            trace,
+            config,
+            policy=base,
+            scopes=scopes or (LaneScope.TEAM, LaneScope.COHORT),
+            gpus=gpus,
+            after=after,
+            donor=donor,
+            settings=settings,
+            output=output,
+            plot_path=plot_path,
+            quiet=quiet,
+        )
+    except (ModelError, policies.UnknownSimPolicyError, plots.PlotError) as err:
+        errors.fail(f"--lane-sweep: {err}", EXIT_BAD_INPUT)
+
+
 @click.command("simulate")
 @click.option(
     "--trace",
@@ -147,7 +218,8 @@ def _predicted_settings(
     show_default=True,
     help="Comma-separated: baseline, aging (the configured default), or a registered aging policy; any of them "
     "with +safe (e.g. rank+safe) adds the safe-relaunch rule; safe-place is keep-place protecting only within "
-    "nominal quota, with that rule.",
+    "nominal quota, with that rule; +lane (e.g. rank+lane) or +cohort-lane sends relaunches to a relaunch lane "
+    "after --lane-after preemptions.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the trace generator and relaunch jitter.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Simulate this many jobs of the trace.")
@@ -310,6 +382,46 @@ def _predicted_settings(
     help="+safe policies: hold even when no safe place is predicted within the hold "
     "(safe_relaunch.hold_only_when_predicted: false).",
 )
+@click.option(
+    "--lane-gpus",
+    type=click.IntRange(min=1),
+    default=None,
+    help="+lane/+cohort-lane policies: nominal GPUs of each relaunch lane, carved from its team's ClusterQueue "
+    "(+lane) or the cohort's largest (+cohort-lane) (default 8).",
+)
+@click.option(
+    "--lane-after",
+    type=click.IntRange(min=1),
+    default=None,
+    help="+lane/+cohort-lane policies: a job's relaunch goes to the lane after this many preemptions (k; "
+    "default 2). No job admitted in the lane is preempted again, so a job is preempted at most k times.",
+)
+@click.option(
+    "--lane-donor",
+    default=None,
+    metavar="CLUSTERQUEUE",
+    help="+cohort-lane policies (and --lane-sweep): carve the cohort's lane from this ClusterQueue (default: the "
+    "cohort's largest by nominal GPUs).",
+)
+@click.option(
+    "--lane-sweep",
+    is_flag=True,
+    help="Sweep the relaunch lane's size x k (--lane-sweep-gpus, --lane-sweep-after) against SkyPilot alone and "
+    "recommend the smallest lane meeting the targets; sweeps the +lane/+cohort-lane policies of --policies "
+    "(none: rank+lane and rank+cohort-lane). --plot draws the curve.",
+)
+@click.option(
+    "--lane-sweep-gpus",
+    default=None,
+    metavar="N,N,...",
+    help="--lane-sweep: GPUs per lane to try (default 2,4,8,12,16,24,32).",
+)
+@click.option(
+    "--lane-sweep-after",
+    default=None,
+    metavar="K,K,...",
+    help="--lane-sweep: preemption counts k to try (default 1,2).",
+)
 @click.option("--no-relaunch-backoff", is_flag=True, help="Relaunch right after detection (no recovery backoff).")
 @click.option(
     "--clusters",
@@ -377,6 +489,12 @@ def simulate(
     safe_after: int | None,
     safe_max_hold: float | None,
     safe_hold_unpredicted: bool,
+    lane_gpus: int | None,
+    lane_after: int | None,
+    lane_donor: str | None,
+    lane_sweep: bool,
+    lane_sweep_gpus: str | None,
+    lane_sweep_after: str | None,
     no_relaunch_backoff: bool,
     clusters: int,
     failover_after: float | None,
@@ -418,10 +536,24 @@ def simulate(
         if gated
         else None
     )
+    lanes = [n for n in names if n.endswith((policies.LANE_SUFFIX, policies.COHORT_LANE_SUFFIX))]
+    if (lane_gpus is not None or lane_after is not None) and not lanes:
+        errors.fail(
+            "--lane-gpus/--lane-after apply to +lane/+cohort-lane policies; add one to --policies", EXIT_BAD_INPUT
+        )
+    if (lane_sweep_gpus is not None or lane_sweep_after is not None) and not lane_sweep:
+        errors.fail("--lane-sweep-gpus/--lane-sweep-after apply to --lane-sweep; add it", EXIT_BAD_INPUT)
+    if lanes and reserve_after is not None:
+        errors.fail("--reserve-after is not modelled with a relaunch lane; drop one of them", EXIT_BAD_INPUT)
+    if lane_sweep and clusters > 1:
+        errors.fail("--lane-sweep is modelled for one cluster; drop it or --clusters", EXIT_BAD_INPUT)
+    if lane_donor is not None and not lane_sweep and not any(n.endswith(policies.COHORT_LANE_SUFFIX) for n in lanes):
+        errors.fail("--lane-donor applies to +cohort-lane policies and --lane-sweep; add one", EXIT_BAD_INPUT)
+    lane = _given(LaneSettings(), gpus=lane_gpus, after_preemptions=lane_after, donor=lane_donor)
     resolved: list[policies.ResubmissionPolicy] = []
     for name in names:
         try:
-            resolved.append(policies.resolve(name, settings, safe, predicted))
+            resolved.append(policies.resolve(name, settings, safe, predicted, lane))
         except policies.UnknownSimPolicyError as err:
             errors.fail(f"--policies: {err}", EXIT_BAD_INPUT)
     if len(set(names)) != len(names):
@@ -482,6 +614,21 @@ def simulate(
             progress.update(task, completed=done, total=total, sim=report.duration(sim_s))
 
         return update
+
+    if lane_sweep:
+        _run_lane_sweep(
+            trace,
+            config,
+            lanes,
+            lane_sweep_gpus,
+            lane_sweep_after,
+            donor=lane_donor,
+            settings=settings,
+            output=output,
+            plot_path=plot_path,
+            quiet=quiet,
+        )
+        return
 
     if clusters > 1:
         from sky_kueue.cli import simulate_clusters

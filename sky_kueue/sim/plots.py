@@ -1,6 +1,6 @@
 """PNG plots of a comparison: wait-time CDFs per class, one ClusterQueue's timeline, and the
 per-team figures the Grafana dashboard shows too, under the same names
-(:mod:`sky_kueue.sim.figure_names`).
+(:mod:`sky_kueue.sim.figure_names`); and the relaunch lane's sizing curve.
 
 matplotlib is optional (not a dependency of sky-kueue): it is imported only inside
 :func:`plot`, and its absence is a one-line :class:`PlotError`. The backend is forced to
@@ -24,6 +24,8 @@ from sky_kueue.sim.figure_names import (
     WAIT_AFTER_PREEMPTION,
     SharedFigure,
 )
+from sky_kueue.sim.lane_sizing import LaneSweep
+from sky_kueue.sim.lane_sizing import SweepPoint as LaneSweepPoint
 from sky_kueue.sim.metrics import StarvationRule, percentile
 from sky_kueue.sim.results import JobOutcome, JobResult
 
@@ -205,3 +207,45 @@ def team_quantiles(ax: Any, shared: SharedFigure, values: dict[str, dict[str, di
     ax.set_ylabel(shared.axis_label, fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(loc="best", fontsize="small")
+
+
+def plot_lane_sweep(sweep: LaneSweep, path: Path) -> None:
+    """The relaunch lane's curve (:mod:`sky_kueue.sim.lane_sizing`): per scope and k, against the
+    nominal GPUs carved, the max preemptions, the p99 wait after a preemption, goodput and the
+    high class's p95 wait, each with the baseline as a dashed line.
+
+    Raises:
+        PlotError: matplotlib is not installed, or the file cannot be written.
+    """
+    plt = require_matplotlib()
+    panels = (
+        ("max_preemptions", "max preemptions per job"),
+        ("p99_wait_after_preemption_s", "p99 wait after a preemption (s)"),
+        ("goodput_pct", "goodput (%)"),
+        ("high_p95_wait_s", "high class p95 wait (s)"),
+    )
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    series: dict[tuple[str, int], list[LaneSweepPoint]] = {}
+    for point in sweep.points:
+        series.setdefault((point.scope.value, point.after_preemptions), []).append(point)
+    for ax, (key, label) in zip(axes.flat, panels, strict=True):
+        for (scope, k), points in series.items():
+            xs = [p.carved_gpus for p in points]
+            ys = [getattr(p.figures, key) for p in points]
+            ax.plot(xs, ys, marker="o", label=f"{scope} lane, k={k}")
+        ax.axhline(getattr(sweep.baseline, key), linestyle="--", color="grey", label="SkyPilot alone")
+        ax.set_xlabel("nominal GPUs carved into lanes")
+        ax.set_ylabel(label)
+    axes.flat[0].legend(fontsize="small")
+    best = sweep.recommended
+    note = "no lane meets every target" if best is None else f"smallest meeting the targets: {best.policy} "
+    if best is not None:
+        note += f"{best.gpus} GPUs/lane, k={best.after_preemptions} ({best.carved_gpus} carved)"
+    fig.suptitle(f"relaunch lane on {sweep.trace} (seed {sweep.seed}): {note}")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as exc:
+        raise PlotError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
+    finally:
+        plt.close(fig)

@@ -34,7 +34,12 @@ Names accepted by :func:`resolve`:
 * any of those with ``+team`` (``rank+team``): ``+safe`` plus the rule's team-scoped
   nominal reservation (``team_reservation: head`` unless ``safe`` sets a scope): while a
   starved relaunch waits for nominal quota, its own team's pending work of its class or
-  lower in its ClusterQueue is held back too, until it is admitted.
+  lower in its ClusterQueue is held back too, until it is admitted;
+* ``baseline`` or a registered policy with ``+lane`` (``rank+lane``) or ``+cohort-lane``: after
+  the job's ``after_preemptions``-th preemption its relaunch goes to a relaunch lane, a
+  ClusterQueue of nominal quota carved from its team's (``+lane``) or shared by the cohort
+  (``+cohort-lane``) that no preemption can reach (:mod:`sky_kueue.sim.lane`); the policy
+  still sets the relaunch's priority, which orders the lane.
 
 When a boost is decided mirrors the controller (:mod:`sky_kueue.controller.engine`): when
 a Workload is created (the controller reconciles it at once; we take its latency as zero),
@@ -66,6 +71,7 @@ from sky_kueue.controller.aging.policies import FoldPolicy
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings, TeamReservationScope
 from sky_kueue.controller.history import JobHistory
 from sky_kueue.controller.predicted_burst import PredictedBurstSettings, PredictedBurstVerdict, gated_verdict
+from sky_kueue.sim.lane import LaneScope, LaneSettings
 
 BASELINE = "baseline"
 AGING = "aging"
@@ -76,6 +82,10 @@ TEAM_SUFFIX = "+team"
 #: A policy name ending in this gates its bursts on the predicted on-prem wait (``rank+predicted``),
 #: keeping a job on-prem at most ``PredictedBurstSettings.max_stays`` times.
 PREDICTED_SUFFIX = "+predicted"
+#: A policy name ending in this sends relaunches to the team's relaunch lane (``rank+lane``) ...
+LANE_SUFFIX = "+lane"
+#: ... or to the cohort's shared one (``rank+cohort-lane``).
+COHORT_LANE_SUFFIX = "+cohort-lane"
 #: The ``safe-place`` recipe (module docstring): its aging settings over the given ones...
 SAFE_PLACE = "safe-place"
 SAFE_PLACE_POLICY = "keep-place"
@@ -201,6 +211,7 @@ class BaselinePolicy:
     relaunch_wait_limit_s: float | None = None
     safe_relaunch: SafeRelaunchSettings | None = None
     predicted_burst: PredictedBurstSettings | None = None
+    lane: LaneSettings | None = None
 
     def decide(self, history: JobHistory | None, now: float) -> Decision:
         return Decision(0, None)
@@ -225,12 +236,15 @@ class RegistryPolicy:
     keeps_history: bool = True
     safe_relaunch: SafeRelaunchSettings | None = None
     predicted_burst: PredictedBurstSettings | None = None
+    lane: LaneSettings | None = None
 
     @property
     def summary(self) -> str:
         safe = "" if self.safe_relaunch is None else " + safe relaunch"
         if self.predicted_burst is not None:
             safe += " + predicted-wait burst gate"
+        if self.lane is not None:
+            safe += " + " + lane_summary(self.lane)
         return f"controller policy {self.policy.name!r}: {self.policy.summary}{safe}"
 
     def predicted_burst_verdict(
@@ -287,8 +301,14 @@ class RegistryPolicy:
         return now + max(aged_wait_at_step - decision.aged_wait_seconds, 0.0)
 
 
+def lane_summary(lane: LaneSettings) -> str:
+    """The lane in words, for a policy's summary."""
+    scope = "team's" if lane.scope is LaneScope.TEAM else "cohort's shared"
+    return f"{scope} {lane.gpus}-GPU relaunch lane after {lane.after_preemptions} preemptions"
+
+
 def names() -> tuple[str, ...]:
-    """Every name :func:`resolve` accepts without a suffix (``+safe``, ``+team``, ``+predicted``)."""
+    """Every name :func:`resolve` accepts without a suffix (``+safe``, ``+team``, ``+predicted``, ``+lane``)."""
     return (BASELINE, AGING, SAFE_PLACE, *aging.policy_names())
 
 
@@ -308,23 +328,44 @@ def resolve(
     settings: AgingSettings | None = None,
     safe: SafeRelaunchSettings | None = None,
     predicted: PredictedBurstSettings | None = None,
+    lane: LaneSettings | None = None,
 ) -> ResubmissionPolicy:
     """The policy called ``name`` (see the module docstring).
 
     Args:
         safe: the safe-relaunch settings of ``+safe`` policies (see :func:`safe_settings`).
         predicted: the thresholds of ``+predicted`` policies (default: the controller's defaults).
+        lane: the size and count of ``+lane`` and ``+cohort-lane`` policies (their scope
+            comes from the suffix; default :class:`~sky_kueue.sim.lane.LaneSettings`).
 
     Raises:
         UnknownSimPolicyError: neither built in nor registered (the message lists names).
     """
     settings = settings if settings is not None else AgingSettings()
+    for suffix, scope in ((COHORT_LANE_SUFFIX, LaneScope.COHORT), (LANE_SUFFIX, LaneScope.TEAM)):
+        if name.endswith(suffix):
+            inner = resolve(name[: -len(suffix)], settings)
+            if (
+                not isinstance(inner, (BaselinePolicy, RegistryPolicy))
+                or inner.safe_relaunch is not None
+                or inner.predicted_burst is not None
+                or inner.lane is not None
+            ):
+                raise UnknownSimPolicyError(
+                    f"unknown policy {name!r}; add {suffix} once, to baseline or a registered policy "
+                    f"({', '.join(aging.policy_names())}) without +safe, +team or +predicted"
+                )
+            chosen = replace(lane if lane is not None else LaneSettings(), scope=scope)
+            if isinstance(inner, BaselinePolicy):
+                return replace(inner, name=name, lane=chosen, summary=f"{inner.summary} + {lane_summary(chosen)}")
+            return replace(inner, name=name, lane=chosen)
     if name.endswith(PREDICTED_SUFFIX):
         inner = resolve(name[: -len(PREDICTED_SUFFIX)], settings)
         if (
             not isinstance(inner, RegistryPolicy)
             or inner.safe_relaunch is not None
             or inner.predicted_burst is not None
+            or inner.lane is not None
         ):
             raise UnknownSimPolicyError(
                 f"unknown policy {name!r}; add {PREDICTED_SUFFIX} once, to one of {', '.join(names()[1:])}"
@@ -344,7 +385,11 @@ def resolve(
         return replace(with_safe, name=name)
     if name.endswith(SAFE_SUFFIX):
         inner = resolve(name[: -len(SAFE_SUFFIX)], settings)
-        if inner.safe_relaunch is not None or not isinstance(inner, (BaselinePolicy, RegistryPolicy)):
+        if (
+            inner.safe_relaunch is not None
+            or not isinstance(inner, (BaselinePolicy, RegistryPolicy))
+            or inner.lane is not None
+        ):
             raise UnknownSimPolicyError(
                 f"unknown policy {name!r}; add {SAFE_SUFFIX} once, to one of {', '.join(names())}"
             )

@@ -133,6 +133,15 @@ class RunResult:
     eta: tuple[tuple[str, float | None, float | None, float | None], ...] = ()
     #: Safe relaunch (:mod:`sky_kueue.sim.safe_hold`): what the holds did.
     safe: SafeHoldCounts = field(default_factory=lambda: SafeHoldCounts())
+    #: The relaunch lane (:mod:`sky_kueue.sim.lane`): relaunches created in a lane, relaunches due
+    #: the lane that could never fit it (left in their team's queue), preemptions of Workloads
+    #: admitted in a lane (zero by construction), the lanes' nominal GPUs, and whether a lane
+    #: took all of its donor's GPUs.
+    lane_entries: int = 0
+    lane_misfits: int = 0
+    lane_preempted: int = 0
+    lane_gpus: int = 0
+    lane_empties_donor: bool = False
 
 
 @dataclass

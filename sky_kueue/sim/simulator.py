@@ -24,6 +24,11 @@ happens around Kueue:
   with the rule's team reservation (a ``+team`` policy) a starved relaunch also holds back
   its own team's newer work in its ClusterQueue until it is admitted (the rule's
   :func:`~sky_kueue.controller.aging.safe_relaunch.team_work_to_hold` says which);
+* **relaunch lane** (a ``+lane`` or ``+cohort-lane`` policy): the cluster gets its lane
+  ClusterQueues and LocalQueues (:mod:`sky_kueue.sim.lane`), and after ``after_preemptions``
+  preemptions a job's relaunch is created in its lane's LocalQueue (SkyPilot's relaunch with
+  the queue the controller chose) unless it could never fit there (a *misfit*: it stays in
+  its team's queue);
 * **burst**: a launch attempt that waited in Kueue longer than its team's limit gives up
   and runs in a public cloud (SkyPilot's ``admission_timeout`` with ``ordered:``
   resources, SkyPilot 0.14.1 ``sky/backends/cloud_vm_ray_backend.py`` failover and ``kueue.admission_timeout``), at a
@@ -74,6 +79,7 @@ from sky_kueue.kueue.scheduler import CycleResult, Engine
 from sky_kueue.sim import eta, safe_hold
 from sky_kueue.sim.cluster import QueueRef, at, fresh_state, make_workload
 from sky_kueue.sim.events import EventKind, EventQueue
+from sky_kueue.sim.lane import LanePlan, LaneSettings, add_lanes, requests_of
 from sky_kueue.sim.policies import Decision, ResubmissionPolicy
 from sky_kueue.sim.relaunch import RelaunchModel
 from sky_kueue.sim.reservation import QueueOrder, Reservations
@@ -172,6 +178,7 @@ class _Job:
 
     index: int
     spec: JobSpec
+    #: Where the current Workload is queued: the team's queue, or its relaunch lane.
     queue: QueueRef
     base_priority: int
     alloc_gpus: int
@@ -244,7 +251,19 @@ class Simulator:
         self.progress = progress
         self.on_arrival = on_arrival
         cluster = trace.cluster
-        state = fresh_state(cluster.state)
+        #: The relaunch lane's settings and objects (None: relaunches stay in the team's queue).
+        self.lane: LaneSettings | None = getattr(policy, "lane", None)
+        self.lane_plan: LanePlan | None = None
+        if self.lane is not None:
+            self.lane_plan = add_lanes(cluster.state, cluster.queues, self.lane)
+            state = fresh_state(self.lane_plan.state)
+        else:
+            state = fresh_state(cluster.state)
+        #: Relaunches created in a lane, and relaunches due the lane that could never fit it.
+        self.lane_entries = 0
+        self.lane_misfits = 0
+        #: Preemptions of Workloads admitted in a lane: zero by construction (the lane's check).
+        self.lane_preempted = 0
         self.now = 0.0
         self.engine = Engine(state, at(0.0))
         self.events = EventQueue()
@@ -282,6 +301,8 @@ class Simulator:
         self.safe = policy.safe_relaunch
         if self.safe is not None and self.config.reserve_after_s is not None:
             raise ValueError("the safe-relaunch rule and reservations are not modelled together")
+        if self.lane is not None and (self.safe is not None or self.config.reserve_after_s is not None):
+            raise ValueError("the relaunch lane is not modelled with the safe-relaunch rule or reservations")
         self.safe_counts = SafeHoldCounts()
         #: The predicted-wait burst gate's verdicts on relaunches due a burst: (bursts, stays).
         self.gate_bursts = 0
@@ -380,6 +401,11 @@ class Simulator:
             wall_s=time.perf_counter() - started,
             eta=tuple(self.eta),
             safe=self.safe_counts,
+            lane_entries=self.lane_entries,
+            lane_misfits=self.lane_misfits,
+            lane_preempted=self.lane_preempted,
+            lane_gpus=0 if self.lane_plan is None else self.lane_plan.carved_gpus,
+            lane_empties_donor=self.lane_plan is not None and self.lane_plan.empties_a_donor,
         )
 
     def _handle(self, kind: EventKind, job: _Job, token: int) -> None:
@@ -464,6 +490,7 @@ class Simulator:
             job.history = job.history.queued(name, now)
         decision = self.policy.decide(job.history, now)
         job.decision = decision
+        self._route(job)
         # A band policy's levels sit below the class value (negative); a boost policy's are >= 0.
         boost = decision.boost
         job.priority = job.base_priority + boost
@@ -517,6 +544,20 @@ class Simulator:
         if self.config.reserve_after_s is not None:
             self.events.push(now + self.config.reserve_after_s, EventKind.RESERVE, job.index, job.launches)
         self._schedule_resync(job, decision.next_change_s)
+
+    def _route(self, job: _Job) -> None:
+        """The queue of the job's new Workload: its lane once it was preempted ``after_preemptions``
+        times and its request fits the lane's nominal quota, else its team's."""
+        plan = self.lane_plan
+        home = self.trace.cluster.queues[job.spec.team]
+        job.queue = home
+        if plan is None or self.lane is None or job.preemptions < self.lane.after_preemptions:
+            return
+        if not plan.fits(job.spec.team, requests_of(job.spec)):
+            self.lane_misfits += 1
+            return
+        job.queue = plan.queues[job.spec.team]
+        self.lane_entries += 1
 
     def _schedule_resync(self, job: _Job, next_change_s: float | None) -> None:
         """The first of the controller's resync ticks at which the boost can change."""
@@ -929,6 +970,8 @@ class Simulator:
         job.lost_gpu_s += (ran - kept) * job.alloc_gpus
         self._usage_delta(job, -job.alloc_gpus, instant)
         job.preemptions += 1
+        if self.lane_plan is not None and job.queue != self.trace.cluster.queues[job.spec.team]:
+            self.lane_preempted += 1
         if job.first_preempted_s is None:
             job.first_preempted_s = instant
         self.preemptions_by_reason[reason] = self.preemptions_by_reason.get(reason, 0) + 1
@@ -1070,7 +1113,7 @@ class Simulator:
         return JobResult(
             job_id=job.spec.job_id,
             team=job.spec.team,
-            cluster_queue=job.queue.cluster_queue,
+            cluster_queue=self.trace.cluster.queues[job.spec.team].cluster_queue,
             priority_class=job.spec.priority_class,
             base_priority=job.base_priority,
             gpus=job.alloc_gpus,
