@@ -84,3 +84,39 @@ def test_kueues_webhook_rejects_what_the_sandbox_would_accept(kueue: KueueCluste
         assert "vclusterqueue.kb.io" in str(err.body) and "denied the request" in str(err.body), err.body
     else:
         raise AssertionError("Kueue accepted a ClusterQueue whose flavor names an uncovered resource")
+
+
+def test_check_config_against_the_cluster_finds_what_is_missing_then_passes(
+    kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    import yaml
+
+    from sky_kueue.realcluster.cluster import CONTEXT
+
+    spec = yaml.safe_load(TEAMS.read_text())
+    spec["context"] = CONTEXT
+    (tmp_path / "teams.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    rendered = run_cli(cli_env, "setup", "--teams", str(tmp_path / "teams.yaml"), "--output", str(out))
+    assert rendered.returncode == 0, rendered.stderr
+    config = str(out / "sky-kueue.yaml")
+    before = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
+    assert before.returncode == 1
+    assert "error: team team-b on sky-kueue-real: LocalQueue team-b/team-b-lq does not exist" in before.stderr
+
+    applied = run_cli(cli_env, "setup", "--teams", str(tmp_path / "teams.yaml"), "--apply")
+    assert applied.returncode == 0, applied.stderr
+    kueue.wait(
+        "every ClusterQueue Active",
+        lambda: all(condition_true(cq, "Active") for cq in cluster_queues(kueue).values()),
+    )
+    after = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
+    assert after.returncode == 0, after.stderr
+    assert "the clusters hold every team's queue and classes" in after.stdout
+
+    kueue.custom.patch_cluster_custom_object(
+        KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", "dev-priority", {"value": 150}
+    )
+    drifted = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
+    assert drifted.returncode == 1
+    assert "WorkloadPriorityClass dev-priority has value 150 on the cluster, 100 in the config" in drifted.stderr
