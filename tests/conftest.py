@@ -41,6 +41,4 @@ _DESELECTED = pytest.StashKey[int]()
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     count = config.stash.get(_DESELECTED, 0)
     if count:
-        terminalreporter.write_line(
-            f"{count} real-Kueue tests deselected: run them with --real-kueue (.ci/run does)"
-        )
+        terminalreporter.write_line(f"{count} real-Kueue tests deselected: run them with --real-kueue (.ci/run does)")

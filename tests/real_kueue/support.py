@@ -8,9 +8,18 @@ awaited and what was last seen.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
+from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.controller.events import Observer
+from sky_kueue.controller.hold import HoldTeams
+from sky_kueue.controller.leader import LeaseSettings
+from sky_kueue.controller.manager import Controller, ControllerSettings
+from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.realcluster.cluster import RealCluster
 
 T = TypeVar("T")
@@ -241,3 +250,40 @@ class KueueCluster:
             self.custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural)["items"]
             for plural in ("clusterqueues", "cohorts", "resourceflavors", "workloadpriorityclasses")
         )
+
+
+@contextmanager
+def running_controller(
+    cluster: RealCluster,
+    state: Path,
+    aging: AgingSettings,
+    *,
+    identity: str,
+    holds: HoldTeams | None = None,
+    observers: Sequence[Observer] = (),
+) -> Iterator[tuple[Controller, SqliteHistoryStore]]:
+    """sky-kueue's controller on the real cluster (admin credentials, SQLite state in
+    ``state``, the wall clock, a 1-s election retry), stopped and closed afterwards."""
+    store = SqliteHistoryStore(state)
+    runtime = RuntimeState(state)
+    settings = ControllerSettings(
+        lease=LeaseSettings(namespace="default", identity=identity, retry_period_seconds=1.0),
+        priority_boost_gate=False,
+    )
+    controller = Controller(
+        cluster.api_client(),
+        store,
+        aging,
+        settings,
+        runtime=runtime,
+        clock=time.time,
+        holds=holds,
+        observers=list(observers),
+    )
+    controller.start()
+    try:
+        yield controller, store
+    finally:
+        controller.stop()
+        store.close()
+        runtime.close()

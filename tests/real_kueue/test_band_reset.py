@@ -11,32 +11,20 @@ from pathlib import Path
 import pytest
 
 from sky_kueue.controller.aging import AgingSettings
-from sky_kueue.controller.leader import LeaseSettings
-from sky_kueue.controller.manager import Controller, ControllerSettings
-from sky_kueue.controller.runtime_state import RuntimeState
-from sky_kueue.controller.sqlite_store import SqliteHistoryStore
+from sky_kueue.controller.manager import Controller
 from sky_kueue.mirror.identity import BAND_LEVEL_ANNOTATION
-from tests.real_kueue.support import KueueCluster, conditions
+from tests.real_kueue.support import KueueCluster, conditions, running_controller
 from tests.real_kueue.test_preemption import seed, skypilot_pod
 from tests.real_kueue.test_priority_reset import WATCH_SECONDS, PriorityLog
 
 
 @pytest.fixture
 def ranking(kueue: KueueCluster, tmp_path: Path) -> Iterator[Controller]:
-    store = SqliteHistoryStore(tmp_path / "controller.db")
-    runtime = RuntimeState(tmp_path / "controller.db")
-    settings = ControllerSettings(
-        lease=LeaseSettings(namespace="default", identity="real-kueue-rank", retry_period_seconds=1.0),
-        priority_boost_gate=False,
-    )
-    running = Controller(kueue.cluster.api_client(), store, AgingSettings(), settings, runtime=runtime, clock=time.time)
-    running.start()
-    try:
+    with running_controller(kueue.cluster, tmp_path / "controller.db", AgingSettings(), identity="real-kueue-rank") as (
+        running,
+        _,
+    ):
         yield running
-    finally:
-        running.stop()
-        store.close()
-        runtime.close()
 
 
 def test_a_band_level_reset_by_a_kueue_restart_is_set_again(kueue: KueueCluster, ranking: Controller) -> None:

@@ -8,16 +8,11 @@ record the preemption that happens after the restore, besides the one it recorde
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from sky_kueue.controller.events import ControllerEventKind, Recorder
-from sky_kueue.controller.leader import LeaseSettings
-from sky_kueue.controller.manager import Controller, ControllerSettings
-from sky_kueue.controller.runtime_state import RuntimeState
-from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from tests.controller.live_support import demo_aging
-from tests.real_kueue.support import KUEUE_GROUP, KUEUE_VERSION, KueueCluster, condition_true
+from tests.real_kueue.support import KUEUE_GROUP, KUEUE_VERSION, KueueCluster, condition_true, running_controller
 from tests.real_kueue.test_preemption import admitted, seed, skypilot_pod
 
 #: Workload writes made between the backup and the restore, so that the controller's position
@@ -44,24 +39,10 @@ def test_a_preemption_after_an_etcd_restore_is_recorded(kueue: KueueCluster, tmp
     backup = tmp_path / "etcd-backup"
     kueue.cluster.snapshot_etcd(backup)
 
-    store = SqliteHistoryStore(tmp_path / "controller.db")
-    runtime = RuntimeState(tmp_path / "controller.db")
     recorder = Recorder()
-    settings = ControllerSettings(
-        lease=LeaseSettings(namespace="default", identity="real-kueue-restore", retry_period_seconds=1.0),
-        priority_boost_gate=False,
-    )
-    controller = Controller(
-        kueue.cluster.api_client(),
-        store,
-        demo_aging(),
-        settings,
-        runtime=runtime,
-        clock=time.time,
-        observers=[recorder],
-    )
-    controller.start()
-    try:
+    with running_controller(
+        kueue.cluster, tmp_path / "controller.db", demo_aging(), identity="real-kueue-restore", observers=[recorder]
+    ) as (_, store):
         group = preempt(kueue, "1")
         kueue.wait(
             "the first preemption recorded",
@@ -91,7 +72,3 @@ def test_a_preemption_after_an_etcd_restore_is_recorded(kueue: KueueCluster, tmp
         assert first is not None and len(first.preemptions) == 1, first
         resets = [e for e in recorder.snapshot() if e.kind is ControllerEventKind.STATE_WENT_BACK]
         assert resets, "the controller did not notice that the API server's state went back"
-    finally:
-        controller.stop()
-        store.close()
-        runtime.close()

@@ -19,13 +19,11 @@ from typing import Any
 import pytest
 
 from sky_kueue.controller.hold import HOLD_ANNOTATION
-from sky_kueue.controller.leader import LeaseSettings
-from sky_kueue.controller.manager import Controller, ControllerSettings
-from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.manager import Controller
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from tests.controller.live_support import demo_aging
 from tests.controller.test_live_hold import hold_setup, team_b_holds
-from tests.real_kueue.support import KueueCluster, condition_true, conditions
+from tests.real_kueue.support import KueueCluster, condition_true, conditions, running_controller
 from tests.real_kueue.test_preemption import admitted, skypilot_pod
 
 DEV = "dev-1-fcd1e5cf"
@@ -33,28 +31,10 @@ DEV = "dev-1-fcd1e5cf"
 
 @pytest.fixture
 def holding(kueue: KueueCluster, tmp_path: Path) -> Iterator[tuple[Controller, SqliteHistoryStore]]:
-    store = SqliteHistoryStore(tmp_path / "controller.db")
-    runtime = RuntimeState(tmp_path / "controller.db")
-    settings = ControllerSettings(
-        lease=LeaseSettings(namespace="default", identity="real-kueue-hold", retry_period_seconds=1.0),
-        priority_boost_gate=False,
-    )
-    running = Controller(
-        kueue.cluster.api_client(),
-        store,
-        demo_aging(),
-        settings,
-        runtime=runtime,
-        clock=time.time,
-        holds=team_b_holds(),
-    )
-    running.start()
-    try:
-        yield running, store
-    finally:
-        running.stop()
-        store.close()
-        runtime.close()
+    with running_controller(
+        kueue.cluster, tmp_path / "controller.db", demo_aging(), identity="real-kueue-hold", holds=team_b_holds()
+    ) as running:
+        yield running
 
 
 def head(pod: dict[str, Any]) -> str:

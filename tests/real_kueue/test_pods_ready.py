@@ -5,21 +5,16 @@ ages nothing."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sky_kueue.controller.leader import LeaseSettings
-from sky_kueue.controller.manager import Controller, ControllerSettings
-from sky_kueue.controller.runtime_state import RuntimeState
-from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from sky_kueue.realcluster import build, versions
 from sky_kueue.realcluster.cluster import ClusterError, RealCluster
 from sky_kueue.realcluster.manifests import NEVER_READY_LABEL
 from tests.controller.live_support import demo_aging
-from tests.real_kueue.support import KueueCluster, condition_true, conditions
+from tests.real_kueue.support import KueueCluster, condition_true, conditions, running_controller
 from tests.real_kueue.test_preemption import admitted, seed, skypilot_pod
 
 #: Kueue's waitForPodsReady timeout on this cluster (seconds).
@@ -47,38 +42,30 @@ def test_a_group_that_never_gets_ready_is_evicted_and_not_counted_as_a_preemptio
 ) -> None:
     kueue = pods_ready_kueue
     seed(kueue)
-    store = SqliteHistoryStore(tmp_path / "controller.db")
-    runtime = RuntimeState(tmp_path / "controller.db")
-    settings = ControllerSettings(
-        lease=LeaseSettings(namespace="default", identity="real-kueue-pods-ready", retry_period_seconds=1.0),
-        priority_boost_gate=False,
-    )
-    controller = Controller(kueue.cluster.api_client(), store, demo_aging(), settings, runtime=runtime, clock=time.time)
-    controller.start()
     try:
-        stuck = skypilot_pod("dev", "1", "team-b", "dev-priority", cpu="2")
-        stuck["metadata"]["labels"][NEVER_READY_LABEL] = "true"
-        group = stuck["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"]
-        kueue.create_pod(stuck)
-        first = kueue.wait_workload("team-b", group, admitted, "admitted")
-        assert conditions(first).get("PodsReady", {}).get("status") != "True"
-        evicted = kueue.wait_workload(
-            "team-b",
-            group,
-            lambda w: condition_true(w, "Evicted"),
-            "evicted for PodsReadyTimeout",
-            timeout=PODS_READY_TIMEOUT_SECONDS + 60,
-        )
-        assert conditions(evicted)["Evicted"]["reason"] == "PodsReadyTimeout", conditions(evicted)
-        assert conditions(evicted)["PodsReady"]["status"] == "False"
-        history = kueue.wait(
-            "the controller's record of the eviction",
-            lambda: (lambda h: h if h is not None and h.evictions else None)(store.load("managed-job/1")),
-        )
-        assert [e.reason for e in history.evictions] == ["PodsReadyTimeout"], history.evictions
-        assert history.preemptions == () and all(step.boost == 0 for step in history.steps), history.steps
+        with running_controller(
+            kueue.cluster, tmp_path / "controller.db", demo_aging(), identity="real-kueue-pods-ready"
+        ) as (_, store):
+            stuck = skypilot_pod("dev", "1", "team-b", "dev-priority", cpu="2")
+            stuck["metadata"]["labels"][NEVER_READY_LABEL] = "true"
+            group = stuck["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"]
+            kueue.create_pod(stuck)
+            first = kueue.wait_workload("team-b", group, admitted, "admitted")
+            assert conditions(first).get("PodsReady", {}).get("status") != "True"
+            evicted = kueue.wait_workload(
+                "team-b",
+                group,
+                lambda w: condition_true(w, "Evicted"),
+                "evicted for PodsReadyTimeout",
+                timeout=PODS_READY_TIMEOUT_SECONDS + 60,
+            )
+            assert conditions(evicted)["Evicted"]["reason"] == "PodsReadyTimeout", conditions(evicted)
+            assert conditions(evicted)["PodsReady"]["status"] == "False"
+            history = kueue.wait(
+                "the controller's record of the eviction",
+                lambda: (lambda h: h if h is not None and h.evictions else None)(store.load("managed-job/1")),
+            )
+            assert [e.reason for e in history.evictions] == ["PodsReadyTimeout"], history.evictions
+            assert history.preemptions == () and all(step.boost == 0 for step in history.steps), history.steps
     finally:
-        controller.stop()
-        store.close()
-        runtime.close()
         kueue.reset()

@@ -11,7 +11,6 @@ and Kueue must act on the new priority.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,11 @@ import pytest
 import yaml
 
 from sky_kueue.controller.history import JobHistory
-from sky_kueue.controller.leader import LeaseSettings
-from sky_kueue.controller.manager import Controller, ControllerSettings
-from sky_kueue.controller.runtime_state import RuntimeState
+from sky_kueue.controller.manager import Controller
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from tests.controller.live_support import demo_aging, group_pod
 from tests.real_kueue.conftest import REPO
-from tests.real_kueue.support import KueueCluster, condition_true, conditions
+from tests.real_kueue.support import KueueCluster, condition_true, conditions, running_controller
 
 SEED_SETUP = REPO / "configs" / "kueue" / "seed-setup.yaml"
 #: The grace period of the tests' pods (SkyPilot's pods keep Kubernetes' 30 s default and
@@ -50,20 +47,10 @@ def skypilot_pod(task: str, job_id: str, team: str, priority_class: str, cpu: st
 
 @pytest.fixture
 def controller(kueue: KueueCluster, tmp_path: Path) -> Iterator[tuple[Controller, SqliteHistoryStore]]:
-    store = SqliteHistoryStore(tmp_path / "controller.db")
-    runtime = RuntimeState(tmp_path / "controller.db")
-    settings = ControllerSettings(
-        lease=LeaseSettings(namespace="default", identity="real-kueue-test", retry_period_seconds=1.0),
-        priority_boost_gate=False,
-    )
-    running = Controller(kueue.cluster.api_client(), store, demo_aging(), settings, runtime=runtime, clock=time.time)
-    running.start()
-    try:
-        yield running, store
-    finally:
-        running.stop()
-        store.close()
-        runtime.close()
+    with running_controller(
+        kueue.cluster, tmp_path / "controller.db", demo_aging(), identity="real-kueue-test"
+    ) as running:
+        yield running
 
 
 def admitted(workload: dict[str, Any]) -> bool:
