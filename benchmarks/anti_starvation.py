@@ -544,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs",
         "--workers",
         dest="workers",
+        metavar="N",
         type=int,
         default=None,
         help=f"processes (default: the usable cores, here {usable_cores()}; 1: in this one)",
