@@ -56,9 +56,10 @@ the floor check: whether the top job's (b) alone exceeds the largest maximum the
 preemptions are licensed by the admin's classes, so a policy that keeps the classes and
 Kueue's choice of victim inside a class cannot take them away.
 
-Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2,3,4] [--workers 2]
+Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2,3,4] [--jobs N]
 [--markdown] [--extra] [--team] [--in-cluster-only]`` (JSON on stdout; ``--markdown`` prints the tables instead). One
-(trace, seed) per task, ``--workers`` processes.
+simulator run (policy, trace, seed, mode) per task, on ``--jobs`` processes (default: every usable core;
+``--workers`` is the same option), with the same tables and JSON as ``--jobs 1`` (:mod:`sky_kueue.sim.sweep`).
 """
 
 from __future__ import annotations
@@ -68,16 +69,15 @@ import json
 import sys
 import time
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings, get_policy
 from sky_kueue.controller.aging.safe_relaunch import TeamReservationScope
-from sky_kueue.sim import compare, lane_sizing, policies
+from sky_kueue.sim import lane_sizing, policies
 from sky_kueue.sim.lane import LaneScope, LaneSettings
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, REPEAT_PREEMPTED_MIN, CauseSplit, PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
-from sky_kueue.sim.traces import Trace, load_trace
+from sky_kueue.sim.sweep import SweepResult, SweepRun, TraceSpec, run_sweep, usable_cores
 
 #: (label, trace name, load_trace arguments)
 TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -88,7 +88,6 @@ TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("synthetic-0.7", "synthetic", {"jobs": 2_000, "load": 0.7}),
 )
 DEFAULT_SEEDS = "0,1,2,3,4"
-DEFAULT_WORKERS = 2
 IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", policies.SAFE_PLACE)
 #: ``--team``: the safe-relaunch rule's team-scoped nominal reservation, measured not to pay
 #: (benchmarks/README.md), so off by default to keep the run under 10 minutes.
@@ -305,97 +304,138 @@ def _lane_met(metrics: PolicyMetrics, base: PolicyMetrics, high: str) -> dict[st
     return lane_sizing.targets_met(lane_sizing.figures(metrics, high), lane_sizing.figures(base, high))
 
 
-def _load(label: str, seed: int) -> Trace:
+def _spec(label: str, seed: int) -> TraceSpec:
     for name, source, kwargs in TRACES:
         if name == label:
-            return load_trace(source, seed=seed, **kwargs)
+            return TraceSpec(source, seed, **kwargs)
     raise ValueError(f"unknown trace {label!r}")
 
 
-def run_one(task: tuple[str, int, bool, bool, bool]) -> list[Row]:
-    """Every mode's rows for one (trace, seed); one process's work."""
-    name, seed, extra, in_cluster_only, team_variants = task
-    started = time.perf_counter()
-    trace = _load(name, seed)
-    load, _ = trace.realized_load()
-    high = trace.class_order()[-1]
+#: (mode, policies, SimConfig changes, aging settings the policy names resolve with)
+Mode = tuple[str, list[str | policies.ResubmissionPolicy], dict[str, Any], AgingSettings]
+
+
+def _modes(trace: str, extra: bool, in_cluster_only: bool, team_variants: bool) -> list[Mode]:
     burst_settings = policies.with_burst_defaults(AgingSettings())
-    modes: list[tuple[str, list[str | policies.ResubmissionPolicy], dict[str, Any], AgingSettings]] = [
+    modes: list[Mode] = [
         ("in-cluster", _in_cluster_policies(AgingSettings(), team_variants=team_variants), {}, AgingSettings()),
+        ("lane", _lane_policies(trace), {}, AgingSettings()),
     ]
-    modes.append(("lane", _lane_policies(name), {}, AgingSettings()))
     if not in_cluster_only:
         modes.append(("burst", _burst_policies(burst_settings), {"allow_burst": True}, burst_settings))
     if extra:
         modes.append(
             ("checkpoint", list(CHECKPOINT_POLICIES), {"checkpoint_every_s": CHECKPOINT_EVERY_SECONDS}, AgingSettings())
         )
+    return modes
+
+
+#: A sweep run's place in the tables: (trace label, seed, mode, reserve-after seconds or None).
+Key = tuple[str, int, str, float | None]
+
+
+def plan(
+    seeds: list[int], *, extra: bool = False, in_cluster_only: bool = False, team_variants: bool = False
+) -> list[tuple[Key, SweepRun]]:
+    """Every simulator run of the benchmark, in (trace, seed, mode, policy) order: one policy
+    over one trace each, so the runs spread evenly over the workers."""
+    out: list[tuple[Key, SweepRun]] = []
+    for name, _, _ in TRACES:
+        modes = _modes(name, extra, in_cluster_only, team_variants)
+        for seed in seeds:
+            spec = _spec(name, seed)
+            for mode, names, config_changes, settings in modes:
+                config = replace(SimConfig(seed=seed), **config_changes)
+                for policy in names:
+                    resolved = policies.resolve(policy, settings) if isinstance(policy, str) else policy
+                    # a lane run's records carry its lane's figures (GPUs carved, misfits, preemptions)
+                    run = SweepRun(spec, resolved, config, keep_records=mode == "lane")
+                    out.append(((name, seed, mode, None), run))
+            if extra:
+                for policy in RESERVE_POLICIES:
+                    for after in RESERVE_AFTER_SECONDS:
+                        config = replace(SimConfig(seed=seed), reserve_after_s=after)
+                        run = SweepRun(spec, policies.resolve(policy), config, keep_records=False)
+                        out.append(((name, seed, "reserve", after), run))
+    return out
+
+
+def _weight(run: SweepRun) -> float:
+    """Longest first: the dev-starvation and synthetic runs take several times a storm's."""
+    return 0.0 if run.trace.source.startswith("reclaim") else 1.0
+
+
+def rows_of(seeds: list[int], planned: list[tuple[Key, SweepRun]], results: list[SweepResult]) -> list[Row]:
+    """The rows of ``results`` (of the runs ``planned``, in that order), each policy judged
+    against the baseline of its trace, seed and mode."""
+    metrics: dict[Key, dict[str, PolicyMetrics]] = {}
+    lanes: dict[tuple[Key, str], dict[str, int]] = {}
+    for (key, run), result in zip(planned, results, strict=True):
+        metrics.setdefault(key, {})[run.policy.name] = result.metrics
+        if key[2] == "lane" and result.records is not None:
+            records = result.records
+            lanes[(key, run.policy.name)] = {
+                "lane_gpus": records.lane_gpus,
+                "lane_misfits": records.lane_misfits,
+                "lane_preempted": records.lane_preempted,
+            }
     rows: list[Row] = []
-    plain_base: dict[str, Any] = {}
-    for mode, names, config_changes, settings in modes:
-        config = replace(SimConfig(seed=seed), **config_changes)
-        result = compare.compare(trace, names, config, settings=settings)
-        base = _figures(result.metrics["baseline"], high, load)
-        if mode == "in-cluster":
-            plain_base = base  # SkyPilot alone: what the reservation rows are judged against
-        for policy, metrics in result.metrics.items():
-            figures = _figures(metrics, high, load)
-            if mode == "in-cluster":
-                figures = _with_floor(figures, base)
-            if mode == "lane":
-                run = result.runs[policy]
-                figures |= {"lane_gpus": run.lane_gpus, "lane_misfits": run.lane_misfits}
-                figures |= {"lane_preempted": run.lane_preempted}
-            met: dict[str, bool] = {}
-            if policy != "baseline" and mode == "in-cluster":
-                met = _judged_in_cluster(name, figures, base)
-            elif policy != "baseline" and mode == "burst":
-                met = _burst(figures, base)
-            elif policy != "baseline" and mode == "lane":
-                met = _lane_met(metrics, result.metrics["baseline"], high)
-            rows.append(Row(name, seed, mode, policy, figures, met))
-    if extra:
-        rows.extend(_reserve_rows(trace, name, seed, high, load, plain_base=plain_base))
-    print(f"{name} seed {seed}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    for name, _, _ in TRACES:
+        for seed in seeds:
+            trace = _spec(name, seed).build()
+            load, _ = trace.realized_load()
+            high = trace.class_order()[-1]
+            plain_base: dict[str, Any] = {}
+            modes = [key for key in metrics if key[:2] == (name, seed) and key[3] is None]
+            for key in modes:
+                mode = key[2]
+                base = _figures(metrics[key]["baseline"], high, load)
+                if mode == "in-cluster":
+                    plain_base = base  # SkyPilot alone: what the reservation rows are judged against
+                for policy, policy_metrics in metrics[key].items():
+                    figures = _figures(policy_metrics, high, load)
+                    if mode == "in-cluster":
+                        figures = _with_floor(figures, base)
+                    if mode == "lane":
+                        figures |= lanes.get((key, policy), {})
+                    met: dict[str, bool] = {}
+                    if policy != "baseline" and mode == "in-cluster":
+                        met = _judged_in_cluster(name, figures, base)
+                    elif policy != "baseline" and mode == "burst":
+                        met = _burst(figures, base)
+                    elif policy != "baseline" and mode == "lane":
+                        met = _lane_met(policy_metrics, metrics[key]["baseline"], high)
+                    rows.append(Row(name, seed, mode, policy, figures, met))
+            for key in metrics:
+                if key[:3] == (name, seed, "reserve") and key[3] is not None:
+                    for policy, policy_metrics in metrics[key].items():
+                        figures = _figures(policy_metrics, high, load) | {"reservations": policy_metrics.reservations}
+                        met = _judged_in_cluster(name, figures, plain_base)
+                        label = f"{policy}, reserve after {key[3] / 3600:g} h"
+                        rows.append(Row(name, seed, "reserve", label, figures, met))
     return rows
 
 
 def run(
     seeds: list[int],
     *,
-    workers: int = DEFAULT_WORKERS,
+    workers: int | None = None,
     extra: bool = False,
     in_cluster_only: bool = False,
     team_variants: bool = False,
 ) -> list[Row]:
-    """All rows, in (trace, seed) order, computed by ``workers`` processes."""
-    tasks = [(name, seed, extra, in_cluster_only, team_variants) for name, _, _ in TRACES for seed in seeds]
-    if workers <= 1:
-        results = [run_one(task) for task in tasks]
-    else:
-        # Longest first: the dev-starvation and synthetic runs take several times a storm's.
-        order = sorted(range(len(tasks)), key=lambda i: tasks[i][0].startswith("reclaim"))
-        with get_context("spawn").Pool(workers) as pool:
-            done = pool.map(run_one, [tasks[i] for i in order], chunksize=1)
-        results = [[] for _ in tasks]
-        for i, rows in zip(order, done, strict=True):
-            results[i] = rows
-    return [row for rows in results for row in rows]
+    """All rows, in (trace, seed) order, computed by ``workers`` processes (default: every
+    usable core); the same rows whatever the number (:mod:`sky_kueue.sim.sweep`)."""
+    planned = plan(seeds, extra=extra, in_cluster_only=in_cluster_only, team_variants=team_variants)
+    done = 0
 
+    def progress(result: SweepResult) -> None:
+        nonlocal done
+        done += 1
+        print(f"{done}/{len(planned)} runs", file=sys.stderr, end="\r" if done < len(planned) else "\n", flush=True)
 
-def _reserve_rows(
-    trace: Trace, name: str, seed: int, high: str, load: float, *, plain_base: dict[str, Any]
-) -> list[Row]:
-    """The reservation lever, one run per limit, judged against SkyPilot alone (no reservation)."""
-    rows: list[Row] = []
-    for policy in RESERVE_POLICIES:
-        for after in RESERVE_AFTER_SECONDS:
-            config = replace(SimConfig(seed=seed), reserve_after_s=after)
-            metrics = compare.compare(trace, [policy], config).metrics[policy]
-            figures = _figures(metrics, high, load) | {"reservations": metrics.reservations}
-            met = _judged_in_cluster(name, figures, plain_base)
-            rows.append(Row(name, seed, "reserve", f"{policy}, reserve after {after / 3600:g} h", figures, met))
-    return rows
+    results = run_sweep([r for _, r in planned], workers=workers, weight=_weight, on_done=progress)
+    return rows_of(seeds, planned, results)
 
 
 def _spread(rows: list[Row], key: str) -> str:
@@ -568,7 +608,15 @@ def report(seeds: list[int], rows: list[Row]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma-separated seeds")
-    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="processes (1: in this one)")
+    parser.add_argument(
+        "--jobs",
+        "--workers",
+        dest="workers",
+        metavar="N",
+        type=int,
+        default=None,
+        help=f"processes (default: the usable cores, here {usable_cores()}; 1: in this one)",
+    )
     parser.add_argument("--extra", action="store_true", help="also the checkpoint and reservation modes")
     parser.add_argument("--in-cluster-only", action="store_true", help="only the in-cluster mode (no burst)")
     parser.add_argument("--team", action="store_true", help="also rank+team and its variants (in the cluster)")
@@ -579,14 +627,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
     started = time.perf_counter()
-    if args.workers < 1:
-        parser.error(f"--workers: expected at least 1, got {args.workers}")
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--jobs: expected at least 1, got {args.workers}")
     rows = run(
         seeds, workers=args.workers, extra=args.extra, in_cluster_only=args.in_cluster_only, team_variants=args.team
     )
     if args.markdown:
         print(markdown(rows))
-        print(f"\nwall time {time.perf_counter() - started:.0f} s, {args.workers} workers", file=sys.stderr)
+        workers = args.workers or usable_cores()
+        print(f"\nwall time {time.perf_counter() - started:.0f} s, {workers} workers", file=sys.stderr)
     else:
         print(json.dumps({**report(seeds, rows), "wall_s": round(time.perf_counter() - started, 1)}, indent=2))
     return 0

@@ -13,6 +13,10 @@ Examples::
     sky-kueue simulate --trace synthetic --aging-set max_age_seconds=3600 --plot waits.png
     sky-kueue simulate --trace reclaim-storm --policies baseline,rank+lane --lane-gpus 16 --lane-after 2
     sky-kueue simulate --trace jobs.csv --lane-sweep --plot lane.png
+    sky-kueue simulate --trace dev-starvation --policies baseline,rank,safe-place --seeds 0,1,2,3,4
+
+Every (policy, seed) run is independent; they run on ``--workers`` processes (default: every
+usable core) with the same results as on one (:mod:`sky_kueue.sim.sweep`).
 
 Bad input (unknown trace or policy, bad CSV row, invalid setting) prints one line and exits
 with code 2.
@@ -44,8 +48,11 @@ from sky_kueue.sim.lane import LaneScope, LaneSettings
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+    from rich.progress import Progress
 
+    from sky_kueue.sim.compare import Comparison
     from sky_kueue.sim.simulator import SimConfig
+    from sky_kueue.sim.sweep import SweepRun
     from sky_kueue.sim.traces import Trace
 
 _Settings = TypeVar("_Settings", bound="DataclassInstance")
@@ -202,6 +209,33 @@ def _run_lane_sweep(
         errors.fail(f"--lane-sweep: {err}", EXIT_BAD_INPUT)
 
 
+def _seeds(seed: int, seed_list: str | None) -> list[int]:
+    """``--seeds`` as integers (without it, ``--seed``)."""
+    if seed_list is None:
+        return [seed]
+    try:
+        seeds = [int(s) for s in seed_list.split(",") if s.strip()]
+    except ValueError:
+        errors.fail(f"--seeds: expected comma-separated integers, got {seed_list!r}", EXIT_BAD_INPUT)
+    if not seeds:
+        errors.fail("--seeds: give at least one seed", EXIT_BAD_INPUT)
+    if len(set(seeds)) != len(seeds):
+        errors.fail(f"--seeds: a seed is listed twice: {seed_list}", EXIT_BAD_INPUT)
+    return seeds
+
+
+def _sweep(runs: list[SweepRun], loaded: list[Trace], workers: int | None, progress: Progress) -> list[Comparison]:
+    """The runs on ``workers`` processes, one comparison per trace of ``loaded`` (per seed), with
+    one progress bar over the runs (a worker's per-job progress stays in its process)."""
+    from sky_kueue.sim import sweep
+
+    with progress:
+        task = progress.add_task("policy runs", total=len(runs), sim="-")
+        done = sweep.run_sweep(runs, workers=workers, on_done=lambda _: progress.advance(task))
+    per_seed = len(runs) // len(loaded)
+    return [sweep.comparison(trace, done[i * per_seed : (i + 1) * per_seed]) for i, trace in enumerate(loaded)]
+
+
 @click.command("simulate")
 @click.option(
     "--trace",
@@ -222,6 +256,20 @@ def _run_lane_sweep(
     "after --lane-after preemptions.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the trace generator and relaunch jitter.")
+@click.option(
+    "--seeds",
+    "seed_list",
+    default=None,
+    metavar="S1,S2,...",
+    help="Comma-separated seeds: one comparison per seed, in this order (instead of --seed).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes for the (policy, seed) runs (default: the usable cores; 1: in this process, with a "
+    "progress bar per policy).",
+)
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Simulate this many jobs of the trace.")
 @click.option(
     "--hours",
@@ -462,6 +510,8 @@ def simulate(
     trace_source: str,
     policy_list: str,
     seed: int,
+    seed_list: str | None,
+    workers: int | None,
     jobs: int | None,
     hours: float | None,
     load: float | None,
@@ -504,11 +554,16 @@ def simulate(
     quiet: bool,
 ) -> None:
     """Compare resubmission policies (SkyPilot today vs aging) on a trace."""
-    from sky_kueue.sim import compare, eta, metrics, policies, report, simulator, traces
+    from sky_kueue.sim import compare, eta, metrics, policies, report, simulator, sweep, traces
     from sky_kueue.sim.relaunch import RelaunchModel
 
     if jobs is not None and hours is not None:
         errors.fail("give --jobs or --hours, not both", EXIT_BAD_INPUT)
+    seeds = _seeds(seed, seed_list)
+    if len(seeds) > 1 and plot_path is not None:
+        errors.fail("--plot draws one seed's runs; give one seed or drop --plot", EXIT_BAD_INPUT)
+    if len(seeds) > 1 and clusters > 1:
+        errors.fail("--seeds is modelled for one cluster; give one seed or drop --clusters", EXIT_BAD_INPUT)
     names = [n.strip() for n in policy_list.split(",") if n.strip()]
     if not names:
         errors.fail("--policies: give at least one policy", EXIT_BAD_INPUT)
@@ -574,12 +629,14 @@ def simulate(
             plots.require_matplotlib()
         except plots.PlotError as err:
             errors.fail(str(err), EXIT_BAD_INPUT)
+    specs = [sweep.TraceSpec(trace_source, s, jobs, hours, load, cluster_yaml) for s in seeds]
     try:
-        trace = traces.load_trace(trace_source, seed=seed, jobs=jobs, hours=hours, load=load, cluster_yaml=cluster_yaml)
+        loaded = [spec.build() for spec in specs]
     except (traces.TraceError, ModelError) as err:
         errors.fail(str(err), EXIT_BAD_INPUT)
+    trace = loaded[0]
     config = _given(
-        simulator.SimConfig(seed=seed, relaunch=RelaunchModel(backoff=not no_relaunch_backoff)),
+        simulator.SimConfig(seed=seeds[0], relaunch=RelaunchModel(backoff=not no_relaunch_backoff)),
         cycle_interval_s=cycle_interval,
         wait_limit_s=burst_after,
         burst_cost_per_gpu_hour=burst_cost,
@@ -647,23 +704,42 @@ def simulate(
         )
         return
 
-    with progress:
-        result = compare.compare(
-            trace,
-            resolved,
-            config,
-            settings=settings,
-            safe=safe,
-            starvation=rule,
-            eta_sample=eta_sample,
-            eta_within_s=within,
-            progress_for=progress_for,
-        )
+    runs = [
+        sweep.SweepRun(spec, policy, replace(config, seed=spec.seed), rule, eta_sample, within)
+        for spec in specs
+        for policy in resolved
+    ]
+    if workers == 1 or len(runs) == 1:
+        results = []
+        with progress:
+            for spec, seed_trace in zip(specs, loaded, strict=True):
+                results.append(
+                    compare.compare(
+                        seed_trace,
+                        resolved,
+                        replace(config, seed=spec.seed),
+                        settings=settings,
+                        safe=safe,
+                        starvation=rule,
+                        eta_sample=eta_sample,
+                        eta_within_s=within,
+                        progress_for=progress_for,
+                    )
+                )
+    else:
+        results = _sweep(runs, loaded, workers, progress)
+    result = results[0]
     if output == "json":
-        json.dump(report.to_json(result), sys.stdout, indent=2)
+        document = (
+            report.to_json(result)
+            if len(results) == 1
+            else {"seeds": seeds, "runs": [report.to_json(r) for r in results]}
+        )
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        report.print_text(result)
+        for each in results:
+            report.print_text(each)
     if plot_path is not None:
         from sky_kueue.sim import plots
 

@@ -20,6 +20,8 @@ today, side by side, on realistic traces (issue 7). One concept per module:
   per-job records, per-class metrics and targets, ETA accuracy;
 * :mod:`~sky_kueue.sim.compare`, :mod:`~sky_kueue.sim.report`, :mod:`~sky_kueue.sim.plots`:
   several policies in one run, and their presentation (``sky-kueue simulate``);
+* :mod:`~sky_kueue.sim.sweep`: many independent runs (policies x traces x seeds) on every
+  local core, with the serial run's results;
 * :mod:`~sky_kueue.sim.multicluster`: the trace split over N clusters, placement by
   prediction vs SkyPilot's fixed order (``sky-kueue simulate --clusters N``, issue 16).
 

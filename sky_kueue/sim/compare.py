@@ -69,30 +69,54 @@ def compare(
     if len(set(names)) != len(names):
         raise ValueError(f"a policy is listed twice: {', '.join(names)}")
     config = config if config is not None else SimConfig()
-    order = trace.class_order()
-    sample = eta_mod.sample_indices(len(trace.jobs), eta_sample)
     runs: dict[str, RunResult] = {}
     summaries: dict[str, PolicyMetrics] = {}
     for policy in resolved:
-        probe = eta_mod.EtaProbe(sample) if sample else None
-        simulator = Simulator(
+        runs[policy.name], summaries[policy.name] = run_policy(
             trace,
             policy,
             config,
+            starvation=starvation,
+            eta_sample=eta_sample,
+            eta_within_s=eta_within_s,
             progress=progress_for(policy.name) if progress_for is not None else None,
-            on_arrival=probe,
         )
-        run = simulator.run()
-        eta_summary = None
-        if probe is not None:
-            actual = {j.job_id: j.first_admission_wait_s for j in run.jobs}
-            run = replace(
-                run,
-                eta=tuple((e.job_id, actual.get(e.job_id), e.model_s, e.naive_s) for e in probe.estimates),
-            )
-            eta_summary = eta_mod.summarize(probe.estimates, actual, eta_within_s)
-        runs[policy.name] = run
-        summaries[policy.name] = summarize(run, order, starvation, eta_summary)
+    return assemble(trace, config, runs, summaries)
+
+
+def run_policy(
+    trace: Trace,
+    policy: policies.ResubmissionPolicy,
+    config: SimConfig,
+    *,
+    starvation: StarvationRule | None = None,
+    eta_sample: int = 0,
+    eta_within_s: float = eta_mod.DEFAULT_ETA_WITHIN_SECONDS,
+    progress: ProgressFn | None = None,
+) -> tuple[RunResult, PolicyMetrics]:
+    """One policy's run over ``trace`` and its summary: a pure function of its arguments, so
+    that the runs of a comparison (or a sweep, :mod:`sky_kueue.sim.sweep`) can be made in any
+    order or process and :func:`assemble` gives the same :class:`Comparison`."""
+    sample = eta_mod.sample_indices(len(trace.jobs), eta_sample)
+    probe = eta_mod.EtaProbe(sample) if sample else None
+    run = Simulator(trace, policy, config, progress=progress, on_arrival=probe).run()
+    eta_summary = None
+    if probe is not None:
+        actual = {j.job_id: j.first_admission_wait_s for j in run.jobs}
+        run = replace(
+            run,
+            eta=tuple((e.job_id, actual.get(e.job_id), e.model_s, e.naive_s) for e in probe.estimates),
+        )
+        eta_summary = eta_mod.summarize(probe.estimates, actual, eta_within_s)
+    return run, summarize(run, trace.class_order(), starvation, eta_summary)
+
+
+def assemble(
+    trace: Trace, config: SimConfig, runs: dict[str, RunResult], summaries: dict[str, PolicyMetrics]
+) -> Comparison:
+    """The comparison of runs made on ``trace`` with ``config`` (by :func:`run_policy`), in the
+    order of ``summaries``: targets and burst costs against its ``baseline`` when it has one."""
+    order = trace.class_order()
     reference = policies.BASELINE if policies.BASELINE in summaries else None
     targets: dict[str, TargetCheck] = {}
     if reference is not None:
