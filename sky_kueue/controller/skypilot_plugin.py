@@ -119,6 +119,10 @@ def team_of(task: Any) -> str | None:
     return None
 
 
+def _team_of(history: JobHistory) -> str | None:
+    return None if history.identity is None else history.identity.team
+
+
 def relabel(task: Any, rung: PriorityClassRung) -> None:
     """Puts ``rung``'s class on every pod of the task's next launch (all resource candidates)."""
     relabelled = [r.copy(_cluster_config_overrides=skypilot_config_overrides(rung)) for r in task.resources]
@@ -138,6 +142,8 @@ class Recovery:
     job_id: int | str
     #: Recoveries of this job seen by this executor, this one included.
     count: int
+    #: The task's ``sky-kueue.io/team`` label: only a history of this team's job is read.
+    team: str | None = None
 
     @functools.cached_property
     def at(self) -> float:
@@ -145,7 +151,7 @@ class Recovery:
 
     @functools.cached_property
     def _read(self) -> tuple[JobHistory, str]:
-        history = self.source.history(self.job_id)
+        history = self.source.history(self.job_id, self.team)
         if history is not None:
             return history, "controller history"
         history = JobHistory(managed_job_key(str(self.job_id)))
@@ -255,11 +261,37 @@ class AgingSource:
                 self._config = load_controller_config(resolve_config_path(self._config_path))
             return self._config
 
-    def history(self, job_id: int | str) -> JobHistory | None:
-        """The controller's history of managed job ``job_id``; None without a readable state."""
+    def history(self, job_id: int | str, team: str | None = None) -> JobHistory | None:
+        """The controller's history of managed job ``job_id`` for ``team``; None without a
+        readable state or without a history of that team's job.
+
+        Why the team: the controller keys a job's history by its id for the first owner seen
+        and gives a pod group of another owner claiming the same id a history of its own
+        (``managed-job/<id>/<namespace>/<team>/<user>``, :mod:`sky_kueue.mirror.identity`). If
+        the first claim was the forged one, ``managed-job/<id>`` is not this job's: with the
+        task's ``sky-kueue.io/team`` label, the relaunch reads only a history of its own team.
+        """
+        key = managed_job_key(str(job_id))
         try:
             with self._store() as store:
-                return None if store is None else store.load(managed_job_key(str(job_id)))
+                if store is None:
+                    return None
+                found = store.load(key)
+                if team is None or found is None or _team_of(found) in (None, team):
+                    return found
+                for job in store.jobs():
+                    if job.key.startswith(f"{key}/"):
+                        other = store.load(job.key)
+                        if other is not None and _team_of(other) == team:
+                            return other
+                log.warning(
+                    "sky-kueue: the controller's history of managed job %s belongs to team %s, not %s; "
+                    "relaunching without it",
+                    job_id,
+                    _team_of(found),
+                    team,
+                )
+                return None
         except StoreError as err:
             log.warning("sky-kueue: cannot read the controller's state %s: %s", self._state, err)
             return None
@@ -429,7 +461,7 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         if source is None:
             log.warning("sky-kueue: %s used without the plugin installed; relaunching unchanged", STRATEGY_NAME)
             return
-        recovery = Recovery(source, self.job_id, self.recoveries)
+        recovery = Recovery(source, self.job_id, self.recoveries, team_of(self.dag.tasks[0]))
         self.relabel_for_recovery(recovery)
         self.burst_for_recovery(recovery)
 

@@ -168,3 +168,28 @@ class _StoreProbe:
 
     def store_write_stats(self) -> StoreWriteStats | None:
         return self.store.write_stats()
+
+
+def test_the_recovery_strategy_reads_only_its_own_teams_history(tmp_path: Path) -> None:
+    """A forged pod group that claimed job 17 first holds ``managed-job/17``; SkyPilot's
+    relaunch of team a's job 17 (its task labelled ``sky-kueue.io/team: a``) must read team a's
+    own history, not the forger's, and none when its team has none."""
+    from sky_kueue.controller.skypilot_plugin import AgingSource
+
+    state = tmp_path / "state.db"
+    store = SqliteHistoryStore(state)
+    try:
+        forged_key = store.ensure_job(CLAIMANT, 100, 0.0)
+        for n in range(3):
+            store.record_preemption(CLAIMANT, preemption(f"uid-x{n}", 1, 10.0 + n))
+        own_key = store.ensure_job(VICTIM, 100, 20.0)
+        store.record_preemption(VICTIM, preemption("uid-a1", 1, 30.0))
+    finally:
+        store.close()
+    assert forged_key == "managed-job/17" and own_key != forged_key
+    source = AgingSource(None, f"sqlite:{state}")
+    own = source.history(17, team="a")
+    assert own is not None and own.key == own_key and own.preemption_count == 1
+    forged = source.history(17, team="x")
+    assert forged is not None and forged.key == forged_key
+    assert source.history(17, team="b") is None  # no history of team b's job 17: start afresh
