@@ -490,19 +490,7 @@ class RealCluster:
             self.directory / "kueue.kubeconfig",
             manifests.kubeconfig(server=self.server, ca_pem=ca.pem, user="kueue", context=CONTEXT, token=token),
         )
-        config = self.directory / "kueue-config.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                manifests.kueue_configuration(
-                    webhook_port=ports["kueue_webhook"],
-                    health_port=ports["kueue_health"],
-                    visibility_port=ports["kueue_visibility"],
-                    cert_dir=str(self.directory / "kueue-certs"),
-                ),
-                sort_keys=False,
-            ),
-            encoding="utf-8",
-        )
+        self._write_kueue_config()
         self._fixed_path_certificates()
         self.start_kueue()
         self.wait_kueue_ready(deadline)
@@ -551,6 +539,34 @@ class RealCluster:
         self.state.created_paths += [str(path) for path in created]
         self.state.save()
 
+    def _write_kueue_config(self, scheduling: dict[str, Any] | None = None) -> None:
+        ports = self.state.ports
+        config = manifests.kueue_configuration(
+            webhook_port=ports["kueue_webhook"],
+            health_port=ports["kueue_health"],
+            visibility_port=ports["kueue_visibility"],
+            cert_dir=str(self.directory / "kueue-certs"),
+            scheduling=scheduling,
+        )
+        (self.directory / "kueue-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+    def reconfigure_kueue(self, scheduling: dict[str, Any] | None, timeout_seconds: float = UP_TIMEOUT_SECONDS) -> None:
+        """Restart Kueue's manager with ``scheduling`` (e.g. ``fairSharing``) in its Configuration.
+
+        Kueue reads its Configuration only at start (``cmd/kueue/main.go``), so a scenario
+        that needs fair sharing needs a restart; the manager releases its leader Lease when
+        stopped (``LeaderElectionReleaseOnCancel``, ``pkg/config/config.go``), so the new one
+        leads at once. Returns when its webhooks answer again.
+        """
+        deadline = time.monotonic() + timeout_seconds
+        before = self.wait_kueue_leader(deadline)
+        self._write_kueue_config(scheduling)
+        self.stop_kueue()
+        self.start_kueue()
+        self.wait_kueue_ready(deadline)
+        self.wait_webhooks(deadline)
+        self.wait_kueue_leader(deadline, previous=before)
+
     def start_kueue(self) -> None:
         """Start Kueue's manager (again, after :meth:`stop_kueue`), under its ServiceAccount."""
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "POD_NAMESPACE")}
@@ -590,8 +606,9 @@ class RealCluster:
 
         _wait("Kueue's webhooks", answered, deadline, self._log_path("kueue"))
 
-    def wait_kueue_leader(self, deadline: float) -> str:
-        """Until Kueue's manager holds its leader Lease; returns the holder identity."""
+    def wait_kueue_leader(self, deadline: float, previous: str | None = None) -> str:
+        """Until Kueue's manager holds its leader Lease (a holder other than ``previous``, a
+        stopped manager's); returns the holder identity."""
         from kubernetes import client
 
         coordination = client.CoordinationV1Api(self.api_client())
@@ -599,7 +616,8 @@ class RealCluster:
         def holder() -> str | None:
             self._check_running("kueue")
             lease = coordination.read_namespaced_lease(manifests.KUEUE_LEADER_LEASE, manifests.KUEUE_NAMESPACE)
-            return lease.spec.holder_identity or None
+            found = lease.spec.holder_identity or None
+            return found if found != previous else None
 
         return _wait("Kueue's leader Lease", holder, deadline, self._log_path("kueue"))
 

@@ -50,7 +50,9 @@ NODE_LEASE_SECONDS = 40
 KWOK_PARALLELISM = 4
 
 
-def kueue_configuration(*, webhook_port: int, health_port: int, visibility_port: int, cert_dir: str) -> Doc:
+def kueue_configuration(
+    *, webhook_port: int, health_port: int, visibility_port: int, cert_dir: str, scheduling: Doc | None = None
+) -> Doc:
     """Kueue's manager configuration as a user's install would have it, on 127.0.0.1.
 
     What differs from the shipped ``controller_manager_config.yaml``: every listener on
@@ -58,6 +60,8 @@ def kueue_configuration(*, webhook_port: int, health_port: int, visibility_port:
     objects, not Kueue's metrics), certificates from ``cert_dir`` instead of Kueue's internal
     cert manager (which needs a Service and Secret in the cluster), and the integrations of
     :data:`KUEUE_FRAMEWORKS`. ``waitForPodsReady`` is left unset, as the release defaults.
+    ``scheduling`` adds top-level fields that change scheduling (``fairSharing``,
+    ``admissionFairSharing``), as the live oracle needs for its fair-sharing scenarios.
     """
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -75,6 +79,7 @@ def kueue_configuration(*, webhook_port: int, health_port: int, visibility_port:
         "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": visibility_port},
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        **(scheduling or {}),
     }
 
 
