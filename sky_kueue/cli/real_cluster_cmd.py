@@ -10,6 +10,7 @@ Go module proxy) once, but no root.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +146,14 @@ def status_cmd(directory: str, output: str) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Another cluster with Kueue (admin rights); scenarios needing a non-default Kueue configuration are skipped.",
 )
+@click.option(
+    "--release",
+    type=click.Choice(["restart", "running"]),
+    default=None,
+    help="How the held ClusterQueues are released: `restart` (default with --dir) restarts Kueue so "
+    "it lists the whole scenario at once; `running` (the only choice with --kubeconfig) patches them "
+    "while Kueue runs.",
+)
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--results",
@@ -153,7 +162,12 @@ def status_cmd(directory: str, output: str) -> None:
     help="Write each scenario's result to RESULTS/<set>/<scenario>.json and the summary to RESULTS/summary.json.",
 )
 def oracle_cmd(
-    scenarios: tuple[Path, ...], directory: str | None, kubeconfig: Path | None, output: str, results: Path | None
+    scenarios: tuple[Path, ...],
+    directory: str | None,
+    kubeconfig: Path | None,
+    release: str | None,
+    output: str,
+    results: Path | None,
 ) -> None:
     """Replay oracle scenarios (files or set directories) on the live Kueue and compare what it
     did with the recorded decisions and with `sky-kueue predict`."""
@@ -166,18 +180,29 @@ def oracle_cmd(
     paths = live_oracle.scenario_paths(scenarios)
     if not paths:
         errors.fail(f"real-cluster oracle: no scenario files (*.yaml) in {', '.join(map(str, scenarios))}")
+    try:
+        to_replay = live_oracle.read_scenarios(paths)
+    except ModelError as err:
+        errors.fail(str(err))
+
+    def log(line: str) -> None:
+        click.echo(line, err=True)
+
     reconfigure = None
     if kubeconfig is not None:
-        api = _kubeconfig_client(kubeconfig)
+        if release == "restart":
+            errors.fail("real-cluster oracle: --release restart needs a cluster this command owns (--dir)")
+        replayer = OracleReplayer(_kubeconfig_client(kubeconfig), log=log)
     else:
         target = _owned_cluster(Path(directory or DEFAULT_DIRECTORY).expanduser())
-        api = target.api_client()
 
         def reconfigure(scenario: Scenario) -> None:
             target.reconfigure_kueue(manager_configuration(scenario.config))
 
-    def log(line: str) -> None:
-        click.echo(line, err=True)
+        def restart(while_stopped: Callable[[], None]) -> None:
+            target.restart_kueue(while_stopped)
+
+        replayer = OracleReplayer(target.api_client(), log=log, restart_kueue=None if release == "running" else restart)
 
     def record(result: live_oracle.ScenarioResult) -> None:
         if results is not None:
@@ -188,10 +213,7 @@ def oracle_cmd(
         if output == "text":
             click.echo(_result_line(result))
 
-    try:
-        done = live_oracle.run(paths, OracleReplayer(api, log=log), reconfigure, log=log, on_result=record)
-    except ModelError as err:
-        errors.fail(str(err))
+    done = live_oracle.run(to_replay, replayer, reconfigure, log=log, on_result=record)
     summary = live_oracle.summary(done)
     if results is not None:
         (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -78,6 +78,8 @@ class ScenarioResult:
     scenario: str
     set: str
     kueue_config: str
+    #: how the ClusterQueues were released: ``restart`` (Kueue restarted) or ``running``
+    release: str = "running"
     live: oracle_agreement.LiveOutcome | None = None
     recorded: oracle_agreement.Agreement | None = None
     predicted: oracle_agreement.Agreement | None = None
@@ -95,6 +97,7 @@ class ScenarioResult:
             "scenario": self.scenario,
             "set": self.set,
             "kueueConfig": self.kueue_config,
+            "release": self.release,
             "skipped": self.skipped,
             "error": self.error,
             "notes": self.notes,
@@ -107,19 +110,23 @@ class ScenarioResult:
         }
 
 
+def read_scenarios(paths: Sequence[Path]) -> list[Scenario]:
+    """Read and validate every scenario before anything runs.
+
+    Raises:
+        ModelError: a scenario file is unreadable or invalid.
+    """
+    return [read_scenario(path) for path in paths]
+
+
 def run(
-    paths: Sequence[Path],
+    scenarios: Sequence[Scenario],
     replayer: OracleReplayer,
     reconfigure: Reconfigure | None,
     log: Log = lambda _: None,
     on_result: Callable[[ScenarioResult], None] = lambda _: None,
 ) -> list[ScenarioResult]:
-    """Replay every scenario (grouped by the Kueue configuration it needs, default first).
-
-    Raises:
-        ModelError: a scenario file is unreadable or invalid (checked before anything runs).
-    """
-    scenarios = [read_scenario(path) for path in paths]
+    """Replay every scenario (grouped by the Kueue configuration it needs, default first)."""
     order = sorted(range(len(scenarios)), key=lambda i: scenarios[i].config_key != DEFAULT_CONFIG)
     current = DEFAULT_CONFIG
     results: list[ScenarioResult] = []
@@ -130,6 +137,7 @@ def run(
                 scenario=scenario.name,
                 set=set_name(scenario.path),
                 kueue_config=scenario.config_key,
+                release="restart" if replayer.restart_kueue is not None else "running",
             )
             started = time.monotonic()
             if scenario.config_key != current:

@@ -22,16 +22,24 @@ quiet:
    compared by time (queue order, the fair-sharing tournament and victim order all compare
    priority first), so they may share a second.
 4. Once Kueue's ClusterQueue status counts every admitted and pending Workload, every
-   ClusterQueue is set back to ``stopPolicy: None`` at once (concurrent patches).
+   ClusterQueue is set back to ``stopPolicy: None``. On a cluster this process owns
+   (``--dir``) that happens while Kueue's manager is stopped (its ClusterQueue webhooks'
+   failure policy relaxed meanwhile), and the restarted manager lists the whole scenario at
+   once, as the oracle loads it; elsewhere the ClusterQueues are patched concurrently while
+   Kueue runs.
 5. Every Workload Kueue evicts for preemption is deleted at once, as the oracle does (a
    SkyPilot pod group whose pods are deleted); Kueue then frees its quota. The replay ends
    when Kueue has changed no admission or preemption for :data:`QUIET_SECONDS`.
 6. Everything the scenario created is deleted (finalizers stripped) before the next one;
    Namespaces stay until :meth:`OracleReplayer.close`.
 
-What is not faithful, and why: the release in step 4 is N API writes that Kueue's
+What is not faithful, and why: a release while Kueue runs is N API writes that Kueue's
 ClusterQueue controller sees one after another, so its first scheduling cycle may see only
-some ClusterQueues' heads where the oracle's cycle 0 sees all; UIDs are the API server's,
+some ClusterQueues' heads where the oracle's cycle 0 sees all (the release by restart
+avoids that: Kueue's queue controllers run without leader election and fill its queues
+from the informers' initial lists, the scheduler starts only once the manager leads,
+``NeedLeaderElection`` in ``pkg/controller/core/*_controller.go`` and
+``pkg/scheduler/scheduler.go``); UIDs are the API server's,
 not the file's (they only break ties that distinct timestamps already break); workloads
 admitted during the replay get real, distinct admission times, where the oracle's fixed
 clock gives them equal ones and falls back to UIDs. Admission fair sharing's usage history
@@ -84,6 +92,11 @@ POLL_SECONDS = 0.1
 SECOND_MARGIN_SECONDS = 0.05
 
 Log = Callable[[str], None]
+#: Stops Kueue's manager, calls its argument, starts the manager and returns once it leads.
+RestartKueue = Callable[[Callable[[], None]], None]
+#: Kueue's webhooks on ClusterQueues (``config/components/webhook/manifests.yaml``): their
+#: failure policy is relaxed while Kueue is stopped for a release by restart.
+CLUSTER_QUEUE_WEBHOOKS = frozenset({"mclusterqueue.kb.io", "vclusterqueue.kb.io"})
 
 
 class ReplayError(RuntimeError):
@@ -183,9 +196,18 @@ class _Built:
 class OracleReplayer:
     """Replays scenarios on one cluster (admin credentials), one after another."""
 
-    def __init__(self, api_client: Any, log: Log = lambda _: None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        log: Log = lambda _: None,
+        clock: Callable[[], float] = time.monotonic,
+        restart_kueue: RestartKueue | None = None,
+    ) -> None:
+        """``restart_kueue`` (a cluster this process owns) selects the release by restart;
+        without it the ClusterQueues are released while Kueue runs (see the module docstring)."""
         from kubernetes import client
 
+        self.restart_kueue = restart_kueue
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
@@ -367,19 +389,49 @@ class OracleReplayer:
 
     # ----------------------------------------------------------------- run
     def _release(self, built: _Built) -> float:
-        """Set every ClusterQueue to ``stopPolicy: None`` at once; returns when it started."""
+        """Set every ClusterQueue to ``stopPolicy: None``; returns when the release started."""
+        started = self.clock()
+        if self.restart_kueue is None:
+            self._patch_released(built.cluster_queues)
+            return started
+        self._set_cluster_queue_webhook_policy("Ignore")
+        try:
+            self.restart_kueue(lambda: self._patch_released(built.cluster_queues))
+        finally:
+            self._set_cluster_queue_webhook_policy("Fail")
+        return started
+
+    def _patch_released(self, names: list[str]) -> None:
+        """The concurrent ``stopPolicy: None`` patches, started together."""
         body = {"spec": {"stopPolicy": "None"}}
-        barrier = threading.Barrier(max(1, len(built.cluster_queues)))
+        barrier = threading.Barrier(max(1, len(names)))
 
         def release(name: str) -> None:
             barrier.wait(timeout=READY_TIMEOUT_SECONDS)
             self.custom.patch_cluster_custom_object(KUEUE_GROUP, READ_VERSION, "clusterqueues", name, body)
 
-        started = self.clock()
-        with ThreadPoolExecutor(max_workers=max(1, len(built.cluster_queues))) as pool:
-            for future in [pool.submit(release, name) for name in built.cluster_queues]:
+        with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+            for future in [pool.submit(release, name) for name in names]:
                 future.result()
-        return started
+
+    def _set_cluster_queue_webhook_policy(self, policy: str) -> None:
+        """Set the failure policy of Kueue's ClusterQueue webhooks: ``Ignore`` lets the
+        release patch the (already admitted and defaulted) ClusterQueues while Kueue, which
+        serves the webhooks, is stopped; ``Fail`` is what Kueue ships."""
+        from kubernetes import client
+
+        registration = client.AdmissionregistrationV1Api(self.api)
+        for kind in ("mutating", "validating"):
+            items = getattr(registration, f"list_{kind}_webhook_configuration")().items
+            for config in items:
+                hooks = config.webhooks or []
+                patch = [
+                    {"op": "replace", "path": f"/webhooks/{index}/failurePolicy", "value": policy}
+                    for index, hook in enumerate(hooks)
+                    if hook.name in CLUSTER_QUEUE_WEBHOOKS
+                ]
+                if patch:
+                    getattr(registration, f"patch_{kind}_webhook_configuration")(config.metadata.name, patch)
 
     def _observe(self, scenario: Scenario, built: _Built, released: float) -> LiveOutcome:
         outcome = LiveOutcome(initially_admitted=tuple(sorted(built.initially_admitted)))
@@ -462,29 +514,22 @@ class OracleReplayer:
             if err.status != 404:
                 raise
 
-    def _exists(self, plural: str, name: str, namespace: str | None) -> bool:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            if namespace:
-                self.custom.get_namespaced_custom_object(KUEUE_GROUP, READ_VERSION, namespace, plural, name)
-            else:
-                self.custom.get_cluster_custom_object(KUEUE_GROUP, READ_VERSION, plural, name)
-        except ApiException as err:
-            if err.status == 404:
-                return False
-            raise
-        return True
-
     def _remove(self, built: _Built) -> None:
         """Delete what the scenario created, Workloads first, and wait until it is gone."""
         order = {plural: index for index, plural in enumerate(reversed(PLURALS.values()))}
         objects = sorted(built.objects, key=lambda obj: order[obj[0]])
         for plural, name, namespace in objects:
             self._delete(plural, name, namespace)
-        self._wait_gone(
-            "the scenario's objects", lambda: [f"{p}/{n}" for p, n, ns in objects if self._exists(p, n, ns)]
-        )
+
+        def remaining() -> list[str]:
+            # one list per kind, not one read per object (scale scenarios have thousands)
+            present: set[tuple[str, str, str | None]] = set()
+            for plural in {obj[0] for obj in objects}:
+                items = self.custom.list_cluster_custom_object(KUEUE_GROUP, READ_VERSION, plural)["items"]
+                present |= {(plural, i["metadata"]["name"], i["metadata"].get("namespace")) for i in items}
+            return [f"{p}/{n}" for p, n, ns in objects if (p, n, ns) in present]
+
+        self._wait_gone("the scenario's objects", remaining)
 
     def _namespace_exists(self, name: str) -> bool:
         from kubernetes.client.exceptions import ApiException

@@ -33,7 +33,8 @@ SCENARIOS = [
 def test_small_public_scenarios_replay_and_agree_with_the_recording_and_predict(
     real_cluster: RealCluster, kueue: KueueCluster
 ) -> None:
-    results = live_oracle.run(SCENARIOS, OracleReplayer(real_cluster.api_client()), reconfigure=None)
+    scenarios = live_oracle.read_scenarios(SCENARIOS)
+    results = live_oracle.run(scenarios, OracleReplayer(real_cluster.api_client()), reconfigure=None)
     by_name = {r.scenario: r for r in results}
     assert set(by_name) == {p.stem for p in SCENARIOS}
     for result in results:

@@ -134,3 +134,37 @@ def test_an_invalid_scenario_is_one_model_error(tmp_path: Path) -> None:
     bad.write_text("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w}\n")
     with pytest.raises(ModelError):
         read_scenario(bad)
+
+
+def run_oracle_cli(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from sky_kueue.cli.main import cli
+
+    return CliRunner(mix_stderr=False).invoke(cli, ["real-cluster", "oracle", *args])
+
+
+SEED = str(ORACLE / "seeds" / "scenarios" / "a-gpu-borrow-preempt.yaml")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--dir", "d", "--kubeconfig", "k"], 2, "give --dir or --kubeconfig, not both"),
+        (["--kubeconfig", "k", "--release", "restart"], 2, "--release restart needs a cluster this command owns"),
+        (["--dir", "{tmp}"], 1, "no real cluster in {tmp} (start one with `sky-kueue real-cluster up --dir {tmp}`"),
+    ],
+)
+def test_bad_oracle_arguments_are_one_line_errors(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    done = run_oracle_cli(SEED, *(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert done.exit_code == code, done.output
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message.replace("{tmp}", str(tmp_path)) in lines[0]
+
+
+def test_an_invalid_scenario_file_fails_before_any_cluster_is_touched(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w}\n")
+    done = run_oracle_cli(str(bad), "--kubeconfig", str(tmp_path / "missing"))
+    assert done.exit_code == 2 and done.stderr.startswith(f"error: {bad}")
+    assert len(done.stderr.strip().splitlines()) == 1
