@@ -148,11 +148,12 @@ def status_cmd(directory: str, output: str) -> None:
 )
 @click.option(
     "--release",
-    type=click.Choice(["restart", "running"]),
-    default=None,
-    help="How the held ClusterQueues are released: `restart` (default with --dir) restarts Kueue so "
-    "it lists the whole scenario at once; `running` (the only choice with --kubeconfig) patches them "
-    "while Kueue runs.",
+    type=click.Choice(["flavor", "running", "restart"]),
+    default="flavor",
+    show_default=True,
+    help="How the built scenario is handed to Kueue: `flavor` creates last a ResourceFlavor every "
+    "ClusterQueue lists, which activates them all at once; `running` releases held ClusterQueues "
+    "with concurrent patches; `restart` (--dir only) patches them while Kueue is stopped.",
 )
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
@@ -165,7 +166,7 @@ def oracle_cmd(
     scenarios: tuple[Path, ...],
     directory: str | None,
     kubeconfig: Path | None,
-    release: str | None,
+    release: str,
     output: str,
     results: Path | None,
 ) -> None:
@@ -192,7 +193,7 @@ def oracle_cmd(
     if kubeconfig is not None:
         if release == "restart":
             errors.fail("real-cluster oracle: --release restart needs a cluster this command owns (--dir)")
-        replayer = OracleReplayer(_kubeconfig_client(kubeconfig), log=log)
+        replayer = OracleReplayer(_kubeconfig_client(kubeconfig), log=log, release=release)
     else:
         target = _owned_cluster(Path(directory or DEFAULT_DIRECTORY).expanduser())
 
@@ -202,7 +203,7 @@ def oracle_cmd(
         def restart(while_stopped: Callable[[], None]) -> None:
             target.restart_kueue(while_stopped)
 
-        replayer = OracleReplayer(target.api_client(), log=log, restart_kueue=None if release == "running" else restart)
+        replayer = OracleReplayer(target.api_client(), log=log, release=release, restart_kueue=restart)
 
     def record(result: live_oracle.ScenarioResult) -> None:
         if results is not None:

@@ -78,8 +78,8 @@ class ScenarioResult:
     scenario: str
     set: str
     kueue_config: str
-    #: how the ClusterQueues were released: ``restart`` (Kueue restarted) or ``running``
-    release: str = "running"
+    #: how the scenario was handed to Kueue (``oracle_replay.RELEASES``)
+    release: str = "flavor"
     live: oracle_agreement.LiveOutcome | None = None
     recorded: oracle_agreement.Agreement | None = None
     predicted: oracle_agreement.Agreement | None = None
@@ -137,7 +137,7 @@ def run(
                 scenario=scenario.name,
                 set=set_name(scenario.path),
                 kueue_config=scenario.config_key,
-                release="restart" if replayer.restart_kueue is not None else "running",
+                release=replayer.release,
             )
             started = time.monotonic()
             if scenario.config_key != current:

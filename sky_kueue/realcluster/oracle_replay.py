@@ -6,9 +6,10 @@ continuously, so the replay builds the same starting point and lets Kueue run un
 quiet:
 
 1. The scenario's Namespaces (with their labels), ResourceFlavors, WorkloadPriorityClasses,
-   Cohorts, ClusterQueues and LocalQueues are created through Kueue's webhooks, every
-   ClusterQueue with ``stopPolicy: Hold`` so that nothing is admitted while the scenario is
-   being built.
+   Cohorts, ClusterQueues and LocalQueues are created through Kueue's webhooks, as the file
+   has them, except one ResourceFlavor that every ClusterQueue lists (the *gate*; every
+   public scenario has one): while it is missing Kueue keeps every ClusterQueue inactive
+   (``FlavorNotFound``), so nothing is admitted while the scenario is being built.
 2. The admitted Workloads are created bare (no owner: Kueue schedules any Workload with a
    queue name) and their ``status.admission`` and ``QuotaReserved``/``Admitted`` conditions
    are written through the status subresource exactly as the file has them, so their
@@ -21,26 +22,28 @@ quiet:
    so equal seconds would leave their order to random UIDs. Different priorities are never
    compared by time (queue order, the fair-sharing tournament and victim order all compare
    priority first), so they may share a second.
-4. Once Kueue's ClusterQueue status counts every admitted and pending Workload, every
-   ClusterQueue is set back to ``stopPolicy: None``. On a cluster this process owns
-   (``--dir``) that happens while Kueue's manager is stopped (its ClusterQueue webhooks'
-   failure policy relaxed meanwhile), and the restarted manager lists the whole scenario at
-   once, as the oracle loads it; elsewhere the ClusterQueues are patched concurrently while
-   Kueue runs.
+4. Once Kueue's ClusterQueue status counts every admitted and pending Workload, the gate
+   flavor is created. Kueue's ResourceFlavor handler activates every ClusterQueue that
+   lists it in one cache update and then wakes the scheduler once
+   (``ResourceFlavorReconciler.Create``, ``pkg/controller/core/resourceflavor_controller.go``),
+   so its first cycle sees every ClusterQueue's head, as the oracle's cycle 0 does.
+   Two other releases are kept for comparison (:data:`RELEASES`): every ClusterQueue created
+   with ``stopPolicy: Hold`` and patched back to ``None`` concurrently while Kueue runs
+   (``running``: N writes Kueue's ClusterQueue controller sees one after another, so its
+   first cycle may see only some heads), or patched while Kueue's manager is stopped and
+   then restarted (``restart``: the manager lists the whole scenario, but its scheduler can
+   start before its caches hold every Cohort and ClusterQueue).
 5. Every Workload Kueue evicts for preemption is deleted at once, as the oracle does (a
    SkyPilot pod group whose pods are deleted); Kueue then frees its quota. The replay ends
    when Kueue has changed no admission or preemption for :data:`QUIET_SECONDS`.
 6. Everything the scenario created is deleted (finalizers stripped) before the next one;
    Namespaces stay until :meth:`OracleReplayer.close`.
 
-What is not faithful, and why: a release while Kueue runs is N API writes that Kueue's
-ClusterQueue controller sees one after another, so its first scheduling cycle may see only
-some ClusterQueues' heads where the oracle's cycle 0 sees all (the release by restart
-avoids that: Kueue's queue controllers run without leader election and fill its queues
-from the informers' initial lists, the scheduler starts only once the manager leads,
-``NeedLeaderElection`` in ``pkg/controller/core/*_controller.go`` and
-``pkg/scheduler/scheduler.go``); UIDs are the API server's,
-not the file's (they only break ties that distinct timestamps already break); workloads
+What is not faithful, and why: the live Kueue runs its next cycle as soon as it has
+written the last one's decisions, while the oracle lets every write land, and deletes every
+preempted Workload, before the next cycle; so a victim still holding quota for the tens of
+milliseconds until the replay deletes it can be seen by more cycles live than recorded.
+UIDs are the API server's, not the file's (they only break ties that distinct timestamps already break); workloads
 admitted during the replay get real, distinct admission times, where the oracle's fixed
 clock gives them equal ones and falls back to UIDs. Admission fair sharing's usage history
 cannot be injected: Kueue v0.17.0 seeds a LocalQueue's consumed usage in memory from what
@@ -92,6 +95,8 @@ POLL_SECONDS = 0.1
 SECOND_MARGIN_SECONDS = 0.05
 
 Log = Callable[[str], None]
+#: How the replay hands the built scenario to Kueue (see the module docstring, step 4).
+RELEASES = ("flavor", "running", "restart")
 #: Stops Kueue's manager, calls its argument, starts the manager and returns once it leads.
 RestartKueue = Callable[[Callable[[], None]], None]
 #: Kueue's webhooks on ClusterQueues (``config/components/webhook/manifests.yaml``): their
@@ -160,6 +165,18 @@ def manager_configuration(config: o.KueueConfig) -> dict[str, Any]:
     return out
 
 
+def gate_flavor(cluster_queues: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first ResourceFlavor (in file order) that every ClusterQueue lists, if any."""
+    listed = [
+        {fl["name"] for group in (cq.get("spec") or {}).get("resourceGroups") or [] for fl in group["flavors"]}
+        for cq in cluster_queues
+    ]
+    for flavor in flavors:
+        if listed and all(flavor["metadata"]["name"] in names for names in listed):
+            return flavor
+    return None
+
+
 def _key(doc: dict[str, Any]) -> str:
     meta = doc["metadata"]
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
@@ -191,6 +208,10 @@ class _Built:
     pending: dict[str, int] = field(default_factory=dict)  # ClusterQueue -> pending workloads
     cluster_queues: list[str] = field(default_factory=list)
     initially_admitted: list[str] = field(default_factory=list)
+    release: str = "flavor"
+    #: the ResourceFlavor created last, to release the scenario (release ``flavor``)
+    gate: dict[str, Any] | None = None
+    scenario: Scenario | None = None
 
 
 class OracleReplayer:
@@ -201,12 +222,16 @@ class OracleReplayer:
         api_client: Any,
         log: Log = lambda _: None,
         clock: Callable[[], float] = time.monotonic,
+        release: str = "flavor",
         restart_kueue: RestartKueue | None = None,
     ) -> None:
-        """``restart_kueue`` (a cluster this process owns) selects the release by restart;
-        without it the ClusterQueues are released while Kueue runs (see the module docstring)."""
+        """``release`` is one of :data:`RELEASES`; ``restart`` needs ``restart_kueue`` (a
+        cluster this process owns)."""
         from kubernetes import client
 
+        if release not in RELEASES or (release == "restart" and restart_kueue is None):
+            raise ValueError(f"release {release!r} (restart_kueue given: {restart_kueue is not None})")
+        self.release = release
         self.restart_kueue = restart_kueue
         self.api = api_client
         self.core = client.CoreV1Api(api_client)
@@ -228,7 +253,7 @@ class OracleReplayer:
             ReplayError: an object could not be created (the API server's reason is named).
         """
         self.notes = []
-        built = _Built()
+        built = _Built(scenario=scenario)
         try:
             self._build(scenario, built)
             self._wait_counted(built)
@@ -267,12 +292,22 @@ class OracleReplayer:
         for ns in by_kind.get("Namespace", []):
             self._ensure_namespace(ns["metadata"]["name"], dict(ns["metadata"].get("labels") or {}))
         local_queues = {_key(lq): lq["spec"]["clusterQueue"] for lq in by_kind.get("LocalQueue", [])}
+        release = self.release
+        gate = gate_flavor(by_kind.get("ClusterQueue", []), by_kind.get("ResourceFlavor", []))
+        if release == "flavor" and gate is None and by_kind.get("ClusterQueue"):
+            self.notes.append("no ResourceFlavor every ClusterQueue lists: released while Kueue runs")
+            release = "running"
+        built.release = release
         for kind in ("ResourceFlavor", "WorkloadPriorityClass", "Cohort", "ClusterQueue", "LocalQueue"):
             for doc in by_kind.get(kind, []):
-                if kind == "ClusterQueue":
-                    doc.setdefault("spec", {})["stopPolicy"] = "Hold"
-                    built.cluster_queues.append(doc["metadata"]["name"])
                 doc.pop("status", None)
+                if kind == "ClusterQueue":
+                    built.cluster_queues.append(doc["metadata"]["name"])
+                    if release != "flavor":
+                        doc.setdefault("spec", {})["stopPolicy"] = "Hold"
+                if kind == "ResourceFlavor" and release == "flavor" and doc is gate:
+                    built.gate = doc
+                    continue
                 self._create(scenario, doc, built)
         workloads = sorted(by_kind.get("Workload", []), key=_created_at)
         admitted = [wl for wl in workloads if (wl.get("status") or {}).get("admission")]
@@ -389,9 +424,13 @@ class OracleReplayer:
 
     # ----------------------------------------------------------------- run
     def _release(self, built: _Built) -> float:
-        """Set every ClusterQueue to ``stopPolicy: None``; returns when the release started."""
+        """Hand the scenario to Kueue (module docstring, step 4); returns when that started."""
         started = self.clock()
-        if self.restart_kueue is None:
+        if built.release == "flavor":
+            if built.gate is not None and built.scenario is not None:
+                self._create(built.scenario, built.gate, built)
+            return started
+        if built.release == "running" or self.restart_kueue is None:
             self._patch_released(built.cluster_queues)
             return started
         self._set_cluster_queue_webhook_policy("Ignore")
