@@ -10,7 +10,6 @@ Go module proxy) once, but no root.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,7 +137,7 @@ def status_cmd(directory: str, output: str) -> None:
     default=None,
     type=click.Path(file_okay=False),
     help=f"A cluster started by `real-cluster up` (default {DEFAULT_DIRECTORY}); Kueue is restarted "
-    "with fair sharing for the scenarios that need it.",
+    "with fair sharing or admission fair sharing for the scenarios that need it.",
 )
 @click.option(
     "--kubeconfig",
@@ -148,12 +147,12 @@ def status_cmd(directory: str, output: str) -> None:
 )
 @click.option(
     "--release",
-    type=click.Choice(["flavor", "running", "restart"]),
+    type=click.Choice(["flavor", "running"]),
     default="flavor",
     show_default=True,
     help="How the built scenario is handed to Kueue: `flavor` creates last a ResourceFlavor every "
     "ClusterQueue lists, which activates them all at once; `running` releases held ClusterQueues "
-    "with concurrent patches; `restart` (--dir only) patches them while Kueue is stopped.",
+    "with concurrent patches (for comparison).",
 )
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
@@ -191,8 +190,6 @@ def oracle_cmd(
 
     reconfigure = None
     if kubeconfig is not None:
-        if release == "restart":
-            errors.fail("real-cluster oracle: --release restart needs a cluster this command owns (--dir)")
         replayer = OracleReplayer(_kubeconfig_client(kubeconfig), log=log, release=release)
     else:
         target = _owned_cluster(Path(directory or DEFAULT_DIRECTORY).expanduser())
@@ -200,10 +197,7 @@ def oracle_cmd(
         def reconfigure(scenario: Scenario) -> None:
             target.reconfigure_kueue(manager_configuration(scenario.config))
 
-        def restart(while_stopped: Callable[[], None]) -> None:
-            target.restart_kueue(while_stopped)
-
-        replayer = OracleReplayer(target.api_client(), log=log, release=release, restart_kueue=restart)
+        replayer = OracleReplayer(target.api_client(), log=log, release=release)
 
     def record(result: live_oracle.ScenarioResult) -> None:
         if results is not None:

@@ -561,16 +561,12 @@ class RealCluster:
         self._write_kueue_config(scheduling)
         self.restart_kueue(timeout_seconds=timeout_seconds)
 
-    def restart_kueue(
-        self, while_stopped: Callable[[], None] | None = None, timeout_seconds: float = UP_TIMEOUT_SECONDS
-    ) -> None:
-        """Stop Kueue's manager, run ``while_stopped``, start it again; returns once the new
-        manager serves its webhooks and holds the leader Lease (so its scheduler runs)."""
+    def restart_kueue(self, timeout_seconds: float = UP_TIMEOUT_SECONDS) -> None:
+        """Stop Kueue's manager and start it again; returns once the new manager serves its
+        webhooks and holds the leader Lease (so its scheduler runs)."""
         deadline = time.monotonic() + timeout_seconds
         before = self.wait_kueue_leader(deadline)
         self.stop_kueue()
-        if while_stopped is not None:
-            while_stopped()
         self.start_kueue()
         self.wait_kueue_ready(deadline)
         self.wait_webhooks(deadline)

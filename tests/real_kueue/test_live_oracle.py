@@ -93,3 +93,24 @@ def test_the_command_writes_per_scenario_results_and_skips_what_needs_another_co
     written = json.loads((results / "seeds" / f"{SCENARIOS[1].stem}.json").read_text())
     assert written["live"]["preemptions"] and written["predict"]["finalAgrees"] is True
     assert json.loads((results / "summary.json").read_text())["fair-public"]["skipped"] == 1
+
+
+def test_a_fair_sharing_scenario_runs_on_kueue_restarted_with_fair_sharing_and_the_default_comes_back(
+    real_cluster: RealCluster, kueue: KueueCluster
+) -> None:
+    import yaml
+
+    from sky_kueue.realcluster.oracle_replay import Scenario, manager_configuration
+
+    configs: list[dict[str, object]] = []
+
+    def reconfigure(scenario: Scenario) -> None:
+        real_cluster.reconfigure_kueue(manager_configuration(scenario.config))
+        configs.append(yaml.safe_load((real_cluster.directory / "kueue-config.yaml").read_text()))
+
+    fair = live_oracle.read_scenarios([ORACLE / "fair-public" / "scenarios" / "fair-public-s5-001.yaml"])
+    (result,) = live_oracle.run(fair, OracleReplayer(real_cluster.api_client()), reconfigure)
+    assert result.kueue_config == "fairSharing" and result.release == "flavor"
+    assert result.recorded is not None and result.recorded.decisions_agree, result.to_json()
+    # restarted with fair sharing for the scenario, then with Kueue's defaults again
+    assert [("fairSharing" in config) for config in configs] == [True, False]

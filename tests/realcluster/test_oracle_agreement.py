@@ -151,7 +151,7 @@ SEED = str(ORACLE / "seeds" / "scenarios" / "a-gpu-borrow-preempt.yaml")
     ("args", "code", "message"),
     [
         (["--dir", "d", "--kubeconfig", "k"], 2, "give --dir or --kubeconfig, not both"),
-        (["--kubeconfig", "k", "--release", "restart"], 2, "--release restart needs a cluster this command owns"),
+        (["--kubeconfig", "k", "--release", "restart"], 2, "Invalid value for '--release'"),
         (["--dir", "{tmp}"], 1, "no real cluster in {tmp} (start one with `sky-kueue real-cluster up --dir {tmp}`"),
     ],
 )
