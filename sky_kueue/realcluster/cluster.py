@@ -507,20 +507,7 @@ class RealCluster:
             self.directory / "kueue.kubeconfig",
             manifests.kubeconfig(server=self.server, ca_pem=ca.pem, user="kueue", context=CONTEXT, token=token),
         )
-        config = self.directory / "kueue-config.yaml"
-        config.write_text(
-            yaml.safe_dump(
-                manifests.kueue_configuration(
-                    webhook_port=ports["kueue_webhook"],
-                    health_port=ports["kueue_health"],
-                    visibility_port=ports["kueue_visibility"],
-                    wait_for_pods_ready_seconds=self.wait_for_pods_ready_seconds,
-                    cert_dir=str(self.directory / "kueue-certs"),
-                ),
-                sort_keys=False,
-            ),
-            encoding="utf-8",
-        )
+        self._write_kueue_config()
         self._fixed_path_certificates()
         self.start_kueue()
         self.wait_kueue_ready(deadline)
@@ -568,6 +555,40 @@ class RealCluster:
             created += ours
         self.state.created_paths += [str(path) for path in created]
         self.state.save()
+
+    def _write_kueue_config(self, scheduling: dict[str, Any] | None = None) -> None:
+        ports = self.state.ports
+        config = manifests.kueue_configuration(
+            webhook_port=ports["kueue_webhook"],
+            health_port=ports["kueue_health"],
+            visibility_port=ports["kueue_visibility"],
+            cert_dir=str(self.directory / "kueue-certs"),
+            wait_for_pods_ready_seconds=self.wait_for_pods_ready_seconds,
+            scheduling=scheduling,
+        )
+        (self.directory / "kueue-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+
+    def reconfigure_kueue(self, scheduling: dict[str, Any] | None, timeout_seconds: float = UP_TIMEOUT_SECONDS) -> None:
+        """Restart Kueue's manager with ``scheduling`` (e.g. ``fairSharing``) in its Configuration.
+
+        Kueue reads its Configuration only at start (``cmd/kueue/main.go``), so a scenario
+        that needs fair sharing needs a restart; the manager releases its leader Lease when
+        stopped (``LeaderElectionReleaseOnCancel``, ``pkg/config/config.go``), so the new one
+        leads at once. Returns when its webhooks answer again.
+        """
+        self._write_kueue_config(scheduling)
+        self.restart_kueue(timeout_seconds=timeout_seconds)
+
+    def restart_kueue(self, timeout_seconds: float = UP_TIMEOUT_SECONDS) -> None:
+        """Stop Kueue's manager and start it again; returns once the new manager serves its
+        webhooks and holds the leader Lease (so its scheduler runs)."""
+        deadline = time.monotonic() + timeout_seconds
+        before = self.wait_kueue_leader(deadline)
+        self.stop_kueue()
+        self.start_kueue()
+        self.wait_kueue_ready(deadline)
+        self.wait_webhooks(deadline)
+        self.wait_kueue_leader(deadline, previous=before)
 
     def start_kueue(self) -> None:
         """Start Kueue's manager (again, after :meth:`stop_kueue`), under its ServiceAccount."""
@@ -659,8 +680,9 @@ class RealCluster:
 
         _wait("Kueue's webhooks", answered, deadline, self._log_path("kueue"))
 
-    def wait_kueue_leader(self, deadline: float) -> str:
-        """Until Kueue's manager holds its leader Lease; returns the holder identity."""
+    def wait_kueue_leader(self, deadline: float, previous: str | None = None) -> str:
+        """Until Kueue's manager holds its leader Lease (a holder other than ``previous``, a
+        stopped manager's); returns the holder identity."""
         from kubernetes import client
 
         coordination = client.CoordinationV1Api(self.api_client())
@@ -668,7 +690,8 @@ class RealCluster:
         def holder() -> str | None:
             self._check_running("kueue")
             lease = coordination.read_namespaced_lease(manifests.KUEUE_LEADER_LEASE, manifests.KUEUE_NAMESPACE)
-            return lease.spec.holder_identity or None
+            found = lease.spec.holder_identity or None
+            return found if found != previous else None
 
         return _wait("Kueue's leader Lease", holder, deadline, self._log_path("kueue"))
 

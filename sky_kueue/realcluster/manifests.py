@@ -57,6 +57,7 @@ def kueue_configuration(
     visibility_port: int,
     cert_dir: str,
     wait_for_pods_ready_seconds: int | None = None,
+    scheduling: Doc | None = None,
 ) -> Doc:
     """Kueue's manager configuration as a user's install would have it, on 127.0.0.1.
 
@@ -66,7 +67,9 @@ def kueue_configuration(
     cert manager (which needs a Service and Secret in the cluster), and the integrations of
     :data:`KUEUE_FRAMEWORKS`. ``waitForPodsReady`` is left unset, as the release defaults,
     unless ``wait_for_pods_ready_seconds`` turns it on with that timeout (Kueue's other
-    waitForPodsReady settings at their defaults).
+    waitForPodsReady settings at their defaults). ``scheduling`` adds top-level fields that
+    change scheduling (``fairSharing``, ``admissionFairSharing``), as the live oracle needs for
+    its fair-sharing scenarios.
     """
     config: Doc = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -84,6 +87,7 @@ def kueue_configuration(
         "visibilityServer": {"bindAddress": "127.0.0.1", "bindPort": visibility_port},
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        **(scheduling or {}),
     }
     if wait_for_pods_ready_seconds is not None:
         config["waitForPodsReady"] = {"timeout": f"{wait_for_pods_ready_seconds}s"}
