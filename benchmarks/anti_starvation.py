@@ -638,7 +638,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwall time {time.perf_counter() - started:.0f} s, {workers} workers", file=sys.stderr)
     else:
         print(json.dumps({**report(seeds, rows), "wall_s": round(time.perf_counter() - started, 1)}, indent=2))
-    return 0
+    broken = [r for r in rows if r.mode == "lane" and r.figures.get("lane_preempted", 0)]
+    for row in broken:
+        print(
+            f"lane bound broken: {row.trace} seed {row.seed} {row.policy}: {row.figures['lane_preempted']} "
+            "preemptions of Workloads admitted in a lane",
+            file=sys.stderr,
+        )
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

@@ -190,9 +190,12 @@ def test_bound_on_a_storm(scope: LaneScope) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(5))
-@pytest.mark.parametrize(("name", "jobs", "load"), SHIPPED)
+@pytest.mark.parametrize("seed", [0])
+@pytest.mark.parametrize(("name", "jobs", "load"), SHIPPED[:3])
 def test_bound_on_every_shipped_trace(name: str, jobs: int | None, load: float | None, seed: int) -> None:
+    """Seed 0 of the storms and ``dev-starvation`` in the suite (every shipped trace and seeds
+    0-4 took 585 s: ``benchmarks/anti_starvation.py`` checks the bound on each of its lane runs,
+    seeds 0-4, and exits 1 if a lane run was preempted; ``-k bound`` with more seeds by hand)."""
     trace = load_trace(name, seed=seed, jobs=jobs, load=load)
     for scope in LaneScope:
         assert_bounded(trace, seed, scope, gpus=8, after=2)
