@@ -75,12 +75,15 @@ from typing import TYPE_CHECKING, Any
 
 from sky_kueue.cli import demo_config
 from sky_kueue.cli.demo_config import BURST_CONTEXT, ONPREM_CONTEXT, RunSpec
+from sky_kueue.cli.demo_cost import cost_json, explain_level
 from sky_kueue.controller.burst import is_burst_target, relaunch_burst
+from sky_kueue.controller.burst_cost import BurstPricing
 from sky_kueue.controller.config_file import ControllerConfig
 from sky_kueue.controller.detection import DetectionKind
 from sky_kueue.controller.engine import FactKind
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.controller.history import JobHistory
+from sky_kueue.controller.metric_teams import load_metric_teams
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import managed_job_key
 from sky_kueue.mirror.kinds import SKYPILOT_POD_GROUP_SELECTOR
@@ -353,6 +356,8 @@ class RunResult:
     end: int
     spec: RunSpec
     config: ControllerConfig
+    #: team-b's burst targets and prices in the run's config (None: team-b never bursts).
+    burst_pricing: BurstPricing | None = None
 
 
 def task_candidates(burst_targets: Sequence[str]) -> list[tuple[str | None, str | None]]:
@@ -389,6 +394,7 @@ class _Run:
         self.config: ControllerConfig | None = None
         self._state_path: Path | None = None
         self._clock: Any = None
+        self.burst_pricing: BurstPricing | None = None
 
     # --- recording ------------------------------------------------------------------
 
@@ -420,11 +426,24 @@ class _Run:
             decision = outcome.decision
             state.priority = outcome.patch.effective_priority
             patch = outcome.patch
+            # The patch's boost is its change to the Workload; the words need the offset from the class.
+            class_value = self._class_values.get(job.priority_class, decision.base_priority)
+            words = explain_level(
+                class_name=job.priority_class,
+                class_value=class_value,
+                boost=patch.effective_priority - class_value,
+                band=decision.admitted_boost is not None,
+                waiting_level=patch.effective_priority == decision.effective_priority,
+                preemptions=decision.preemptions,
+                preemption_points=decision.preemption_points,
+                age_points=decision.age_points,
+                cap=decision.boost_limit,
+            )
             self._add(
                 TimelineKind.AGED,
                 job,
                 patch.effective_priority,
-                f"{patch.mechanism.value} +{patch.boost} -> {patch.effective_priority} "
+                f"{patch.mechanism.value} {patch.boost:+d} -> {patch.effective_priority}: {words} "
                 f"({decision.counted_preemptions} preemption(s) "
                 f"+{decision.preemption_points}, age +{decision.age_points}, cap {decision.boost_limit})",
                 ONPREM_CONTEXT,
@@ -576,6 +595,8 @@ class _Run:
             Sandbox(clock=clock, run_emulator=False, priority_boost=self.priority_boost, name=BURST_CONTEXT) as burst,
         ):
             config_path, self.config = demo_config.write_run_config(self.spec, Path(tmp))
+            team_b = load_metric_teams(config_path).team("team-b")
+            self.burst_pricing = team_b.pricing if team_b is not None else None
             candidates = task_candidates(demo_config.team_burst_targets(config_path, "team-b"))
             self.jobs = {
                 j.key: JobState(j, list(candidates if j.team == "team-b" else candidates[:1])) for j in self.job_list
@@ -620,7 +641,14 @@ class _Run:
                     api_client.close()
         mechanism = "boost-annotation" if self.priority_boost else "spec-priority"
         return RunResult(
-            self.events, self._jobs_summary(), mechanism, self.config.aging.policy, self.t, self.spec, self.config
+            self.events,
+            self._jobs_summary(),
+            mechanism,
+            self.config.aging.policy,
+            self.t,
+            self.spec,
+            self.config,
+            self.burst_pricing,
         )
 
     def _end_grace_periods(self, clusters: dict[str, Sandbox]) -> None:
@@ -680,6 +708,8 @@ class _Run:
                 "workload": job.workload,
                 "team": job.team,
                 "priority_class": job.priority_class,
+                "cpus": job.cpu,
+                "gpus": job.gpus or "0",
                 "class_priority": self._class_values.get(job.priority_class, 0),
                 "final_priority": state.priority,
                 "submitted_at": job.submit_at,
@@ -741,7 +771,8 @@ def _why_unfinished(dev: dict[str, Any], result: RunResult) -> str | None:
     return f"{preempted}; every relaunch stayed on {ONPREM_CONTEXT}: {last['why']}"
 
 
-def _variant(result: RunResult) -> dict[str, Any]:
+def _variant(result: RunResult, reference: RunResult) -> dict[str, Any]:
+    """One starvation run's document, its cost judged against ``reference`` (the run without aging)."""
     dev = result.jobs[managed_job_key(DEV_JOB_ID)]
     prod = [v for k, v in result.jobs.items() if k != managed_job_key(DEV_JOB_ID)]
     return {
@@ -769,6 +800,15 @@ def _variant(result: RunResult) -> dict[str, Any]:
         "team_a_finished": sum(1 for p in prod if p["finished_at"] is not None),
         "team_a_jobs": len(prod),
         "horizon_seconds": result.end,
+        "cost": cost_json(
+            result.jobs,
+            reference.jobs,
+            dev_key=managed_job_key(DEV_JOB_ID),
+            horizon=result.end,
+            burst_cluster=BURST_CONTEXT,
+            pricing=result.burst_pricing,
+        ),
+        "cost_reference": reference.spec.label,
     }
 
 
@@ -810,9 +850,8 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
     """Runs the seed scenario and the three starvation runs; returns the JSON document."""
     started = time.monotonic()
     seed = run_seed(priority_boost=priority_boost)
-    without, boost, default = (
-        _variant(run_starvation(spec, priority_boost=priority_boost)) for spec in demo_config.RUNS
-    )
+    runs = [run_starvation(spec, priority_boost=priority_boost) for spec in demo_config.RUNS]
+    without, boost, default = (_variant(run, runs[0]) for run in runs)
     preempted = sorted({e.workload for e in seed.events if e.type is TimelineKind.PREEMPTED})
     admitted: list[str] = []
     for event in seed.events:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sky_kueue.cli.demo_cost import describe_cost
+
 #: Console width when the output is not a terminal (rich would assume 80 columns).
 WIDE_OUTPUT_COLUMNS = 120
 #: The dev job's key in the document.
@@ -110,6 +112,11 @@ def print_text(document: dict[str, Any]) -> None:
             f"{variant['team_a_finished']}/{variant['team_a_jobs']}",
         )
     console.print(summary)
+    console.print("[bold]What each run cost[/bold]:")
+    for variant in variants:
+        reference = variant["cost_reference"]
+        label = "the same run" if reference == variant["label"] else f"the {reference} run"
+        console.print(f"  {variant['label']}: {describe_cost(variant['cost'], label, variant['horizon_seconds'])}")
     dev_events = [e for e in starvation["with_rank"]["events"] if e["job"] == DEV_KEY]
     console.print(timeline(f"team-b's dev job, {starvation['with_rank']['label']}", dev_events))
     console.print(f"[bold]{starvation['verdict']}[/bold] (demo took {final['elapsed_seconds']} s)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import pathlib
 import re
 import signal
 import threading
@@ -155,6 +156,14 @@ def _check_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option("--priority-boost", is_flag=True, help="Emulate Kueue with the PriorityBoost feature gate on.")
 @click.option(
+    "--skypilot-home",
+    "skypilot_home",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Also prepare DIRECTORY as a SkyPilot home for the sandbox (offline catalog, global config with the admin "
+    "policy and this sandbox's context, the plugin config) and print the exports that make your own `sky` use it.",
+)
+@click.option(
     "--kubelet",
     is_flag=True,
     help="Serve kubectl exec/logs by running commands as local processes (anyone who can reach the port can run "
@@ -198,10 +207,9 @@ def up(
     start_time: str | None,
     kueue_config: str | None,
     name: str,
+    skypilot_home: str | None,
 ) -> None:
     """Run a sandbox cluster with Kueue's behaviour in the foreground until Ctrl-C or SIGTERM."""
-    import pathlib
-
     from sky_kueue.sandbox import seed
     from sky_kueue.sandbox.containers.network import NetworkError
     from sky_kueue.sandbox.containers.node import ContainersUnavailable
@@ -250,10 +258,50 @@ def up(
             click.echo(f"sandbox cluster (Kueue emulation) listening on {box.url}")
             click.echo(f"kubeconfig: {box.kubeconfig_path} (context {name})")
             click.echo(f"try: kubectl --kubeconfig {box.kubeconfig_path} get clusterqueues")
+            if skypilot_home is not None:
+                _print_skypilot_exports(pathlib.Path(skypilot_home).expanduser(), box.kubeconfig_path, name)
             stop.wait()
             click.echo("stopping")
         finally:
             box.stop()
+
+
+#: The plugin config a prepared SkyPilot home uses when the user has none of their own.
+PACKAGED_PLUGIN_CONFIG_NAME = "sky-kueue.yaml"
+
+
+def _print_skypilot_exports(root: pathlib.Path, kubeconfig: pathlib.Path, context: str) -> None:
+    """Prepare ``root`` for ``sky`` on the sandbox and print the ``export`` lines that use it.
+
+    The plugin config is the user's own (``$SKY_KUEUE_CONFIG``, else ``~/.sky/sky-kueue.yaml``,
+    the README's step 3), else a copy of the demo config with open teams, said so.
+    """
+    import os
+    import shlex
+    from importlib import resources
+
+    from sky_kueue.cli.demo_config import DEMO_CONFIG_RESOURCE
+    from sky_kueue.sandbox.skypilot_home import skypilot_exports
+
+    own = os.environ.get("SKY_KUEUE_CONFIG") or str(pathlib.Path("~/.sky/sky-kueue.yaml").expanduser())
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if pathlib.Path(own).is_file():
+            plugin_config, whose = pathlib.Path(own).resolve(), "yours"
+        else:
+            plugin_config = root / PACKAGED_PLUGIN_CONFIG_NAME
+            demo = resources.files("sky_kueue.data").joinpath(DEMO_CONFIG_RESOURCE)
+            plugin_config.write_text(demo.read_text(encoding="utf-8"), encoding="utf-8")
+            whose = f"the demo's, with open teams: no {own}"
+        exports = skypilot_exports(root, kubeconfig, plugin_config, context)
+    except OSError as failure:
+        raise errors.UserError(
+            f"cannot prepare the SkyPilot home {root}: {failure.strerror}; pass another --skypilot-home"
+        ) from failure
+    click.echo(f"SkyPilot home for this sandbox: {exports['HOME']} (plugin config {plugin_config}: {whose}); run:")
+    for variable, value in exports.items():
+        click.echo(f"  export {variable}={shlex.quote(value)}")
+    click.echo("  sky check kubernetes   # then: sky launch --dryrun <task.yaml>, sky jobs launch <task.yaml>")
 
 
 def parse_start_time(text: str) -> datetime.datetime:

@@ -163,3 +163,29 @@ def isolated_environment(
 
 #: Variables of the caller's environment that ``isolated_environment`` replaces.
 _OVERRIDDEN = frozenset({"KUBECONFIG", "SKY_KUEUE_CONFIG", "HOME"})
+
+
+#: The variables :func:`skypilot_exports` hands a shell: everything ``sky`` and the policy read
+#: to use the prepared home (``isolated_environment`` also copies the caller's environment).
+SKYPILOT_EXPORTS = (
+    "HOME",
+    "KUBECONFIG",
+    "SKYPILOT_GLOBAL_CONFIG",
+    "SKYPILOT_PROJECT_CONFIG",
+    "SKYPILOT_API_SERVER_LOCAL_PORT",
+    "SKY_KUEUE_CONFIG",
+)
+
+
+def skypilot_exports(
+    root: pathlib.Path, kubeconfig: pathlib.Path, plugin_config: pathlib.Path, context: str
+) -> dict[str, str]:
+    """Prepare ``root`` as a SkyPilot home for the sandbox and return the variables to export.
+
+    Why: one's own ``sky`` reaches the sandbox only with the offline catalog, a global config
+    naming the admin policy and the sandbox's context, and the sandbox's kubeconfig; this is
+    :func:`isolated_environment` for a shell rather than a test, so a user's own ``~/.sky``
+    (and an API server of theirs on SkyPilot's default port) stays untouched.
+    """
+    env = isolated_environment(root, kubeconfig, plugin_config, context)
+    return {name: env[name] for name in SKYPILOT_EXPORTS}

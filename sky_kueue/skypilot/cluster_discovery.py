@@ -59,11 +59,11 @@ def allows_all_contexts(
     workspace's scope (else the global one), or :data:`ALLOW_ALL_ENV` set to true."""
     if environ is not None and environ.get(ALLOW_ALL_ENV, "").lower() in ("1", "true", "yes"):
         return True
-    value = _allowed_contexts_setting(skypilot_config, workspace)
+    value = allowed_contexts_setting(skypilot_config, workspace)
     return isinstance(value, str) and value.strip().lower() == ALL_CONTEXTS
 
 
-def _allowed_contexts_setting(skypilot_config: Mapping[str, Any], workspace: str | None) -> Any:
+def allowed_contexts_setting(skypilot_config: Mapping[str, Any], workspace: str | None) -> Any:
     """The ``kubernetes.allowed_contexts`` value in force, as written (a list, ``all``, or
     None when unset): the workspace's if it sets one, else the global one (SkyPilot 0.14.1
     ``Kubernetes.existing_allowed_contexts``, ``sky/clouds/kubernetes.py``)."""
@@ -114,7 +114,7 @@ def listed_allowed_contexts(skypilot_config: Mapping[str, Any], workspace: str |
         The listed names, or None when unset or ``all`` (SkyPilot then decides from the
         kubeconfig, which a pure function cannot read).
     """
-    value = _allowed_contexts_setting(skypilot_config, workspace)
+    value = allowed_contexts_setting(skypilot_config, workspace)
     if isinstance(value, list):
         return tuple(str(v) for v in value if v)
     return None

@@ -47,6 +47,7 @@ from sky_kueue.skypilot.burst import BurstAction, BurstPlan, plan_burst
 from sky_kueue.skypilot.cluster_discovery import discovered_contexts
 from sky_kueue.skypilot.config import (
     ADMISSION_TIMEOUT_FOREVER,
+    IDENTIFY_BY_ID,
     LABELABLE_REQUEST_NAMES,
     PluginConfig,
     TeamCluster,
@@ -121,6 +122,8 @@ _TEAM_PROBLEM_CODES = {
     "ambiguous": RejectionCode.AMBIGUOUS_TEAM,
     "none": RejectionCode.NO_TEAM,
 }
+#: Team problems that depend on who the requester is (not on the task alone).
+_IDENTITY_PROBLEMS = frozenset({"not-member", "ambiguous", "none"})
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,23 @@ class _Findings:
     written_runtime: RuntimeEstimate | None = None
 
 
+def _server_knows_better(request: PolicyRequest, config: PluginConfig, problem_kind: str) -> bool:
+    """Whether a team problem found on a client is the API server's to decide.
+
+    Why: SkyPilot's client passes its policy no user (``sky/utils/admin_policy_utils.py``
+    ``apply``), so the in-process policy uses the user the client sends
+    (``request.user_is_local``). Without authentication the server sees that same user and
+    the client's answer is the server's. With ``policy.identify_users_by: id`` the server
+    authenticates and swaps in the authenticated user's id, which the client cannot know: a
+    rejection there would refuse a launch the server accepts, so it applies only on the server.
+    """
+    return (
+        request.user_is_local
+        and config.policy.identify_users_by == IDENTIFY_BY_ID
+        and problem_kind in _IDENTITY_PROBLEMS
+    )
+
+
 def targets_kubernetes(candidate: Mapping[str, Any], config: PluginConfig) -> bool:
     """Whether a candidate may land on Kubernetes and is therefore the policy's business."""
     infra = parse_infra(candidate)
@@ -246,6 +266,8 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         return _reject(RejectionCode.BAD_LABEL, misspelled)
     choice = resolve_team(request, config, findings.team_labels)
     if not isinstance(choice, TeamChoice):
+        if _server_knows_better(request, config, choice.kind):
+            return PassThrough(f"left to the API server, which authenticates the user ({choice.message})")
         return _reject(_TEAM_PROBLEM_CODES[choice.kind], choice.message)
     team = choice.team
     clusters = config.team_clusters(

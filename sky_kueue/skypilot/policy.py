@@ -1,6 +1,7 @@
 """``KueuePolicy``: the SkyPilot admin policy, a thin adapter around ``engine.evaluate``.
 
-Enable it in the SkyPilot config of the API server (and optionally of clients)::
+Enable it in the SkyPilot config of the API server and of clients (a client applies it first,
+for the user it sends)::
 
     admin_policy: sky_kueue.skypilot.policy.KueuePolicy
 
@@ -25,6 +26,7 @@ from sky import exceptions as sky_exceptions
 from sky.utils import registry as sky_registry
 
 from sky_kueue import __version__
+from sky_kueue.skypilot.client_identity import IdentityError, current_identity
 from sky_kueue.skypilot.config_cache import ConfigCache
 from sky_kueue.skypilot.decision import MESSAGE_PREFIX, PassThrough, Placement, Rejection
 from sky_kueue.skypilot.enabled_contexts import skypilot_enabled_contexts
@@ -40,16 +42,33 @@ def to_policy_request(user_request: Any) -> PolicyRequest:
     On the API server the Kubernetes contexts SkyPilot enables are asked of SkyPilot itself
     (its config there is the request's); a client's kubeconfig says nothing about the
     server's, so a client-side request carries none.
+
+    SkyPilot's client passes no user (``sky/utils/admin_policy_utils.py`` ``apply``), so a
+    client-side request is made for the user SkyPilot's client sends with it
+    (``client_identity.current_identity``, as the dry run shows): the same team rule then
+    holds on both sides instead of rejecting every closed team on the client.
+
+    Raises:
+        sky.exceptions.UserRequestRejectedByPolicy: SkyPilot cannot tell who the client's
+            user is (its own client fails the same way).
     """
     user = user_request.user
     options = user_request.request_options
     at_client_side = bool(user_request.at_client_side)
+    identity = UserIdentity(id=str(user.id), name=str(user.name or user.id)) if user is not None else None
+    user_is_local = identity is None and at_client_side
+    if user_is_local:
+        try:
+            identity = current_identity().user
+        except IdentityError as exc:
+            raise sky_exceptions.UserRequestRejectedByPolicy(f"{MESSAGE_PREFIX}{exc}") from None
     return PolicyRequest(
         task=user_request.task.to_yaml_config(),
         skypilot_config=plain(user_request.skypilot_config),
         request_name=str(getattr(user_request.request_name, "value", user_request.request_name)),
         at_client_side=at_client_side,
-        user=UserIdentity(id=str(user.id), name=str(user.name or user.id)) if user is not None else None,
+        user=identity,
+        user_is_local=user_is_local,
         request_options=(
             RequestOptions(
                 cluster_name=options.cluster_name,

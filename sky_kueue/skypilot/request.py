@@ -62,7 +62,11 @@ class PolicyRequest:
         skypilot_config: the SkyPilot config of the request (``active_workspace`` resolved).
         request_name: SkyPilot's ``AdminPolicyRequestName`` value (e.g. ``jobs.launch``).
         at_client_side: whether the policy runs in the client.
-        user: the requesting user (server side only).
+        user: the requesting user: SkyPilot's on the server; on a client, the user SkyPilot's
+            client would send (``client_identity``), filled in by the adapters.
+        user_is_local: ``user`` was read on the client's machine, not passed by SkyPilot: an
+            API server that authenticates replaces it with the authenticated user, so an
+            ``id``-matched team problem is the server's to decide (``decision.decide``).
         request_options: SkyPilot's request options, if any.
         enabled_contexts: the Kubernetes contexts SkyPilot accepts where the policy runs
             (``Kubernetes.existing_allowed_contexts``), filled in by the in-process policy on
@@ -80,6 +84,7 @@ class PolicyRequest:
     request_name: str = JOBS_LAUNCH
     at_client_side: bool = False
     user: UserIdentity | None = None
+    user_is_local: bool = False
     request_options: RequestOptions | None = None
     enabled_contexts: tuple[str, ...] | None = None
     past_runs: tuple[PastRun, ...] = ()

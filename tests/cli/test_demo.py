@@ -225,6 +225,36 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
     assert wait == PROD_SWEEP_SIZE * PROD_RUN_SECONDS and f"predicts a {wait:,.0f}-s on-prem wait" in readme
     assert f"bursts it after {dev['preemptions']} preemption" in readme
 
+    # Each run's cost: the prod work it delayed against the run without aging, and the burst's hours.
+    assert runs["no-aging"]["cost"]["prod_delayed"] == [] and runs["no-aging"]["cost"]["burst"] is None
+    bounded = runs["boost"]["cost"]
+    assert bounded["prod_delayed"] and bounded["burst"] is None
+    assert bounded["prod_delay_seconds"] == bounded["prod_wait_seconds"] - runs["no-aging"]["cost"]["prod_wait_seconds"]
+    for delayed in bounded["prod_delayed"]:
+        job = runs["boost"]["jobs"][delayed["job"]]
+        assert delayed["admitted_at"] - delayed["submitted_at"] == delayed["waited_seconds"] > 0
+        assert job["admitted_at"][0] == delayed["admitted_at"] and delayed["finished"] == (
+            job["finished_at"] is not None
+        )
+    assert runs["boost"]["team_a_jobs"] - runs["boost"]["team_a_finished"] == sum(
+        not d["finished"] for d in bounded["prod_delayed"]
+    )
+    burst = default["cost"]["burst"]
+    dev_job = default["jobs"]["managed-job/1"]
+    ran = dev["attempts"][-1]["ended_at"] - dev["attempts"][-1]["admitted_at"]
+    assert burst["cluster"] == BURST_CONTEXT and burst["seconds"] == ran
+    assert burst["cpu_hours"] == round(int(dev_job["cpus"]) * ran / 3600, 3) and burst["gpu_hours"] == 0
+    assert burst["cost_usd"] is None and burst["unpriced"] == "no-price"  # CPU-hours have no price setting
+    assert default["cost"]["prod_delayed"] == []
+    assert f"two later prod jobs wait {bounded['prod_delay_seconds']} s longer" in readme
+    # Every aging step says in words what it did.
+    aged = [e for v in runs.values() for e in v["events"] if e["type"] == "aged"] + [
+        e for e in events if e["type"] == "aged"
+    ]
+    assert aged and all(any(w in e["detail"] for w in (" below ", " above ", "back at ")) for e in aged)
+    fresh = next(e for e in events if e["type"] == "aged" and e["priority"] < 1000 and e["workload"] != DEV)
+    assert "a fresh arrival waits at the bottom of its class" in fresh["detail"]
+
 
 @pytest.mark.slow  # two more demo processes; the JSON demo stays in the inner loop
 def test_demo_text_prints_the_three_runs_and_predict_only_keeps_the_model_demo() -> None:
@@ -239,6 +269,9 @@ def test_demo_text_prints_the_three_runs_and_predict_only_keeps_the_model_demo()
         BURST_CONTEXT,
         "cloud start-up 600 s + margin 300 s = 900 s",
         "Seed: kept on-prem",
+        "What each run cost",
+        "longer than the no aging run",
+        "CPU-hours",
     ):
         assert words in flat
     for change in demo_config.BURST_CHANGES:

@@ -120,12 +120,26 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float = STAGE_TIMEO
     raise StageFailed(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+#: The aging settings the loop runs with instead of the shipped default (``rank``).
+AGING_PARAMETERS: dict[str, Any] = {"policy": "bounded", "preemptions_per_step": 1}
+
+
+def policy_banner() -> str:
+    """The line the loop prints first: which aging policy it runs, and why not the default."""
+    settings = ", ".join(f"{k}: {v}" for k, v in AGING_PARAMETERS.items() if k != "policy")
+    return (
+        f"e2e: aging policy {AGING_PARAMETERS['policy']} ({settings}) on configs/sky-kueue-demo.yaml, not the "
+        "default rank: one preemption then raises the relaunch's priority above its class (the aged stage "
+        "below), where rank would only order it inside its class"
+    )
+
+
 def plugin_config(root: pathlib.Path) -> pathlib.Path:
     """The demo config with the boost policy ``bounded`` aging one step per preemption (the
     default ``rank`` only orders a relaunch inside its class), so that a single preemption shows
     in the relaunch's priority (tests/controller/test_live_band.py shows ``rank`` live)."""
     data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
-    data["aging"]["parameters"] = {"policy": "bounded", "preemptions_per_step": 1}
+    data["aging"]["parameters"] = dict(AGING_PARAMETERS)
     path = root / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -398,7 +412,7 @@ def _drive(
 
     raised = _wait("the controller to age the relaunched Workload", aged)
     evidence.record(
-        "the sky-kueue controller aged the relaunch",
+        f"the sky-kueue controller aged the relaunch (aging policy {AGING_PARAMETERS['policy']})",
         f"effective priority {DEV_BASE_PRIORITY} -> {_effective_priority(raised)} "
         f"(spec.priority {raised['spec'].get('priority')}, annotations {raised['metadata'].get('annotations')})",
     )
@@ -627,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     evidence = Evidence()
     started = time.monotonic()
+    print(policy_banner(), flush=True)
     with tempfile.TemporaryDirectory(prefix="sky-kueue-e2e-") as tmp:
         try:
             run(pathlib.Path(tmp), evidence, options)

@@ -94,3 +94,13 @@ def test_options_pick_the_e2e_tasks_for_containers() -> None:
 def test_unknown_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert skypilot_loop.main(["--bogus"]) == 2
     assert "unknown argument(s) --bogus" in capsys.readouterr().err
+
+
+def test_the_loop_says_which_aging_policy_it_runs(tmp_path: pathlib.Path) -> None:
+    import yaml
+
+    written = yaml.safe_load(skypilot_loop.plugin_config(tmp_path).read_text())
+    policy = written["aging"]["parameters"]["policy"]
+    banner = skypilot_loop.policy_banner()
+    assert f"aging policy {policy} (preemptions_per_step: 1)" in banner
+    assert "not the default rank" in banner

@@ -192,3 +192,71 @@ def test_a_named_sandbox_gets_its_own_kubeconfig_and_a_bad_name_one_line() -> No
     refused = CliRunner(mix_stderr=False).invoke(cli, ["sandbox", "up", "--name", "a/b"])
     assert refused.exit_code == 2
     assert len(refused.stderr.strip().splitlines()) == 1 and "--name" in refused.stderr, refused.stderr
+
+
+#: How the SkyPilot process below reports what it reads from the prepared home.
+SKYPILOT_READS = (
+    "from sky import skypilot_config; from sky.clouds import kubernetes as k; "
+    "print(skypilot_config.get_nested(('admin_policy',), None)); "
+    "print(','.join(k.Kubernetes.existing_allowed_contexts(silent=True)))"
+)
+
+
+def test_up_prepares_a_skypilot_home_and_prints_its_exports(tmp_path: pathlib.Path) -> None:
+    """From the demo to one's own ``sky``: the exports make SkyPilot use the sandbox with the policy."""
+    home = tmp_path / "skypilot"
+    no_config = {**os.environ, "HOME": str(tmp_path / "user"), "SKY_KUEUE_CONFIG": ""}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sky_kueue.cli.main",
+            "sandbox",
+            "up",
+            "--kubeconfig",
+            str(tmp_path / "kubeconfig"),
+            "--skypilot-home",
+            str(home),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=no_config,
+    )
+    try:
+        assert process.stdout is not None
+        lines: list[str] = []
+        while not lines or not lines[-1].strip().startswith("sky check"):
+            line = process.stdout.readline()
+            assert line, process.stderr.read() if process.stderr else "no output"
+            lines.append(line)
+        exports = dict(
+            line.strip().removeprefix("export ").split("=", 1) for line in lines if line.strip().startswith("export ")
+        )
+        env = {**os.environ, **exports}
+        env.pop("SKYPILOT_CONFIG", None)
+        read = subprocess.run(
+            [sys.executable, "-c", SKYPILOT_READS], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    assert set(exports) == {
+        "HOME",
+        "KUBECONFIG",
+        "SKYPILOT_GLOBAL_CONFIG",
+        "SKYPILOT_PROJECT_CONFIG",
+        "SKYPILOT_API_SERVER_LOCAL_PORT",
+        "SKY_KUEUE_CONFIG",
+    }
+    assert exports["KUBECONFIG"] == str(tmp_path / "kubeconfig")
+    assert (pathlib.Path(exports["HOME"]) / ".sky" / "catalogs" / "v8" / "kubernetes" / "images.csv").is_file()
+    assert "the demo's, with open teams" in "".join(lines)
+    plugin = yaml.safe_load(pathlib.Path(exports["SKY_KUEUE_CONFIG"]).read_text())
+    assert plugin["teams"]["team-a"]["users"] == ["*"]
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["sky_kueue.skypilot.policy.KueuePolicy", "sky-kueue-sandbox"]
