@@ -15,10 +15,7 @@ import pytest
 
 from sky_kueue.realcluster import build, versions
 from sky_kueue.realcluster.cluster import ClusterError, RealCluster
-from tests.real_kueue.support import KueueCluster
-
-#: The repository root (for configs/ and the CLI's working directory).
-REPO = Path(__file__).resolve().parents[2]
+from tests.real_kueue.support import REPO, KueueCluster
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

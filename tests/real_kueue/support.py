@@ -7,6 +7,8 @@ awaited and what was last seen.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +26,9 @@ from sky_kueue.realcluster.cluster import RealCluster
 
 T = TypeVar("T")
 
+#: The repository root (for configs/ and the CLI's working directory).
+REPO = Path(__file__).resolve().parents[2]
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 #: Namespaces the tests create pods in (the seed setup's teams).
@@ -31,6 +36,19 @@ TEAM_NAMESPACES = ("team-a", "team-b")
 #: How long a test waits for Kueue, the scheduler or KWOK to act (they act within seconds).
 ACT_SECONDS = 60.0
 POLL_SECONDS = 0.2
+
+
+def run_cli(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``sky-kueue ARGS`` in its own process (the repository as working directory)."""
+    return subprocess.run(
+        [sys.executable, "-m", "sky_kueue.cli.main", *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def conditions(obj: dict[str, Any] | None) -> dict[str, dict[str, Any]]:

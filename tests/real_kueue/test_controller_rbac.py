@@ -35,7 +35,7 @@ import yaml
 
 from sky_kueue.realcluster import manifests
 from tests.real_kueue.conftest import REPO
-from tests.real_kueue.support import KUEUE_GROUP, KUEUE_VERSION, KueueCluster, condition_true
+from tests.real_kueue.support import KUEUE_GROUP, KUEUE_VERSION, KueueCluster, condition_true, run_cli
 from tests.real_kueue.test_preemption import skypilot_pod
 
 MANIFESTS = REPO / "configs" / "controller"
@@ -70,15 +70,7 @@ def kubectl(env: dict[str, str], *args: str) -> str:
 
 
 def sky_kueue(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "sky_kueue.cli.main", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_cli(env, *args, timeout=120)
     assert done.returncode == 0, f"sky-kueue {' '.join(args)}: {done.stderr}"
     return done.stdout
 

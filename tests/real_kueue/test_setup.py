@@ -3,27 +3,13 @@ setup renders, and Kueue's own controllers make every queue active."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from tests.real_kueue.conftest import REPO
-from tests.real_kueue.support import KUEUE_GROUP, KUEUE_VERSION, KueueCluster, condition_true
+from tests.real_kueue.support import KUEUE_GROUP, KUEUE_VERSION, KueueCluster, condition_true, run_cli
 
 TEAMS = REPO / "configs" / "teams.yaml"
-
-
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sky_kueue.cli.main", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def cluster_queues(kueue: KueueCluster) -> dict[str, dict[str, Any]]:

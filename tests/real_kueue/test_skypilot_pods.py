@@ -22,7 +22,7 @@ import yaml
 
 from sky_kueue.realcluster.cluster import CONTEXT
 from tests.real_kueue.conftest import REPO
-from tests.real_kueue.support import KueueCluster, condition_true, conditions
+from tests.real_kueue.support import KueueCluster, condition_true, conditions, run_cli
 
 TEMPLATES = REPO / "task_templates"
 #: SkyPilot waits for Kueue's admission and the pods' scheduling; KWOK runs them at once.
@@ -39,18 +39,6 @@ def teams(kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path) -> Path:
     done = run_cli(cli_env, "setup", "--teams", str(tmp_path / "teams.yaml"), "--output", str(out), "--apply")
     assert done.returncode == 0, done.stderr
     return out / "sky-kueue.yaml"
-
-
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sky_kueue.cli.main", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 def predict(env: dict[str, str], kubeconfig: str, config: Path, template: str) -> dict[str, Any]:
