@@ -88,10 +88,20 @@ def preempt_and_relaunch(kueue: KueueCluster, store: SqliteHistoryStore) -> dict
     found = conditions(evicted)
     assert found["Evicted"]["reason"] == "Preempted" and found["Preempted"]["status"] == "True", found
     assert condition_true(evicted, "QuotaReserved"), "the victim's quota is released only when its pods stop"
-    pod = kueue.pod("team-b", f"{group}-head")
-    assert pod is not None and pod["metadata"].get("deletionTimestamp"), pod
-    target = conditions(pod).get("TerminationTarget", {})
+    # Kueue's pod reconciler marks and deletes the pod just after the Workload's eviction
+    pod = kueue.wait(
+        "the victim's pod marked TerminationTarget and deleted",
+        lambda: (
+            lambda p: (
+                p
+                if p is not None and p["metadata"].get("deletionTimestamp") and "TerminationTarget" in conditions(p)
+                else None
+            )
+        )(kueue.pod("team-b", f"{group}-head")),
+    )
+    target = conditions(pod)["TerminationTarget"]
     assert target.get("reason") == "WorkloadEvictedDueToPreempted", conditions(pod)
+    assert pod["status"]["phase"] == "Running", pod["status"]  # running out its grace period
     assert not admitted(kueue.workload("team-a", prod_group) or {}), "the preemptor waits for the victim's pods"
 
     # ... then the preemptor is admitted and the unretriable group is Finished.
