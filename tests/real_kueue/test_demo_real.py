@@ -27,8 +27,9 @@ def test_the_real_demo_tells_the_seed_story_from_kueues_own_conditions() -> None
     assert "Preempted=True/InCohortReclaimWhileBorrowing" in preempted["evidence"]
     assert "QuotaReserved=True" in preempted["evidence"]
     admitted = next(s for s in result["stages"] if s["what"].startswith("the prod job admitted"))
-    # the prod job waited out the victim's grace period (10 s in the demo)
-    assert admitted["at_seconds"] - preempted["at_seconds"] >= 9, result["stages"]
+    # the prod job waited out the victim's grace period (10 s in the demo; the demo sees the
+    # eviction a moment after Kueue deleted the pod, so allow 2 s of observation delay)
+    assert admitted["at_seconds"] - preempted["at_seconds"] >= 8, result["stages"]
     aged = next(s for s in result["stages"] if "aged by the controller" in s["what"])
     assert "spec.priority 200" in aged["evidence"]
     restored = next(s for s in result["stages"] if s["what"].startswith("Kueue restarted"))
