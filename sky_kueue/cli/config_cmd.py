@@ -87,24 +87,18 @@ def _cluster_problems(config: PluginConfig, kubeconfig: Path | None) -> list[str
 
 def _read_facts(kubeconfig: str | None, context: str | None) -> ClusterFacts:
     from kubernetes import client
-    from kubernetes import config as kube_config
     from kubernetes.client.exceptions import ApiException
-    from kubernetes.config.config_exception import ConfigException
     from urllib3.exceptions import HTTPError
 
     from sky_kueue.kueue import api as kueue_api
     from sky_kueue.mirror.errors import explain
     from sky_kueue.skypilot import cluster_check
+    from sky_kueue.skypilot.setup_apply import ApplyError, api_client_for
 
     try:
-        if kubeconfig is None:
-            configuration = client.Configuration()
-            kube_config.load_incluster_config(client_configuration=configuration)
-            api = client.ApiClient(configuration)
-        else:
-            api = kube_config.new_client_from_config(config_file=kubeconfig, context=context)
-    except (ConfigException, OSError) as exc:
-        errors.fail(f"--cluster: {kubeconfig} (context {context or 'current'}): {str(exc).splitlines()[0]}")
+        api = api_client_for(kubeconfig, context)  # kubectl's lookup, as setup --apply reads clusters
+    except ApplyError as exc:
+        errors.fail(f"--cluster: {exc} (context {context or 'current'})")
     host = api.configuration.host
     custom = client.CustomObjectsApi(api)
     group, version = kueue_api.KUEUE_GROUP, kueue_api.WORKLOAD_VERSIONS[0]
