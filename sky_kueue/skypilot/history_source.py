@@ -114,15 +114,20 @@ class HistorySource:
             return runs
 
     def _read(self) -> tuple[PastRun, ...]:
-        from sky_kueue.mirror import MirrorError
-
         environ = os.environ if self._environ is None else self._environ
+        failures: tuple[type[BaseException], ...] = (ValueError, StoreError, OSError)
         try:
             spec = configured_spec(environ)
             if spec is None:
                 return ()
+            if spec.kind is StateKind.KUBERNETES:
+                # Only a Kubernetes store reaches a cluster; the mirror's errors import the
+                # Kubernetes client (0.5 s), which a dry run on a snapshot never needs.
+                from sky_kueue.mirror import MirrorError
+
+                failures = (*failures, MirrorError)
             return past_runs(self._reader(spec))
-        except (ValueError, StoreError, MirrorError, OSError) as exc:
+        except failures as exc:
             problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             level = logging.DEBUG if problem in self._warned else logging.WARNING
             self._warned.add(problem)

@@ -18,6 +18,15 @@ enable. Asking SkyPilot itself (``enabled_contexts.skypilot_enabled_contexts``) 
 Where it cannot tell as SkyPilot would (inside a pod, where SkyPilot adds its in-cluster
 context; an unreadable SkyPilot config, which SkyPilot itself reports) it answers None and
 the check is skipped, as when SkyPilot finds no context.
+
+:func:`request_config` gives the SkyPilot config a request from this machine carries (what
+``sky-kueue launch --dry-run`` plans with, :mod:`.client_identity`), or None where SkyPilot's
+own reading could differ, so that the caller asks SkyPilot: a config SkyPilot would refuse
+(a top-level key its schema lacks, or a type problem in a field the policy reads; the full
+check is SkyPilot's ``_validate_config``), two files that both set ``kubernetes.pod_config``
+or ``custom_metadata`` (SkyPilot merges those with ``merge_k8s_configs``, list items by
+name), a ``dashboard`` section (SkyPilot checks its links), or SkyPilot's API server
+environment (it reads the server's config there).
 """
 
 from __future__ import annotations
@@ -48,6 +57,28 @@ DEFAULT_WORKSPACE = "default"
 SSH_CONTEXT_PREFIX = "ssh-"
 
 
+#: Set in SkyPilot's API server, whose config is the server's (``ENV_VAR_IS_SKYPILOT_SERVER``).
+SERVER_ENV = "IS_SKYPILOT_SERVER"
+#: The top-level keys of SkyPilot 0.14.1's config (``get_config_schema`` in
+#: ``sky/utils/schemas.py``, which refuses any other).
+CONFIG_KEYS = frozenset(
+    {
+        "active_workspace", "admin_policy", "allowed_clouds", "api_server", "aws", "azure",
+        "daemons", "dashboard", "data", "db", "docker", "gcp", "jobs", "kubernetes", "logs",
+        "metrics", "nebius", "nvidia_gpus", "oci", "plugins", "provision", "rbac", "serve",
+        "slurm", "ssh", "vast", "workspace", "workspace_config", "workspaces",
+    }
+)  # fmt: skip
+#: Keys SkyPilot's client leaves out of a request: the database URL (moved to the environment
+#: when the file is read, ``parse_and_validate_config_file``), the API server and the admin
+#: policy (``get_override_skypilot_config_from_client`` in ``sky/server/requests/payloads.py``).
+NOT_SENT_KEYS = ("db", "api_server", "admin_policy")
+#: ``kubernetes`` keys SkyPilot merges item by item across files (``merge_k8s_configs``).
+K8S_MERGED_KEYS = ("pod_config", "custom_metadata")
+#: A section SkyPilot checks beyond its schema (``_validate_dashboard_external_links``).
+DASHBOARD_KEY = "dashboard"
+
+
 class SkyPilotFilesError(RuntimeError):
     """A SkyPilot config file named by a variable is missing or unreadable (one line)."""
 
@@ -58,14 +89,41 @@ def client_config(environ: Mapping[str, str]) -> dict[str, Any]:
     Raises:
         SkyPilotFilesError: a file is missing although a variable names it, or unreadable.
     """
-    internal = environ.get(INTERNAL_CONFIG_ENV)
-    if internal is not None:
-        return _read(internal, INTERNAL_CONFIG_ENV, required=True)
     merged: dict[str, Any] = {}
-    for variable, default in ((GLOBAL_CONFIG_ENV, GLOBAL_CONFIG_PATH), (PROJECT_CONFIG_ENV, PROJECT_CONFIG_PATH)):
-        named = environ.get(variable)
-        layer = _read(named if named is not None else default, variable, required=named is not None)
+    for layer in _layers(environ):
         merged = _overlay(merged, layer)
+    return merged
+
+
+def request_config(environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The SkyPilot config a request from here carries (its client config without
+    :data:`NOT_SENT_KEYS`, with ``active_workspace`` set), or None where SkyPilot's own reading
+    could differ (see the module docstring)."""
+    from sky_kueue.skypilot.task_schema import config_problem
+
+    if environ.get(SERVER_ENV) is not None:
+        return None
+    try:
+        layers = _layers(environ)
+    except SkyPilotFilesError as exc:
+        logger.debug("sky-kueue: %s; SkyPilot reads its config itself", exc)
+        return None
+    for layer in layers:
+        unknown = sorted(str(key) for key in layer if key not in CONFIG_KEYS)
+        problem = unknown or config_problem(layer) or (DASHBOARD_KEY if DASHBOARD_KEY in layer else None)
+        if problem:
+            logger.debug("sky-kueue: SkyPilot checks its config itself (%s)", problem)
+            return None
+    for key in K8S_MERGED_KEYS:
+        if sum(key in (layer.get("kubernetes") or {}) for layer in layers) > 1:
+            logger.debug("sky-kueue: SkyPilot merges kubernetes.%s across its files itself", key)
+            return None
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = _overlay(merged, {k: v for k, v in layer.items() if k != "db"})
+    for key in NOT_SENT_KEYS:
+        merged.pop(key, None)
+    merged["active_workspace"] = active_workspace(merged)
     return merged
 
 
@@ -116,6 +174,18 @@ def _kubeconfig_contexts(path: str) -> tuple[list[str], str | None]:
     names = [str(c["name"]) for c in contexts or () if isinstance(c, dict) and c.get("name")]
     name = current.get("name") if isinstance(current, dict) else None
     return names, str(name) if name else None
+
+
+def _layers(environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    """SkyPilot's client config files in overlay order (see the module docstring)."""
+    internal = environ.get(INTERNAL_CONFIG_ENV)
+    if internal is not None:
+        return [_read(internal, INTERNAL_CONFIG_ENV, required=True)]
+    layers = []
+    for variable, default in ((GLOBAL_CONFIG_ENV, GLOBAL_CONFIG_PATH), (PROJECT_CONFIG_ENV, PROJECT_CONFIG_PATH)):
+        named = environ.get(variable)
+        layers.append(_read(named if named is not None else default, variable, required=named is not None))
+    return layers
 
 
 def _read(path: str, variable: str, *, required: bool) -> dict[str, Any]:
