@@ -149,10 +149,11 @@ def identity_from_files(environ: Mapping[str, str]) -> ClientIdentity | None:
         user=UserIdentity(id=user_id, name=name or user_id), workspace=skypilot_files.active_workspace(config)
     )
     logger.debug(
-        "SkyPilot identity (from its files): user %r from %s, id %s, workspace %r",
+        "SkyPilot identity: user %r from %s, id %s from %s, workspace %r (read from SkyPilot's files)",
         identity.user.name,
         f"${USER_ENV}" if environ.get(USER_ENV) else "the OS user",
         identity.user.id,
+        f"${USER_ID_ENV}" if environ.get(USER_ID_ENV) == user_id else os.path.expanduser(USER_HASH_PATH),
         identity.workspace,
     )
     return identity

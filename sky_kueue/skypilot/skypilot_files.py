@@ -53,6 +53,8 @@ GLOBAL_CONFIG_PATH = "~/.sky/config.yaml"
 PROJECT_CONFIG_PATH = ".sky.yaml"
 #: ``constants.SKYPILOT_DEFAULT_WORKSPACE``.
 DEFAULT_WORKSPACE = "default"
+#: ``kubernetes.allowed_contexts`` value that enables every kubeconfig context.
+ALL_CONTEXTS = "all"
 #: Contexts SkyPilot keeps for its SSH node pools and never enables as Kubernetes.
 SSH_CONTEXT_PREFIX = "ssh-"
 
@@ -110,7 +112,12 @@ def request_config(environ: Mapping[str, str]) -> dict[str, Any] | None:
         return None
     for layer in layers:
         unknown = sorted(str(key) for key in layer if key not in CONFIG_KEYS)
-        problem = unknown or config_problem(layer) or (DASHBOARD_KEY if DASHBOARD_KEY in layer else None)
+        problem = (
+            unknown
+            or config_problem(layer)
+            or _allowed_contexts_problem(layer)
+            or (DASHBOARD_KEY if DASHBOARD_KEY in layer else None)
+        )
         if problem:
             logger.debug("sky-kueue: SkyPilot checks its config itself (%s)", problem)
             return None
@@ -174,6 +181,26 @@ def _kubeconfig_contexts(path: str) -> tuple[list[str], str | None]:
     names = [str(c["name"]) for c in contexts or () if isinstance(c, dict) and c.get("name")]
     name = current.get("name") if isinstance(current, dict) else None
     return names, str(name) if name else None
+
+
+def _allowed_contexts_problem(layer: Mapping[str, Any]) -> str | None:
+    """Where ``kubernetes.allowed_contexts`` (global or a workspace's) is neither a list of
+    names nor ``all``, as SkyPilot's schema requires; the policy reads it."""
+    places = [("kubernetes", layer.get("kubernetes"))]
+    places += [
+        (f"workspaces.{name}.kubernetes", (ws or {}).get("kubernetes"))
+        for name, ws in (layer.get("workspaces") or {}).items()
+    ]
+    for where, section in places:
+        value = (section or {}).get("allowed_contexts")
+        if (
+            value is None
+            or value == ALL_CONTEXTS
+            or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        ):
+            continue
+        return f"{where}.allowed_contexts"
+    return None
 
 
 def _layers(environ: Mapping[str, str]) -> list[dict[str, Any]]:
