@@ -83,7 +83,6 @@ def test_a_user_the_config_maps_gets_the_prediction(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
-@pytest.mark.slow  # a SkyPilot-importing process; the mapped case stays in the inner loop
 def test_a_user_the_config_does_not_map_gets_one_rejection_line(tmp_path: Path) -> None:
     done = run_as("carol", skypilot_home(tmp_path), *dry_run("team-a-gpu-train.yaml"))
     assert done.returncode == 1
