@@ -165,6 +165,24 @@ def placement_rows(decision: Placement) -> list[dict[str, Any]]:
     ]
 
 
+#: ``kubernetes`` keys SkyPilot merges list item by list item (``merge_k8s_configs``), so laying
+#: the user's own value over itself would repeat its unnamed items (``tolerations``); the policy
+#: never writes them in the SkyPilot config (pod labels go on the task's candidates).
+K8S_LIST_MERGED_KEYS = ("pod_config", "custom_metadata")
+
+
+def submission_overrides(result: PolicyResult) -> dict[str, Any]:
+    """What :func:`submit` lays over SkyPilot's loaded config: the ``kubernetes`` section the
+    policy returned (each cluster's namespace and queue in its scope), without
+    :data:`K8S_LIST_MERGED_KEYS`. The planned config is the user's own plus the policy's
+    changes, so laying it over the user's config sets exactly those changes; SkyPilot replaces
+    the other lists and merges mappings, which repeats nothing."""
+    kubernetes = result.skypilot_config.get("kubernetes")
+    if not isinstance(kubernetes, Mapping):
+        return {}
+    return {"kubernetes": {k: copy.deepcopy(v) for k, v in kubernetes.items() if k not in K8S_LIST_MERGED_KEYS}}
+
+
 def submit(result: PolicyResult, name: str | None = None) -> Any:
     """Submit a planned task with ``sky.jobs.launch`` and wait for the request to finish.
 
@@ -185,9 +203,8 @@ def submit(result: PolicyResult, name: str | None = None) -> Any:
     from sky import skypilot_config
 
     task = sky.Task.from_yaml_config(copy.deepcopy(result.task))
-    overrides = {k: v for k, v in result.skypilot_config.items() if k == "kubernetes"}
     merged = skypilot_config.overlay_skypilot_config(
-        original_config=skypilot_config.to_dict(), override_configs=sky.Config(overrides)
+        original_config=skypilot_config.to_dict(), override_configs=sky.Config(submission_overrides(result))
     )
     with skypilot_config.replace_skypilot_config(merged):
         request_id = sky.jobs.launch(task, name=name)

@@ -3,8 +3,10 @@ printed before anything is submitted."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,8 +14,9 @@ from click.testing import CliRunner
 
 from sky_kueue.cli.main import cli
 from sky_kueue.sandbox.apiserver import ApiServer
-from sky_kueue.skypilot.launch import with_choices
-from tests.skypilot.builders import CONTEXT, DEMO_CONFIG, SEED_SCENARIO, TEMPLATES, task
+from sky_kueue.skypilot.launch import plan_launch, submission_overrides, with_choices
+from sky_kueue.skypilot.task_reader import NotRead, read_task
+from tests.skypilot.builders import CONTEXT, DEMO_CONFIG, SEED_SCENARIO, TEMPLATES, config, task
 from tests.skypilot.conftest import SkyEnv
 
 
@@ -123,3 +126,31 @@ def test_with_choices_overrides_team_and_priority() -> None:
     assert changed["resources"]["labels"] == {"sky-kueue.io/team": "team-a"}
     assert changed["resources"]["priority_class"] == "prod-priority"
     assert original["resources"]["labels"]["sky-kueue.io/team"] == "team-b"
+
+
+def test_the_submission_lays_only_the_policys_changes_over_skypilots_config(sky_env: SkyEnv) -> None:
+    """The plan carries the user's whole SkyPilot config (as SkyPilot's client sends it); laying
+    it back over that config must not repeat a pod_config list SkyPilot merges item by item."""
+    from sky import skypilot_config
+
+    toleration = {"key": "gpu", "operator": "Exists"}
+    user = {"kubernetes": {"allowed_contexts": [CONTEXT], "pod_config": {"spec": {"tolerations": [toleration]}}}}
+    task_yaml = read_task(TEMPLATES / "team-a-gpu-train.yaml")
+    assert not isinstance(task_yaml, NotRead)
+    result = plan_launch(task_yaml, config(), skypilot_config=user, workspace="default")
+    returned = result.skypilot_config["kubernetes"]
+    assert returned["context_configs"][CONTEXT]["namespace"] == "team-a"
+
+    def laid_over_user(overrides: dict[str, Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = skypilot_config.overlay_skypilot_config(
+            original_config=sky_env.sky.Config(copy.deepcopy(user)), override_configs=sky_env.sky.Config(overrides)
+        )
+        return merged
+
+    merged = laid_over_user(submission_overrides(result))
+    assert merged["kubernetes"] == {**user["kubernetes"], "context_configs": returned["context_configs"]}
+    # the whole returned section would have repeated the toleration
+    assert laid_over_user({"kubernetes": returned})["kubernetes"]["pod_config"]["spec"]["tolerations"] == [
+        toleration,
+        toleration,
+    ]
