@@ -29,13 +29,13 @@ from sky_kueue.inputs.errors import InputError
 from sky_kueue.mirror import kubeconfig as kubeconfig_lookup
 from sky_kueue.skypilot.config import ANY_USER, ConfigError, error_from_validation, validate_config
 from sky_kueue.skypilot.open_teams import open_team_warnings
+from sky_kueue.skypilot.setup_lane import LaneSetupError
 from sky_kueue.skypilot.setup_render import (
     CONTROLLER_SERVICE_ACCOUNT,
     render_controller_rbac,
     render_objects_and_lanes,
     render_plugin_config,
 )
-from sky_kueue.skypilot.setup_lane import LaneSetupError
 from sky_kueue.skypilot.setup_spec import TeamsSpec
 
 #: A namespace name, and a ServiceAccount name (Kubernetes apimachinery/pkg/util/validation).

@@ -22,7 +22,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
 from typing import Any
 
 from sky_kueue.kueue import api as kueue_api

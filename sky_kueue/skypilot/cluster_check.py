@@ -140,7 +140,8 @@ def lane_problems(
             if have != quantity.parse_amount(resource, value):
                 shown = "none" if have is None else quantity.format_amount(resource, have)
                 problems.append(
-                    f"{lane_where} has {shown} {resource} in {flavor_name}, {value} in the config (as setup rendered it)"
+                    f"{lane_where} has {shown} {resource} in {flavor_name}, "
+                    f"{value} in the config (as setup rendered it)"
                 )
     return problems
 

@@ -139,7 +139,10 @@ def add_lanes(
 
 
 def _cohort_donor(
-    spec: TeamsSpec, lane: LaneSpec, queues: Mapping[str, dict[str, Any]], team_names: Mapping[str, tuple[str, str, str]]
+    spec: TeamsSpec,
+    lane: LaneSpec,
+    queues: Mapping[str, dict[str, Any]],
+    team_names: Mapping[str, tuple[str, str, str]],
 ) -> str:
     """The cohort lane's donor ClusterQueue: the named team's or lender's, else the one with the
     most nominal GPUs (ties by name), as the simulator picks it."""

@@ -670,7 +670,9 @@ def _lane_config(tmp: Path, after: int, quotas: dict[str, dict[str, str]] | None
         "local_queue": "relaunch",
         "after_preemptions": after,
         "cluster_queue": "team-b-cq-relaunch",
-        "quotas": quotas if quotas is not None else {"cpu": {"default-flavor": "4"}, "memory": {"default-flavor": "16Gi"}},
+        "quotas": quotas
+        if quotas is not None
+        else {"cpu": {"default-flavor": "4"}, "memory": {"default-flavor": "16Gi"}},
     }
     config.write_text(yaml.safe_dump(data))
     return config
