@@ -63,7 +63,7 @@ def _cq(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
 def _wl(
     name: str, queue: str, created: str, *, admitted_in: str | None = None, finished: bool = False
 ) -> dict[str, Any]:
-    conditions = []
+    conditions: list[dict[str, str]] = []
     status: dict[str, Any] = {"conditions": conditions}
     if admitted_in is not None:
         conditions.append({"type": "QuotaReserved", "status": "True"})

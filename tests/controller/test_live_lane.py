@@ -118,9 +118,9 @@ def test_a_relaunch_moved_into_the_lane_is_a_new_workload_there_and_the_controll
         assert (relaunch["workload"], relaunch["job"]) == ("team-b/dev-2-fcd1e5cf", "dev (#2)")
         assert relaunch["waitSeconds"] == 120  # created at the step before the 120 s
 
-        status = CliRunner().invoke(cli, ["controller", "status", "--state", str(live.state_path), "-o", "json"])
-        assert status.exit_code == 0, status.output
-        document = json.loads(status.output)
+        shown_status = CliRunner().invoke(cli, ["controller", "status", "--state", str(live.state_path), "-o", "json"])
+        assert shown_status.exit_code == 0, shown_status.output
+        document = json.loads(shown_status.output)
         assert document["lanes"] == [lane] and "lanes" not in document["controller"]
         text = CliRunner().invoke(cli, ["controller", "status", "--state", str(live.state_path)])
         assert "Relaunch lanes" in text.output and "team-b/dev-2-fcd1e5cf" in text.output
