@@ -306,3 +306,16 @@ def test_check_config_passes_the_rendered_lane_and_names_each_drift() -> None:
         "team team-b on sky-kueue-sandbox: relaunch lane LocalQueue team-b/relaunch does not exist "
         "(sky-kueue setup --apply creates it)"
     ]
+
+
+def test_the_lane_key_commented_in_the_shipped_teams_yaml_renders_once_uncommented() -> None:
+    text = TEAMS.read_text()
+    block = text[text.index("# lane:") :]
+    uncommented = "\n".join(line.removeprefix("#").removeprefix(" ") for line in block.splitlines())
+    lane = yaml.safe_load(uncommented)["lane"]
+    assert lane == {"gpus": 2, "after_preemptions": 2, "scope": "team"}
+    objects, lanes = render_objects_and_lanes(spec(**lane))
+    assert model_problem(objects) is None and [x.cluster_queue for x in lanes] == [
+        "team-a-cq-relaunch",
+        "team-b-cq-relaunch",
+    ]
