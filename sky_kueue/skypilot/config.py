@@ -822,6 +822,14 @@ def _lane_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
         if lane is None:
             continue
         where = ("teams", name, "lane")
+        if team.safe_after_preemptions is not None:
+            issues.append(
+                (
+                    where,
+                    "a team has a relaunch lane or safe_after_preemptions, not both: the hold would take a relaunch "
+                    "out of its lane's first-come order, and the simulator measured neither with the other",
+                )
+            )
         if not config.aging.enabled or config.aging.strategy != LANE_STRATEGY:
             issues.append(
                 (

@@ -213,6 +213,12 @@ def test_a_lane_needs_the_strategy_that_moves_relaunches_into_it() -> None:
         config(teams={"team-b": {"lane": {"local_queue": "relaunch", "after_preemptions": 2}}})
 
 
+def test_a_team_has_a_lane_or_the_safe_relaunch_hold_not_both() -> None:
+    lane = {"local_queue": "relaunch", "after_preemptions": 2}
+    with pytest.raises(ConfigError, match="a relaunch lane or safe_after_preemptions, not both"):
+        config(aging={"strategy": "KUEUE_AGING"}, teams={"team-b": {"lane": lane, "safe_after_preemptions": 2}})
+
+
 def test_a_lane_needs_a_queue_of_its_own() -> None:
     with pytest.raises(ConfigError, match="LocalQueue team-b/team-b-lq is the team's own queue"):
         lane_config(local_queue="team-b-lq")
@@ -319,3 +325,11 @@ def test_the_lane_key_commented_in_the_shipped_teams_yaml_renders_once_uncomment
         "team-a-cq-relaunch",
         "team-b-cq-relaunch",
     ]
+
+
+def test_the_lane_commented_in_the_shipped_plugin_config_is_valid_once_uncommented() -> None:
+    text = (REPO / "configs" / "sky-kueue.yaml").read_text()
+    block = text[text.index("    # lane:") :].splitlines()[:5]
+    lane = yaml.safe_load("\n".join(line.replace("    # ", "", 1) for line in block))["lane"]
+    checked = config(aging={"strategy": "KUEUE_AGING"}, teams={"team-b": {"lane": lane}}).teams["team-b"].lane
+    assert checked is not None and checked.capacity() == {"cpu": 4000, "memory": 16 * 2**30}
