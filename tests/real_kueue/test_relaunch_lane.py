@@ -161,8 +161,8 @@ def test_setup_renders_a_lane_kueues_webhooks_accept_and_check_config_checks_it(
 ) -> None:
     """``setup --apply`` of ``configs/teams.yaml`` with a ``lane`` key: Kueue's webhooks accept
     the lane ClusterQueue (borrowingLimit 0, lendingLimit, a matchExpressions selector,
-    StrictFIFO) and its LocalQueue, both become Active, ``check-config --cluster`` passes, and
-    a lane an admin let borrow is named."""
+    StrictFIFO) and its LocalQueue, both become Active, a relaunch queued there is admitted in
+    the lane, ``check-config --cluster`` passes, and a lane an admin let borrow is named."""
     import yaml
 
     from sky_kueue.realcluster.cluster import CONTEXT
@@ -199,6 +199,12 @@ def test_setup_renders_a_lane_kueues_webhooks_accept_and_check_config_checks_it(
     assert (gpu["nominalQuota"], gpu["borrowingLimit"], gpu["lendingLimit"]) == ("2", "0", "2")
     team_b = kueue.custom.get_cluster_custom_object(KUEUE_GROUP, "v1beta2", "clusterqueues", "team-b-cq")
     assert team_b["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "2"
+
+    # a relaunch queued in the rendered lane (as the KUEUE_AGING strategy queues it) is admitted there
+    relaunch = in_lane(skypilot_pod("dev", "31", "team-b", "dev-priority", cpu="2"))
+    admitted_there = running(kueue, relaunch, "a relaunch admitted in the rendered lane")
+    assert admitted_there["spec"]["queueName"] == "relaunch"
+    assert admitted_there["status"]["admission"]["clusterQueue"] == "team-b-cq-relaunch"
 
     config = str(out / "sky-kueue.yaml")
     checked = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
