@@ -156,6 +156,19 @@ def test_a_relaunch_admitted_in_its_lane_is_out_of_the_reclaims_reach(kueue: Kue
     assert condition_true(still, "Admitted") and not condition_true(still, "Evicted"), conditions(still)
 
 
+def gpu_entry(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ``nvidia.com/gpu`` quota entry of a ClusterQueue spec (Kueue serves the resource
+    groups in its own order)."""
+    found: dict[str, Any] = next(
+        entry
+        for group in spec["resourceGroups"]
+        for flavor in group["flavors"]
+        for entry in flavor["resources"]
+        if entry["name"] == "nvidia.com/gpu"
+    )
+    return found
+
+
 def test_setup_renders_a_lane_kueues_webhooks_accept_and_check_config_checks_it(
     kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -195,10 +208,10 @@ def test_setup_renders_a_lane_kueues_webhooks_accept_and_check_config_checks_it(
     )
     served = lane()["spec"]
     assert served["cohortName"] == "team-ab" and served["queueingStrategy"] == "StrictFIFO"
-    gpu = served["resourceGroups"][0]["flavors"][0]["resources"][0]
+    gpu = gpu_entry(served)
     assert (gpu["nominalQuota"], gpu["borrowingLimit"], gpu["lendingLimit"]) == ("2", "0", "2")
     team_b = kueue.custom.get_cluster_custom_object(KUEUE_GROUP, "v1beta2", "clusterqueues", "team-b-cq")
-    assert team_b["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "2"
+    assert gpu_entry(team_b["spec"])["nominalQuota"] == "2"  # carved from team-b's 4
 
     # a relaunch queued in the rendered lane (as the KUEUE_AGING strategy queues it) is admitted there
     relaunch = in_lane(skypilot_pod("dev", "31", "team-b", "dev-priority", cpu="2"))
@@ -211,10 +224,14 @@ def test_setup_renders_a_lane_kueues_webhooks_accept_and_check_config_checks_it(
     assert checked.returncode == 0, checked.stderr
     assert "the clusters hold every team's queue and classes" in checked.stdout
 
-    groups = lane()["spec"]["resourceGroups"]
-    groups[0]["flavors"][0]["resources"][0]["borrowingLimit"] = "1"
+    edited = lane()["spec"]
+    gpu_entry(edited)["borrowingLimit"] = "1"
     kueue.custom.patch_cluster_custom_object(
-        KUEUE_GROUP, "v1beta2", "clusterqueues", "team-b-cq-relaunch", {"spec": {"resourceGroups": groups}}
+        KUEUE_GROUP,
+        "v1beta2",
+        "clusterqueues",
+        "team-b-cq-relaunch",
+        {"spec": {"resourceGroups": edited["resourceGroups"]}},
     )
     drifted = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
     assert drifted.returncode == 1
