@@ -115,6 +115,7 @@ def run(
     from sky_kueue.controller.events import Observer
     from sky_kueue.controller.hold_config import load_hold_teams
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
+    from sky_kueue.controller.lane_moves import LaneEntryLog
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
     from sky_kueue.controller.metric_teams import load_metric_teams
     from sky_kueue.controller.metrics import ControllerMetrics
@@ -158,9 +159,12 @@ def run(
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
     # Counted only when served: without --metrics-port the reconcile path pays nothing for them.
-    metrics = ControllerMetrics(teams=metric_teams) if metric_teams is not None else None
-    recorder = WorkloadEventRecorder(api_client, lease_settings.identity)  # Events on the Workloads acted on
+    metrics = ControllerMetrics(teams=metric_teams, lanes=loaded.lanes) if metric_teams is not None else None
+    # Events on the Workloads acted on (MovedToLane on a relaunch entering its team's lane)
+    recorder = WorkloadEventRecorder(api_client, lease_settings.identity, lanes=loaded.lanes)
     observers: list[Observer] = [recorder] if metrics is None else [metrics.observe, recorder]
+    if loaded.lanes.enabled:
+        observers.append(LaneEntryLog(loaded.lanes))
 
     def close_all() -> None:
         recorder.close()
@@ -176,6 +180,7 @@ def run(
             observers=observers,
             holds=holds,
             burst_gates=loaded.burst_gates,  # teams.<t>.burst: cloud_startup_seconds + predicted_wait_margin_seconds
+            lanes=loaded.lanes,  # teams.<t>.lane: reported in the heartbeat
         )
     except SettingsError as err:
         close_all()
@@ -208,6 +213,7 @@ def run(
                 "safe_relaunch_namespaces": sorted(
                     ns for ns in holds.by_namespace if holds.for_namespace(ns) is not None
                 ),
+                "lane_teams": sorted(loaded.lanes.by_team),
                 "pid": os.getpid(),
                 "metrics": None if metrics_server is None else metrics_server.url,
             }
@@ -286,11 +292,14 @@ def _status_document(opened: OpenedState) -> dict[str, Any]:
     except StoreError as err:
         raise UserError(str(err), state_option_module.store_exit_code(err)) from None
     controller_info: dict[str, Any] | None = None
+    lanes: list[dict[str, Any]] | None = None
     if beat is not None:
         now = time.time()
         state, period = liveness.liveness(beat.leader, beat.at, beat.details, now, DEFAULT_RETRY_PERIOD_SECONDS)
+        details = dict(beat.details)
+        lanes = details.pop(liveness.LANES_KEY, None)
         controller_info = {
-            **beat.details,
+            **details,
             "identity": beat.identity,
             "leader": beat.leader,
             "heartbeat_at": beat.at,
@@ -298,7 +307,7 @@ def _status_document(opened: OpenedState) -> dict[str, Any]:
             "liveness": state.value,
             liveness.PERIOD_KEY: period,
         }
-    return {"state": opened.location, "controller": controller_info, "cursors": cursors, "jobs": jobs}
+    return {"state": opened.location, "controller": controller_info, "cursors": cursors, "jobs": jobs, "lanes": lanes}
 
 
 def _hold_cell(holds: list[dict[str, Any]]) -> str:
@@ -356,6 +365,44 @@ def _print_status(document: dict[str, Any]) -> None:
             _hold_cell(job["holds"]),
         )
     console.print(table)
+    if document.get("lanes"):
+        _print_lanes(console, document["lanes"], info)
+
+
+def _print_lanes(console: Any, lanes: list[dict[str, Any]], info: dict[str, Any] | None) -> None:
+    """Each relaunch lane's occupancy and the relaunches waiting for it, as of the heartbeat."""
+    from rich.table import Table
+
+    from sky_kueue.cli.queue_eta import duration_text
+
+    when = "" if info is None else f" (as of the heartbeat {info['heartbeat_age_seconds']:.0f}s ago)"
+    table = Table(title=f"Relaunch lanes{when}")
+    for column in ("lane", "scope", "admitted/nominal", "running", "waiting", "longest wait"):
+        table.add_column(column, overflow="fold")
+    waits = Table(title="Relaunches waiting in a lane")
+    for column in ("workload", "lane", "job", "priority", "wait"):
+        waits.add_column(column, overflow="fold")
+    for lane in lanes:
+        listed = lane["waiting"]
+        table.add_row(
+            lane["clusterQueue"],
+            lane["scope"],
+            lane["occupancy"],
+            str(lane["admitted"]),
+            str(lane["waitingCount"]),
+            duration_text(listed[0]["waitSeconds"]) if listed else "-",
+        )
+        for waiting in listed:
+            waits.add_row(
+                waiting["workload"],
+                lane["clusterQueue"],
+                waiting["job"] or "-",
+                str(waiting["priority"]),
+                duration_text(waiting["waitSeconds"]),
+            )
+    console.print(table)
+    if waits.row_count:
+        console.print(waits)
 
 
 @controller.command("status")

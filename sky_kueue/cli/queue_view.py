@@ -2,7 +2,9 @@
 
 One block per ClusterQueue: a title line (cohort, preemptions), a quota table (per flavor and
 resource: nominal, usage, borrowed, lent, limits) and a workload table (admitted first, then
-pending in queue order). Upper-case headers, ages like ``kubectl get`` (``5m``, ``3h``,
+pending in queue order). Then, when the cluster has relaunch lanes, one line per lane
+(admitted/nominal per resource, relaunches admitted and waiting) and the waiting relaunches
+with their wait, longest first. Upper-case headers, ages like ``kubectl get`` (``5m``, ``3h``,
 ``2d``), ``-`` for unknown values.
 """
 
@@ -17,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sky_kueue.kueue import quantity
+from sky_kueue.mirror.lanes import LaneView
 from sky_kueue.mirror.view import POSITIONS_VISIBILITY, ClusterQueueView, QueueView, WorkloadRow
 
 if TYPE_CHECKING:
@@ -128,11 +131,48 @@ def render(view: QueueView, etas: Mapping[str, PendingEta] | None = None) -> Ren
             parts.append(Text(""))
             parts.append(_workload_table(cq, view.predicted, etas if view.predicted else None))
         parts.append(Text(""))
+    if view.lanes:
+        parts.extend(render_lanes(view.lanes))
+        parts.append(Text(""))
     source = "Kueue's visibility API" if view.positions_from == POSITIONS_VISIBILITY else "the model's queue order"
     parts.append(Text(f"positions: {source}; as of {view.taken_at.strftime('%Y-%m-%d %H:%M:%S %Z')}", style="dim"))
     for note in view.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     return Group(*parts)
+
+
+def render_lanes(lanes: tuple[LaneView, ...]) -> list[RenderableType]:
+    """The relaunch lanes: occupancy per lane, then the relaunches waiting for each."""
+    parts: list[RenderableType] = [Text("Relaunch lanes", style="bold")]
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for header in ("LANE", "SCOPE", "ADMITTED/NOMINAL", "RUNNING", "WAITING", "LONGEST WAIT"):
+        table.add_column(header, no_wrap=header != "ADMITTED/NOMINAL")
+    for lane in lanes:
+        longest = age(lane.waiting[0].wait_seconds) if lane.waiting else "-"
+        table.add_row(
+            lane.cluster_queue,
+            lane.scope,
+            lane.occupancy_text(),
+            str(lane.admitted),
+            str(lane.waiting_count),
+            longest,
+        )
+    parts.append(table)
+    waits = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for header in ("WAITING RELAUNCH", "LANE", "PRIORITY", "WAIT", "SKYPILOT"):
+        waits.add_column(header, no_wrap=True, justify="right" if header in ("PRIORITY", "WAIT") else "left")
+    for lane in lanes:
+        for waiting in lane.waiting:
+            waits.add_row(
+                waiting.workload,
+                lane.cluster_queue,
+                str(waiting.priority),
+                age(waiting.wait_seconds),
+                waiting.job or "-",
+            )
+    if waits.row_count:
+        parts.extend([Text(""), waits])
+    return parts
 
 
 def render_side_by_side(

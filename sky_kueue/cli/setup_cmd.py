@@ -29,10 +29,11 @@ from sky_kueue.inputs.errors import InputError
 from sky_kueue.mirror import kubeconfig as kubeconfig_lookup
 from sky_kueue.skypilot.config import ANY_USER, ConfigError, error_from_validation, validate_config
 from sky_kueue.skypilot.open_teams import open_team_warnings
+from sky_kueue.skypilot.setup_lane import LaneSetupError
 from sky_kueue.skypilot.setup_render import (
     CONTROLLER_SERVICE_ACCOUNT,
     render_controller_rbac,
-    render_objects,
+    render_objects_and_lanes,
     render_plugin_config,
 )
 from sky_kueue.skypilot.setup_spec import TeamsSpec
@@ -109,10 +110,20 @@ def setup(
     except ValidationError as exc:
         errors.fail(str(error_from_validation(exc, str(teams_path), text)))
     spec = with_members(spec, users, open_teams, teams_path)
-    objects = render_objects(spec)
+    try:
+        objects, lanes = render_objects_and_lanes(spec)
+    except LaneSetupError as exc:
+        errors.fail(f"{teams_path}: {exc}")
     problem = model_problem(objects)
     if problem is not None:
         errors.fail(f"{teams_path}: the rendered objects are invalid: {problem}")
+    for lane in lanes:
+        if lane.empties_donor:
+            click.echo(
+                f"warning: relaunch lane {lane.cluster_queue} takes all of some resource of ClusterQueue "
+                f"{lane.donor}: its fresh work keeps no guaranteed quota there and must borrow",
+                err=True,
+            )
     objects += render_controller_rbac(spec, account)
     plugin_config = render_plugin_config(spec)
     try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from sky_kueue.controller.aging import ActuatorKind, AgingSettings, SettingsError
 from sky_kueue.controller.burst_gate import BurstGates, burst_gates
+from sky_kueue.controller.lane_route import Lanes, TeamLane
 
 if TYPE_CHECKING:
     from sky_kueue.skypilot.config import PluginConfig
@@ -43,6 +44,10 @@ class ControllerConfig:
     burst_contexts: frozenset[str] = frozenset()
     #: The teams' predicted-wait burst gates (``teams.<t>.burst``), by namespace.
     burst_gates: BurstGates = field(default_factory=BurstGates)
+    #: The teams' relaunch lanes (``teams.<t>.lane``).
+    lanes: Lanes = field(default_factory=Lanes)
+    #: The extended resource SkyPilot accelerators map to (``kubernetes.gpu_resource``).
+    gpu_resource: str = "nvidia.com/gpu"
 
 
 def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -79,6 +84,26 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
             if (context := burst_context(infra)) is not None
         ),
         burst_gates=burst_gates(config),
+        lanes=lanes_of(config),
+        gpu_resource=config.kubernetes.gpu_resource,
+    )
+
+
+def lanes_of(config: PluginConfig) -> Lanes:
+    """The teams' relaunch lanes (``teams.<t>.lane``), each in every namespace the team has."""
+    return Lanes(
+        {
+            name: TeamLane(
+                team=name,
+                namespaces=tuple(dict.fromkeys(c.namespace for c in config.team_clusters(team))),
+                local_queue=team.lane.local_queue,
+                after_preemptions=team.lane.after_preemptions,
+                cluster_queue=team.lane.cluster_queue,
+                capacity=team.lane.capacity(),
+            )
+            for name, team in config.teams.items()
+            if team.lane is not None
+        }
     )
 
 

@@ -180,6 +180,9 @@ class WorkloadFacts:
     #: landed on this Workload; None when absent. Kueue's own priority writes leave it, so a
     #: Workload that carries it but not the step's priority lost the priority to Kueue.
     aging_step: str | None = None
+    #: ``spec.queueName``: the LocalQueue the Workload was created in (a relaunch lane's, for a
+    #: relaunch the ``KUEUE_AGING`` strategy moved there); None when absent.
+    queue_name: str | None = None
 
     @property
     def total_evictions(self) -> int | None:
@@ -413,6 +416,7 @@ def workload_facts(obj: Mapping[str, Any]) -> WorkloadFacts:
         hold_reason=_annotation_text(annotations.get(HOLD_ANNOTATION)),
         band_level=_annotation_text(annotations.get(BAND_LEVEL_ANNOTATION)),
         aging_step=_annotation_text(annotations.get(AGING_STEP_ANNOTATION)),
+        queue_name=str(spec.get("queueName")) if spec.get("queueName") else None,
     )
 
 

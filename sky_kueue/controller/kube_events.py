@@ -4,7 +4,8 @@
 ``PreemptionRecorded`` (a Kueue preemption counted toward aging), ``Aged`` (a boost step or a
 band level patched), ``BurstDecided`` (the job goes to a cloud on its next relaunch), ``Held``
 ("held: waiting for nominal quota (predicted 4m)": a relaunch kept out of Kueue until it would
-not borrow) and ``Released`` (why it was let in).
+not borrow), ``Released`` (why it was let in) and ``MovedToLane`` (a relaunch queued in its
+team's relaunch lane, :mod:`sky_kueue.controller.lane_moves`).
 
 Why core ``v1`` Events rather than ``events.k8s.io/v1``: ``kubectl describe`` lists the
 involved object's Events through the core API (a field selector on ``involvedObject``), the
@@ -43,6 +44,8 @@ from sky_kueue.controller.clock import Clock, system_clock
 from sky_kueue.controller.engine import FactKind
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.controller.hold import HoldAction
+from sky_kueue.controller.lane_moves import LaneEntries
+from sky_kueue.controller.lane_route import Lanes
 from sky_kueue.kueue import api as kueue_api
 
 log = logging.getLogger(__name__)
@@ -77,6 +80,7 @@ class EventReason(str, enum.Enum):
     BURST_DECIDED = "BurstDecided"
     HELD = "Held"
     RELEASED = "Released"
+    MOVED_TO_LANE = "MovedToLane"
 
 
 @dataclass(frozen=True)
@@ -173,14 +177,18 @@ class EventCorrelator:
         return True
 
 
-def events_for(event: ControllerEvent) -> list[EventRequest]:
-    """The Events one reconcile calls for (pure): a preemption recorded, a patch applied, a burst."""
+def events_for(event: ControllerEvent, lanes: LaneEntries | None = None) -> list[EventRequest]:
+    """The Events one reconcile calls for (pure but for ``lanes``' memory of announced entries):
+    a preemption recorded, a patch applied, a burst, a hold, a relaunch entering its lane."""
     outcome, detection = event.outcome, event.detection
     if event.kind is not ControllerEventKind.RECONCILED or outcome is None or detection is None:
         return []
     facts = detection.workload
     own = WorkloadRef.of(facts)
     requests: list[EventRequest] = []
+    entered = lanes.entry(event) if lanes is not None else None
+    if entered is not None:
+        requests.append(EventRequest(own, EventReason.MOVED_TO_LANE, entered.message()))
     eviction = detection.eviction
     if eviction is not None and outcome.recorded_any(FactKind.PREEMPTION):
         reason = eviction.preemption_reason.value if eviction.preemption_reason else "Unknown"
@@ -256,10 +264,14 @@ class WorkloadEventRecorder:
         api_client: the controller's client (its User-Agent names the controller).
         instance: this replica's identity (``reportingInstance``).
         clock: the cluster's time (the Events' timestamps and the dedup window).
+        lanes: the teams' relaunch lanes (``MovedToLane``).
     """
 
-    def __init__(self, api_client: client.ApiClient, instance: str, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, instance: str, clock: Clock = system_clock, lanes: Lanes | None = None
+    ) -> None:
         self._api = client.CoreV1Api(api_client)
+        self._lanes = LaneEntries(lanes) if lanes is not None and lanes.enabled else None
         self._instance = instance
         self._clock = clock
         self._correlator = EventCorrelator()
@@ -273,7 +285,7 @@ class WorkloadEventRecorder:
         self._thread.start()
 
     def __call__(self, event: ControllerEvent) -> None:
-        self.record(events_for(event))
+        self.record(events_for(event, self._lanes))
 
     def record(self, requests: Sequence[EventRequest]) -> None:
         for request in requests:

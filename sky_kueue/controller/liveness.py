@@ -19,6 +19,8 @@ from typing import Any
 PERIOD_KEY = "beat_every_seconds"
 #: Heartbeat detail set on the last beat of a controller that shut down.
 STOPPED_KEY = "stopped"
+#: Heartbeat detail: each relaunch lane's occupancy and waiting relaunches (``controller status``).
+LANES_KEY = "lanes"
 #: A beat older than this many periods means the controller is gone (killed, crashed, or cut
 #: off from the store): it writes one every period while it runs.
 SILENT_AFTER_PERIODS = 3

@@ -18,7 +18,10 @@ cache, work queue and reconciler):
   reconcile; the log and the users' hooks hear of changes (:mod:`.events`).
 
 This module keeps the loop: elect, start or end sessions, retry undecided steps, re-age
-waiting Workloads every ``reage_interval_seconds``, write the heartbeat.
+waiting Workloads every ``reage_interval_seconds``, write the heartbeat. With relaunch lanes
+configured (``teams.<t>.lane``) the session also mirrors ClusterQueues, and the heartbeat
+carries each lane's occupancy and waiting relaunches (:mod:`sky_kueue.mirror.lanes`), at most
+every :data:`LANE_REPORT_INTERVAL_SECONDS`, for ``controller status``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from sky_kueue.controller.gate_detection import KUEUE_NAMESPACE, GateReading, de
 from sky_kueue.controller.history import HistoryStore, StoreError, StoreWriteStats
 from sky_kueue.controller.hold import HoldKeeper, HoldTeams
 from sky_kueue.controller.kube_actuator import KubernetesWorkloadActuator, KubernetesWorkloadDeleter
+from sky_kueue.controller.lane_route import Lanes
 from sky_kueue.controller.leader import KubernetesLeaseClient, LeaderElector, LeaseClient, LeaseSettings
 from sky_kueue.controller.metrics import WatchRequests
 from sky_kueue.controller.mirror_model import MirrorModelCache
@@ -62,6 +66,7 @@ from sky_kueue.controller.state_spec import ControllerState
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.errors import MirrorError
 from sky_kueue.mirror.kinds import KindName
+from sky_kueue.mirror.lanes import lane_views
 from sky_kueue.mirror.store import MirrorStore
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,9 @@ log = logging.getLogger(__name__)
 REAGE_INTERVAL_SECONDS = 300.0
 #: How often :meth:`Controller.wait_until` re-checks its predicate without a notification.
 WAIT_RECHECK_SECONDS = 0.5
+#: How often (lease-clock seconds) the heartbeat's lane report is computed again: it reads every
+#: mirrored Workload, so not at each beat.
+LANE_REPORT_INTERVAL_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -135,6 +143,7 @@ class Controller:
         observers: Sequence[Observer] = (),
         holds: HoldTeams | None = None,
         burst_gates: BurstGates | None = None,
+        lanes: Lanes | None = None,
     ) -> None:
         band_mechanism(aging)  # refuse a band setting it cannot honour before taking the Lease
         self.api_client = api_client
@@ -154,6 +163,9 @@ class Controller:
         self.holds = holds or HoldTeams()
         #: Teams whose preemption bursts wait for the predictor (``teams.<t>.burst``).
         self.burst_gates = burst_gates or BurstGates()
+        #: Teams whose relaunches may enter a relaunch lane (reported in the heartbeat).
+        self.lanes = lanes or Lanes()
+        self._lane_report: tuple[float, list[dict[str, Any]]] | None = None
         self._session: Session | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -325,7 +337,10 @@ class Controller:
                 on_handled=self.notify,
                 # protect_within_nominal reads ClusterQueues' nominal quota from the mirror too.
                 kind_list=session_kinds(
-                    self.holds.enabled or self.burst_gates.enabled or self.aging.protect_within_nominal
+                    self.holds.enabled
+                    or self.burst_gates.enabled
+                    or self.aging.protect_within_nominal
+                    or self.lanes.enabled  # the lanes' quota, for the heartbeat's report
                 ),
             )
         except StoreError as err:
@@ -400,10 +415,30 @@ class Controller:
         session = self._session
         if session is not None and session.engine is not None:
             details["mechanism"] = session.engine.mechanism.value
+        if session is not None and self.lanes.enabled:
+            details[liveness.LANES_KEY] = self._lanes_report(session.mirror.store)
         try:
             self.runtime.beat(self.elector.identity, leading, self.lease_clock(), details)
         except StoreError as err:
             log.warning("cannot write the heartbeat: %s", err)
+
+    def _lanes_report(self, cache: MirrorStore) -> list[dict[str, Any]]:
+        """Each lane's occupancy and waiting relaunches as the mirror holds them (recomputed at most
+        every :data:`LANE_REPORT_INTERVAL_SECONDS`)."""
+        now = self.lease_clock()
+        if self._lane_report is not None and now - self._lane_report[0] < LANE_REPORT_INTERVAL_SECONDS:
+            return self._lane_report[1]
+        views = lane_views(
+            cache.items(KindName.CLUSTER_QUEUE),
+            cache.items(KindName.LOCAL_QUEUE),
+            cache.items(KindName.WORKLOAD),
+            now=self.clock(),
+            identities=cache.identities(),
+            names=[lane.cluster_queue for lane in self.lanes.by_team.values() if lane.cluster_queue],
+        )
+        report = [view.to_json() for view in views]
+        self._lane_report = (now, report)
+        return report
 
     def run(self, stop: threading.Event | None = None) -> None:
         """The election loop, until ``stop`` is set; then releases the Lease."""

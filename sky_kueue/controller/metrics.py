@@ -61,6 +61,8 @@ from sky_kueue.controller.engine import FactKind, ReconcileOutcome
 from sky_kueue.controller.events import ControllerEvent, ControllerEventKind, outcome_applied
 from sky_kueue.controller.history import StoreWriteStats
 from sky_kueue.controller.hold import HoldAction
+from sky_kueue.controller.lane_moves import LaneEntries
+from sky_kueue.controller.lane_route import Lanes
 from sky_kueue.controller.metric_teams import MetricTeams
 from sky_kueue.sim.metrics import StarvationRule
 
@@ -150,8 +152,10 @@ class ControllerMetrics:
         clock: Clock = system_clock,
         registry: CollectorRegistry | None = None,
         teams: MetricTeams | None = None,
+        lanes: Lanes | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._lane_entries = LaneEntries(lanes) if lanes is not None and lanes.enabled else None
         self._clock = clock
         self.teams = teams or MetricTeams()
         self.starvation = StarvationTracker()
@@ -217,6 +221,13 @@ class ControllerMetrics:
             "that admission (Kueue's admission-wait buckets); the simulator's wait after preemption",
             ["team", "cluster_queue"],
             buckets=KUEUE_WAIT_BUCKETS_SECONDS,
+            registry=self.registry,
+        )
+        self.lane_entries = Counter(
+            f"{PREFIX}_lane_entries_total",
+            "Relaunches queued in a relaunch lane (teams.<t>.lane; once per Workload), per team and the "
+            "lane's ClusterQueue",
+            ["team", "cluster_queue"],
             registry=self.registry,
         )
         self.stale_deleted = Counter(
@@ -298,6 +309,9 @@ class ControllerMetrics:
         self.reconciles.labels(replay="true" if event.replay else "false").inc()
         namespace = detection.workload.namespace
         queue = event.cluster_queue or UNKNOWN_CLUSTER_QUEUE
+        entered = self._lane_entries.entry(event) if self._lane_entries is not None else None
+        if entered is not None:
+            self.lane_entries.labels(team=entered.lane.team, cluster_queue=entered.lane.cluster_queue or queue).inc()
         eviction = detection.eviction
         if eviction is not None and outcome.recorded_any(FactKind.PREEMPTION):
             reason = eviction.preemption_reason.value if eviction.preemption_reason else UNKNOWN_REASON

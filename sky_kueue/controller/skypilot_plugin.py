@@ -43,6 +43,15 @@ with no such candidate (its team may not burst, or it opted out) relaunches unch
 Measured in the simulator (README, "Does aging end starvation?"): bursting at the first
 preemption is what ends repeated preemption.
 
+**The relaunch lane** (``teams.<t>.lane``, :mod:`sky_kueue.controller.lane_route`): once the
+job's history counts ``lane.after_preemptions`` preemptions (the controller's history, across
+every Workload and cluster of the job; without it the strategy's own recoveries), the strategy
+queues the relaunch in the team's lane LocalQueue: it rewrites the ``kueue.x-k8s.io/queue-name``
+pod label and SkyPilot's queue setting of every Kubernetes candidate whose request fits the
+lane's quota (a candidate that does not fit keeps its team's queue). The relaunch creates new
+pods, so Kueue creates a new Workload in the lane's queue; the admin policy never lets a task
+name that queue itself.
+
 What the aged class is: the aging policy (``aging.parameters`` of sky-kueue.yaml) applied to
 the job's history in the controller's state, read-only (a SQLite file in WAL mode is safe
 while the controller writes; JobHistory objects are read with get/list). Without a readable
@@ -80,10 +89,12 @@ from sky_kueue.controller.burst import is_burst_target, relaunch_burst
 from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
 from sky_kueue.controller.history import HistoryStore, JobHistory, PreemptionRecord, StoreError, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
+from sky_kueue.controller.lane_route import Route, RouteKind, lane_config_overrides, route
 from sky_kueue.controller.state_spec import StateKind, StateSpec, parse_state_spec, resolve_namespace
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.mirror.identity import managed_job_key
 from sky_kueue.mirror.preemption_message import parse_preemptor
+from sky_kueue.skypilot.demand import DemandError, pod_requests
 from sky_kueue.skypilot.labels import TEAM_LABEL
 
 log = logging.getLogger(__name__)
@@ -121,6 +132,27 @@ def team_of(task: Any) -> str | None:
 
 def _team_of(history: JobHistory) -> str | None:
     return None if history.identity is None else history.identity.team
+
+
+def _queue_of(resources: Any) -> str | None:
+    value = _labels_of(resources).get(kueue_api.QUEUE_NAME_LABEL)
+    return value if isinstance(value, str) and value else None
+
+
+def candidate_requests(resources: Any, num_nodes: int, gpu_resource: str) -> dict[str, int]:
+    """What a Kubernetes candidate's Workload asks for in total (every node's pod), as the admin
+    policy sizes it (:func:`sky_kueue.skypilot.demand.pod_requests`).
+
+    Raises:
+        DemandError: its cpus, memory or accelerators cannot be read.
+    """
+    per_pod = pod_requests(resources.to_yaml_config(), gpu_resource)
+    return {resource: value * max(num_nodes, 1) for resource, value in per_pod.items()}
+
+
+def _has_quota_queue(resources: Any) -> bool:
+    overrides = getattr(resources, "cluster_config_overrides", None) or {}
+    return bool(((overrides.get("kubernetes") or {}).get("quota") or {}).get("queue"))
 
 
 def relabel(task: Any, rung: PriorityClassRung) -> None:
@@ -325,6 +357,17 @@ class AgingSource:
             return None, f"boost {decision.boost} from {source} reaches no higher class than {label or base}"
         return rung, f"boost {decision.boost} from {source}: {label or base} -> {rung.name} ({rung.value})"
 
+    def lane_route(self, recovery: Recovery, team: str | None, requests: dict[str, int]) -> Route:
+        """Where the relaunch of a candidate asking for ``requests`` goes: the team's lane or queue.
+
+        Raises:
+            ConfigFileError: the config is missing or invalid.
+        """
+        config = self.config()
+        identity = recovery.history.identity
+        owner = team or (None if identity is None else identity.team)
+        return route(config.lanes.for_team(owner), recovery.history.preemption_count, requests)
+
     def burst_verdict(self, recovery: Recovery, team: str | None = None) -> tuple[bool, str]:
         """Whether the relaunch should go to a cloud, and why.
 
@@ -463,6 +506,7 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
             return
         recovery = Recovery(source, self.job_id, self.recoveries, team_of(self.dag.tasks[0]))
         self.relabel_for_recovery(recovery)
+        self.move_to_lane_for_recovery(recovery)
         self.burst_for_recovery(recovery)
 
     def relabel_for_recovery(self, recovery: Recovery) -> PriorityClassRung | None:
@@ -479,6 +523,58 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
         relabel(task, rung)
         log.info("sky-kueue: job %s relaunches as %s: %s", self.job_id, rung.name, why)
         return rung
+
+    def move_to_lane_for_recovery(self, recovery: Recovery) -> bool:
+        """Queues the relaunch of ``self.dag.tasks[0]`` in its team's relaunch lane when the job's
+        history says it is due (module docstring); returns whether any candidate moved; never raises.
+
+        Only candidates carrying the policy's queue label (the Kubernetes ones) are considered,
+        each on its own request: one that could never be admitted in the lane keeps its queue.
+        """
+        task = self.dag.tasks[0]
+        team = team_of(task)
+        moved: list[Any] = []
+        routes: list[Route] = []
+        try:
+            gpu_resource = recovery.source.config().gpu_resource
+            for resources in task.resources:
+                if _queue_of(resources) is None:
+                    moved.append(resources)
+                    continue
+                try:
+                    requests = candidate_requests(resources, int(task.num_nodes or 1), gpu_resource)
+                except DemandError as err:
+                    log.warning("sky-kueue: job %s: cannot size a candidate for the lane (%s)", self.job_id, err)
+                    moved.append(resources)
+                    continue
+                where = recovery.source.lane_route(recovery, team, requests)
+                routes.append(where)
+                if where.to_lane and where.lane is not None and _queue_of(resources) != where.lane.local_queue:
+                    overrides = lane_config_overrides(where.lane.local_queue, quota_queue=_has_quota_queue(resources))
+                    moved.append(resources.copy(_cluster_config_overrides=overrides))
+                else:
+                    moved.append(resources)
+        except ConfigFileError as err:
+            log.warning("sky-kueue: not moving job %s to a relaunch lane: %s", self.job_id, err)
+            return False
+        entered = [r for r in routes if r.to_lane]
+        if not routes or routes[0].kind is RouteKind.NO_LANE:
+            return False
+        if not entered:
+            log.info("sky-kueue: job %s relaunches in its team's queue: %s", self.job_id, routes[0].reason)
+            return False
+        task.set_resources(type(task.resources)(moved))
+        lane = entered[0].lane
+        assert lane is not None
+        log.info(
+            "sky-kueue: job %s relaunches in relaunch lane %s (ClusterQueue %s): %s (history: %s)",
+            self.job_id,
+            lane.local_queue,
+            lane.cluster_queue or "?",
+            entered[0].reason,
+            recovery.history_source,
+        )
+        return True
 
     def burst_for_recovery(self, recovery: Recovery) -> bool:
         """Keeps only the cloud candidates of ``self.dag.tasks[0]`` when the job should burst.

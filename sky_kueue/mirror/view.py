@@ -6,7 +6,9 @@ nothing about *what will happen next*. From the same documents the predictor rea
 module derives, per ClusterQueue and flavor/resource: nominal quota, usage, what it borrows
 (usage above nominal) and what it lends (see :func:`_lent`); per workload: state, priority,
 age, queue position, Kueue's own reason, the predicted outcome
-(:func:`sky_kueue.kueue.predictor.predict`), the SkyPilot job and how often it was preempted.
+(:func:`sky_kueue.kueue.predictor.predict`), the SkyPilot job and how often it was preempted;
+and for each relaunch lane (:mod:`sky_kueue.mirror.lanes`) its occupancy and the relaunches
+waiting for it.
 
 Positions come from Kueue's visibility API when the caller has them
 (:mod:`sky_kueue.mirror.visibility`), else from the model's queue order (priority, then
@@ -32,6 +34,7 @@ from sky_kueue.kueue.tree import quotas_by_fr
 from sky_kueue.kueue.workload import priority_of, queue_order_timestamp
 from sky_kueue.mirror import transitions as tr
 from sky_kueue.mirror.identity import HOLD_ANNOTATION, SkyPilotIdentity, identity_from_workload
+from sky_kueue.mirror.lanes import LaneView, lane_views
 
 FR = tuple[str, str]
 
@@ -131,6 +134,8 @@ class QueueView:
     positions_from: str
     predicted: bool
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The relaunch lanes among the ClusterQueues shown.
+    lanes: tuple[LaneView, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -139,6 +144,7 @@ class QueueView:
             "predicted": self.predicted,
             "notes": list(self.notes),
             "clusterQueues": [cq.to_json() for cq in self.cluster_queues],
+            "lanes": [lane.to_json() for lane in self.lanes],
         }
 
 
@@ -447,10 +453,19 @@ def build_view(
                 preemptions=sum(r.preemptions for r in rows),
             )
         )
+    shown = {cq.name for cq in views}
+    lanes = lane_views(
+        (d for d in docs if d.get("kind") == "ClusterQueue"),
+        (d for d in docs if d.get("kind") == "LocalQueue"),
+        raw.values(),
+        now=now,
+        identities=identities,
+    )
     return QueueView(
         taken_at=now,
         cluster_queues=tuple(views),
         positions_from=positions_from,
         predicted=predict,
         notes=tuple(notes),
+        lanes=tuple(lane for lane in lanes if lane.cluster_queue in shown),
     )

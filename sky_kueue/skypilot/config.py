@@ -29,6 +29,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -42,7 +43,7 @@ from sky_kueue.controller.predicted_burst import (
 )
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
-from sky_kueue.kueue import schema
+from sky_kueue.kueue import quantity, schema
 from sky_kueue.kueue.api import INT32_MAX
 from sky_kueue.skypilot import pod_config_boundary
 
@@ -167,6 +168,19 @@ def _resource_name(value: str) -> str:
     return value
 
 
+def _lane_quantity(value: object) -> str:
+    text = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    if not isinstance(text, str):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. '8', '500m', '64Gi')")
+    try:
+        amount = quantity.parse_quantity(text)
+    except quantity.QuantityError as exc:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. '8', '500m', '64Gi')") from exc
+    if amount < 0:
+        raise ValueError(f"{text!r}: a quota is never negative")
+    return text
+
+
 def _admission_timeout(value: int) -> int:
     if value != ADMISSION_TIMEOUT_FOREVER and value < 1:
         raise ValueError(f"must be a positive number of seconds or {ADMISSION_TIMEOUT_FOREVER} (forever)")
@@ -180,6 +194,8 @@ BurstInfra = Annotated[str, AfterValidator(_burst_infra)]
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 UsersEntry = Annotated[str, AfterValidator(_users_entry)]
 PodConfigField = Annotated[str, AfterValidator(_pod_config_field)]
+#: A non-negative Kubernetes quantity, kept as its text (compared as a Decimal).
+LaneQuantity = Annotated[str, BeforeValidator(_lane_quantity)]
 #: Highest price per GPU-hour accepted (a typo such as 30000 for 3.0000 is caught).
 MAX_PRICE_PER_GPU_HOUR_USD = Decimal(10_000)
 #: A price per GPU-hour in US dollars: a finite, non-negative decimal (0 for a free cluster).
@@ -334,6 +350,47 @@ class TeamCluster:
     allowed_priority_classes: tuple[str, ...]
 
 
+#: The recovery strategy that moves a relaunch into its lane (``controller/skypilot_plugin.py``
+#: ``STRATEGY_NAME``; not imported: reading the config never imports SkyPilot).
+LANE_STRATEGY = "KUEUE_AGING"
+
+
+class LaneConfig(_Section):
+    """The team's relaunch lane (``sky-kueue setup`` renders it from ``teams.yaml``'s ``lane``).
+
+    After ``after_preemptions`` (k) preemptions of a job, counted in its history, the
+    ``KUEUE_AGING`` recovery strategy sends its relaunch to ``local_queue`` in the team's
+    namespace instead of the team's own queue; the lane ClusterQueue behind it admits within
+    its nominal quota only, so no reclaim and no in-queue preemption takes the relaunch there
+    (docs/anti-starvation.md, "The relaunch lane"). No task may name the lane's queue itself:
+    the admin policy refuses it (``decision``, ``LANE_QUEUE``).
+
+    Attributes:
+        local_queue: the lane's LocalQueue in the team's namespace (on each of its clusters).
+        after_preemptions: k.
+        cluster_queue: the lane's ClusterQueue, as rendered (``check-config --cluster`` checks
+            the LocalQueue points at it).
+        quotas: the lane's nominal quota as rendered, ``{resource: {flavor: quantity}}``: a
+            relaunch asking for more of a resource than any flavor has could never be admitted
+            there, so it stays in the team's queue (a *misfit*); ``check-config --cluster``
+            compares the cluster's ClusterQueue with it. Empty: every relaunch is sent.
+    """
+
+    local_queue: DnsSubdomain
+    after_preemptions: BoundedPositive
+    cluster_queue: DnsSubdomain | None = None
+    quotas: dict[ResourceName, dict[DnsSubdomain, LaneQuantity]] = Field(default_factory=dict)
+
+    def capacity(self) -> dict[str, int]:
+        """The most of each resource one flavor of the lane holds (Kueue's integer amounts:
+        CPU in millicores): what a relaunch must fit to be sent there."""
+        return {
+            resource: max(quantity.parse_amount(resource, value) for value in flavors.values())
+            for resource, flavors in self.quotas.items()
+            if flavors
+        }
+
+
 class TeamConfig(_Section):
     """One team: who belongs to it and where its work is queued.
 
@@ -368,6 +425,8 @@ class TeamConfig(_Section):
             any key); anything else is rejected. Fields Kueue, SkyPilot or sky-kueue own
             (``pod_config_boundary.OWNED_FIELDS``, their label and annotation keys) are refused
             whatever the list says, and naming one here is a config error.
+        lane: the team's relaunch lane (:class:`LaneConfig`); absent: relaunches stay in the
+            team's queue.
     """
 
     users: tuple[UsersEntry, ...] = ()
@@ -384,6 +443,7 @@ class TeamConfig(_Section):
     safe_max_hold_seconds: BoundedPositive = DEFAULT_SAFE_MAX_HOLD_SECONDS
     safe_hold_only_when_predicted: bool = True
     pod_config_allowed: tuple[PodConfigField, ...] = pod_config_boundary.DEFAULT_POD_CONFIG_ALLOWED
+    lane: LaneConfig | None = None
 
     def allowed_pod_fields(self) -> tuple[pod_config_boundary.FieldPath, ...]:
         """``pod_config_allowed`` as field paths."""
@@ -749,6 +809,47 @@ def reference_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
                 )
             )
     issues.extend(_aging_issues(config))
+    issues.extend(_lane_issues(config))
+    return issues
+
+
+def _lane_issues(config: PluginConfig) -> list[tuple[tuple[str, ...], str]]:
+    """A lane needs the strategy that moves relaunches into it, and a queue of its own."""
+    issues: list[tuple[tuple[str, ...], str]] = []
+    regular = {(c.namespace, c.local_queue): n for n, t in config.teams.items() for c in config.team_clusters(t)}
+    for name, team in config.teams.items():
+        lane = team.lane
+        if lane is None:
+            continue
+        where = ("teams", name, "lane")
+        if team.safe_after_preemptions is not None:
+            issues.append(
+                (
+                    where,
+                    "a team has a relaunch lane or safe_after_preemptions, not both: the hold would take a relaunch "
+                    "out of its lane's first-come order, and the simulator measured neither with the other",
+                )
+            )
+        if not config.aging.enabled or config.aging.strategy != LANE_STRATEGY:
+            issues.append(
+                (
+                    where,
+                    f"a relaunch lane needs aging.enabled: true and aging.strategy: {LANE_STRATEGY} (that recovery "
+                    "strategy moves a preempted job's relaunch into the lane; without it none ever enters)",
+                )
+            )
+        for cluster in config.team_clusters(team):
+            owner = regular.get((cluster.namespace, lane.local_queue))
+            if owner is not None:
+                whose = "the team's own queue" if owner == name else f"team {owner!r}'s queue"
+                issues.append(
+                    (
+                        (*where, "local_queue"),
+                        f"LocalQueue {cluster.namespace}/{lane.local_queue} is {whose}; the lane needs a LocalQueue "
+                        "of its own (sky-kueue setup names it 'relaunch')",
+                    )
+                )
+                break
     return issues
 
 

@@ -95,6 +95,7 @@ class RejectionCode(enum.Enum):
     AMBIGUOUS_TEAM = "ambiguous-team"
     NOT_A_MEMBER = "not-a-member"
     FOREIGN_QUEUE = "foreign-queue"
+    LANE_QUEUE = "lane-queue"
     FOREIGN_NAMESPACE = "foreign-namespace"
     FOREIGN_CONTEXT = "foreign-context"
     BAD_LABEL = "bad-label"
@@ -581,6 +582,9 @@ def _check_ownership(
     queues = {c.local_queue for c in clusters}
     namespaces = {c.namespace for c in clusters}
     first = clusters[0]
+    lane = _lane_queue_problem(choice, config, findings)
+    if lane is not None:
+        return lane
     for queue in sorted(findings.queues):
         if queue not in queues:
             owner = next(
@@ -616,6 +620,36 @@ def _check_ownership(
                     f"team {choice.name!r} runs on Kubernetes {where}, but the task asks for "
                     f"{asked!r}. Use infra: k8s (or k8s/{contexts[0]})",
                 )
+    return None
+
+
+def _lane_queue_problem(choice: TeamChoice, config: PluginConfig, findings: _Findings) -> Rejection | None:
+    """Reject a task that names a relaunch lane's queue, its team's or another's.
+
+    Why always: the lane is nominal quota no reclaim can take, kept for relaunches of jobs Kueue
+    preempted ``after_preemptions`` times. Only SkyPilot's own relaunch may enter it, and that
+    relaunch never passes the policy under a labeled request (rule 1: the jobs controller
+    launches without the admin policy); the ``KUEUE_AGING`` recovery strategy sets the lane's
+    queue on it from the job's history, read by SkyPilot's own job id. A labeled request that
+    names the lane cannot prove it is such a relaunch (rule 2), so none is let in.
+    """
+    for queue in sorted(findings.queues):
+        owners = [n for n, t in config.teams.items() if t.lane is not None and t.lane.local_queue == queue]
+        if not owners:
+            continue
+        own = choice.team.lane
+        if own is not None and own.local_queue == queue:
+            whose = f"team {choice.name!r}'s relaunch lane"
+            after = f"{own.after_preemptions} time{'s' if own.after_preemptions != 1 else ''}"
+        else:
+            whose = f"the relaunch lane of team {', '.join(map(repr, owners))}"
+            after = "repeatedly"
+        return _reject(
+            RejectionCode.LANE_QUEUE,
+            f"the task asks for queue {queue!r}, {whose}: only SkyPilot's relaunch of a job Kueue preempted {after} "
+            "enters it (sky-kueue's KUEUE_AGING recovery strategy moves it there). Remove the queue setting; "
+            "sky-kueue sets it",
+        )
     return None
 
 

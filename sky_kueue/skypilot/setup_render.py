@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.skypilot.setup_lane import RenderedLane, add_lanes
 from sky_kueue.skypilot.setup_spec import QueueSpec, TeamSpec, TeamsSpec
 
 KUEUE_API_VERSION = kueue_api.API_VERSION_V1BETA1
@@ -57,7 +58,27 @@ def team_names(spec: TeamsSpec, team: str) -> tuple[str, str, str]:
 
 
 def render_objects(spec: TeamsSpec) -> list[dict[str, Any]]:
-    """Every Kueue object (and Namespace) of the setup, in apply order."""
+    """Every Kueue object (and Namespace) of the setup, in apply order (with the relaunch lanes
+    of ``spec.lane``, :mod:`sky_kueue.skypilot.setup_lane`).
+
+    Raises:
+        LaneSetupError: the lane cannot be carved as the spec asks.
+    """
+    objects, _ = render_objects_and_lanes(spec)
+    return objects
+
+
+def render_objects_and_lanes(spec: TeamsSpec) -> tuple[list[dict[str, Any]], tuple[RenderedLane, ...]]:
+    """:func:`render_objects` and the lanes it carved (none without ``spec.lane``).
+
+    Raises:
+        LaneSetupError: the lane cannot be carved as the spec asks.
+    """
+    objects = _render_queues(spec)
+    return add_lanes(spec, objects, {team: team_names(spec, team) for team in spec.teams})
+
+
+def _render_queues(spec: TeamsSpec) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for team in spec.teams:
         namespace, _, _ = team_names(spec, team)
@@ -121,7 +142,14 @@ def render_controller_rbac(
 
 def render_plugin_config(spec: TeamsSpec) -> dict[str, Any]:
     """A sky-kueue plugin config matching the rendered setup, with each team's users and
-    workspaces as the spec names them (``sky-kueue setup`` refuses teams that name none)."""
+    workspaces as the spec names them (``sky-kueue setup`` refuses teams that name none), and
+    for each lane team its ``lane``: the LocalQueue, k, and the lane's ClusterQueue and quota as
+    rendered (what the recovery strategy's fit check and ``check-config --cluster`` read).
+
+    Raises:
+        LaneSetupError: the lane cannot be carved as the spec asks.
+    """
+    lanes = render_objects_and_lanes(spec)[1] if spec.lane is not None else ()
     values = spec.all_class_values()
     ladder_only = {s.name for s in spec.ladder_steps()}
     base_classes = sorted((n for n in values if n not in ladder_only), key=lambda n: values[n])
@@ -139,6 +167,15 @@ def render_plugin_config(spec: TeamsSpec) -> dict[str, Any]:
             "local_queue": lq_name,
             "priority_classes": {"allowed": allowed, "default": default},
         }
+    for lane in lanes:
+        assert spec.lane is not None
+        for team in lane.teams:
+            teams[team]["lane"] = {
+                "local_queue": spec.lane.local_queue,
+                "after_preemptions": spec.lane.after_preemptions,
+                "cluster_queue": lane.cluster_queue,
+                "quotas": lane.quota_strings(),
+            }
     config: dict[str, Any] = {"version": 1}
     if spec.context:
         config["kubernetes"] = {"contexts": [spec.context]}

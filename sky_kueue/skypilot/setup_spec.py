@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from sky_kueue.skypilot.config import DnsLabel, DnsSubdomain, ResourceName
+from sky_kueue.sim.lane import DEFAULT_LANE_AFTER_PREEMPTIONS, LANE_LOCAL_QUEUE, LaneSettings
+from sky_kueue.skypilot.config import LANE_STRATEGY, DnsLabel, DnsSubdomain, ResourceName
 
 _QUANTITY_RE = re.compile(r"^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[munkMGTPE]i?|Ki|k)?$")
 
@@ -147,6 +148,60 @@ class TeamSpec(QueueSpec):
     default_priority_class: DnsSubdomain | None = None
 
 
+#: The lane's LocalQueue in each lane team's namespace, and the preemptions after which a
+#: relaunch goes there: the simulator's defaults, so a measured lane is rendered as measured.
+DEFAULT_LANE_LOCAL_QUEUE = LANE_LOCAL_QUEUE
+
+
+class LaneSpec(_Spec):
+    """The relaunch lane (issue 39): a ClusterQueue of nominal quota carved from the cohort that
+    only relaunches of a job preempted ``after_preemptions`` times enter.
+
+    The names are the simulator's (``sky-kueue simulate --lane-gpus/--lane-after/--lane-scope/
+    --lane-donor``, :class:`sky_kueue.sim.lane.LaneSettings`), so the size a lane sweep
+    recommends is written here as it was measured; ``setup_lane`` renders the objects.
+
+    Attributes:
+        scope: ``team``: one lane per team, carved from the team's own ClusterQueue (the team
+            pays for its guarantee); ``cohort``: one lane shared by every lane team's
+            relaunches, carved from ``donor``.
+        gpus: the lane's GPUs (``gpu_resource``), carved from the donor's flavor that holds its
+            GPU quota; every other resource the donor has moves in proportion (nominal x gpus /
+            the donor's GPUs, rounded down), as the simulator carves it.
+        quotas: instead of ``gpus``: the lane's nominal quota per resource (as ``teams.<t>.quotas``),
+            carved from the donor's quota of the same flavor.
+        after_preemptions: k; the bound the lane gives is "no job preempted more than k times"
+            (docs/anti-starvation.md says where it does not hold).
+        teams: the teams that get a lane (or share it); default every team.
+        donor: ``cohort`` scope: the team or lender whose ClusterQueue gives the quota (default:
+            the one with the most nominal GPUs, ties by ClusterQueue name, as the simulator).
+        queueing_strategy: StrictFIFO (default) makes the lane first come, first served by
+            (aged) priority: a later relaunch never overtakes the head that does not fit yet.
+        local_queue: the lane's LocalQueue name in each lane team's namespace.
+        gpu_resource: the extended resource ``gpus`` counts.
+    """
+
+    scope: Literal["team", "cohort"] = "team"
+    gpus: int | None = None
+    quotas: Quotas = Field(default_factory=dict)
+    after_preemptions: int = DEFAULT_LANE_AFTER_PREEMPTIONS
+    teams: tuple[DnsLabel, ...] = ()
+    donor: DnsSubdomain | None = None
+    queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "StrictFIFO"
+    local_queue: DnsSubdomain = DEFAULT_LANE_LOCAL_QUEUE
+    gpu_resource: ResourceName = "nvidia.com/gpu"
+
+    @model_validator(mode="after")
+    def _one_size(self) -> LaneSpec:
+        # The simulator's own checks (gpus and after_preemptions at least 1), with its words.
+        LaneSettings(gpus=1 if self.gpus is None else self.gpus, after_preemptions=self.after_preemptions)
+        if (self.gpus is None) == (not self.quotas):
+            raise ValueError("give the lane's size as gpus: N or as quotas: {resource: quantity}, not both")
+        if self.donor is not None and self.scope != "cohort":
+            raise ValueError("donor: only a cohort lane has a donor (a team lane is carved from its own team)")
+        return self
+
+
 class TeamsSpec(_Spec):
     """The whole ``teams.yaml``.
 
@@ -159,6 +214,7 @@ class TeamsSpec(_Spec):
         lenders: ClusterQueues without a team that only contribute quota to the cohort.
         teams: the teams by name.
         context: Kubernetes context for the rendered plugin config.
+        lane: the relaunch lane (optional; needs ``aging`` with the ``KUEUE_AGING`` strategy).
     """
 
     cohort: DnsSubdomain
@@ -169,6 +225,7 @@ class TeamsSpec(_Spec):
     lenders: dict[DnsSubdomain, QueueSpec] = Field(default_factory=dict)
     teams: dict[DnsLabel, TeamSpec] = Field(min_length=1)
     context: str | None = None
+    lane: LaneSpec | None = None
 
     @model_validator(mode="after")
     def _check_references(self) -> TeamsSpec:
@@ -187,6 +244,8 @@ class TeamsSpec(_Spec):
             **{f"lenders.{name}": q for name, q in self.lenders.items()},
             **{f"teams.{name}": q for name, q in self.teams.items()},
         }
+        if self.lane is not None:
+            queues["lane"] = QueueSpec(quotas=self.lane.quotas)
         for queue_name, queue in queues.items():
             for field_name in ("quotas", "borrowing_limits", "lending_limits"):
                 for resource, value in getattr(queue, field_name).items():
@@ -214,7 +273,30 @@ class TeamsSpec(_Spec):
                 values.append(self.all_class_values()[name])
             if any(b <= a for a, b in itertools.pairwise(values)):
                 raise ValueError(f"aging.ladder: values must strictly increase, got {values}")
+        if self.lane is not None:
+            self._check_lane(self.lane, covered)
         return self
+
+    def _check_lane(self, lane: LaneSpec, covered: dict[str, list[str]]) -> None:
+        if self.aging is None or self.aging.strategy != LANE_STRATEGY:
+            raise ValueError(
+                f"lane: needs aging with strategy {LANE_STRATEGY} (that recovery strategy moves a relaunch "
+                "into the lane; without it no relaunch ever enters)"
+            )
+        for team in lane.teams:
+            if team not in self.teams:
+                raise ValueError(f"lane.teams: unknown team {team!r}; teams: {', '.join(self.teams)}")
+        if lane.donor is not None and lane.donor not in self.teams and lane.donor not in self.lenders:
+            known = ", ".join([*self.teams, *self.lenders])
+            raise ValueError(f"lane.donor: {lane.donor!r} is neither a team nor a lender ({known})")
+        if lane.gpus is not None and lane.gpu_resource not in covered:
+            raise ValueError(f"lane.gpus: no flavor provides {lane.gpu_resource!r} (lane.gpu_resource)")
+
+    def lane_teams(self) -> tuple[str, ...]:
+        """The teams that get a relaunch lane (or share one); none without ``lane``."""
+        if self.lane is None:
+            return ()
+        return self.lane.teams or tuple(self.teams)
 
     def teams_without_members(self) -> tuple[str, ...]:
         """Teams that name neither users nor workspaces: the rendered policy would map nobody to them."""

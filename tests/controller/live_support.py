@@ -22,6 +22,7 @@ from sky_kueue.controller.events import Observer, Recorder
 from sky_kueue.controller.history import HistoryStore, JobHistory
 from sky_kueue.controller.hold import HoldTeams
 from sky_kueue.controller.kube_store import KubernetesHistoryStore, KubernetesRuntimeState
+from sky_kueue.controller.lane_route import Lanes
 from sky_kueue.controller.leader import LeaseSettings
 from sky_kueue.controller.manager import Controller, ControllerSettings
 from sky_kueue.controller.runtime_state import RuntimeState
@@ -155,6 +156,7 @@ class Live:
         observers: Sequence[Observer] = (),
         holds: HoldTeams | None = None,
         burst_gates: BurstGates | None = None,
+        lanes: Lanes | None = None,
     ) -> Controller:
         api_client = self.sandbox.api_client()
         api_client.user_agent = CONTROLLER_USER_AGENT
@@ -179,6 +181,7 @@ class Live:
             observers=[self.recorder, *observers],
             holds=holds,
             burst_gates=burst_gates,
+            lanes=lanes,
         )
         self.controllers.append(controller)
         if start:

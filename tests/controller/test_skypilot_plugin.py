@@ -657,3 +657,130 @@ def test_an_unreadable_state_never_blocks_a_relaunch(tmp_path: Path, caplog: pyt
     unreachable = AgingSource(str(_config(tmp_path)), "kubernetes", kubeconfig=str(tmp_path / "missing"))
     assert unreachable.history(7) is None
     assert "cannot read the controller's state kubernetes" in caplog.text
+
+
+# --- the relaunch lane (issue 39) -----------------------------------------------------------
+
+
+def _lane_config(tmp: Path, after: int, quotas: dict[str, dict[str, str]] | None = None) -> Path:
+    """:func:`_config` with a relaunch lane for team-b after ``after`` preemptions."""
+    config = _config(tmp, name=f"lane-{after}.yaml")
+    data = yaml.safe_load(config.read_text())
+    data["teams"]["team-b"]["lane"] = {
+        "local_queue": "relaunch",
+        "after_preemptions": after,
+        "cluster_queue": "team-b-cq-relaunch",
+        "quotas": quotas
+        if quotas is not None
+        else {"cpu": {"default-flavor": "4"}, "memory": {"default-flavor": "16Gi"}},
+    }
+    config.write_text(yaml.safe_dump(data))
+    return config
+
+
+def _placed_task(team: str = "team-b", cpus: int = 2, queue: str = "team-b-lq") -> Any:
+    """A task as the admin policy leaves it: Kubernetes in the team's queue, then AWS."""
+    import sky
+
+    labels = {
+        "kueue.x-k8s.io/queue-name": queue,
+        "kueue.x-k8s.io/priority-class": "dev-priority",
+        "sky-kueue.io/team": team,
+    }
+    overrides = {"kubernetes": {"kueue": {"local_queue_name": queue}, "pod_config": {"metadata": {"labels": labels}}}}
+    return sky.Task.from_yaml_config(
+        {
+            "name": "train",
+            "resources": {
+                "ordered": [
+                    {"infra": "kubernetes", "cpus": cpus, "_cluster_config_overrides": overrides},
+                    {"infra": "aws", "cpus": cpus},
+                ],
+                "job_recovery": {"strategy": "KUEUE_AGING"},
+            },
+            "run": "python train.py",
+        }
+    )
+
+
+def _queues(task: Any) -> list[tuple[str, str | None, str | None, str | None]]:
+    """Per candidate: its cloud, the pods' queue label, SkyPilot's queue setting and the class label."""
+    out = []
+    for resources in task.resources:
+        kubernetes = (resources.cluster_config_overrides or {}).get("kubernetes") or {}
+        labels = ((kubernetes.get("pod_config") or {}).get("metadata") or {}).get("labels") or {}
+        out.append(
+            (
+                str(resources.cloud),
+                labels.get("kueue.x-k8s.io/queue-name"),
+                (kubernetes.get("kueue") or {}).get("local_queue_name"),
+                labels.get("kueue.x-k8s.io/priority-class"),
+            )
+        )
+    return out
+
+
+def _lane_relaunches(
+    monkeypatch: pytest.MonkeyPatch, config: Path, state: Path, task: Any, job_id: int, times: int
+) -> list[list[tuple[str, str | None, str | None, str | None]]]:
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(state)))
+    seen: list[list[tuple[str, str | None, str | None, str | None]]] = []
+
+    async def relaunch(self: Any) -> float:
+        seen.append(_queues(self.dag.tasks[0]))
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    executor = _executor(task, job_id=job_id)
+    for _ in range(times):
+        asyncio.run(executor.recover())
+    return seen
+
+
+def test_a_job_preempted_k_times_relaunches_in_its_teams_lane(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Job 7 (team-b) was preempted twice (controller history): with k=2 its relaunch's pods
+    # carry the lane's queue label, SkyPilot names the same queue, the aged class stays, and
+    # the AWS candidate gets no queue.
+    seen = _lane_relaunches(monkeypatch, _lane_config(tmp_path, 2), _state(tmp_path), _placed_task(), 7, 1)
+    assert seen == [[("Kubernetes", "relaunch", "relaunch", "dev-aged-2"), ("AWS", None, None, "dev-aged-2")]]
+
+
+def test_a_job_preempted_fewer_than_k_times_stays_in_its_teams_queue(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _lane_relaunches(monkeypatch, _lane_config(tmp_path, 3), _state(tmp_path), _placed_task(), 7, 1)
+    assert seen == [[("Kubernetes", "team-b-lq", "team-b-lq", "dev-aged-2"), ("AWS", None, None, "dev-aged-2")]]
+
+
+def test_a_relaunch_larger_than_the_lane_stays_in_its_teams_queue(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The lane holds 4 CPUs; a 6-CPU relaunch could never be admitted there (a misfit).
+    caplog.set_level("INFO", logger="sky_kueue.controller.skypilot_plugin")
+    seen = _lane_relaunches(monkeypatch, _lane_config(tmp_path, 2), _state(tmp_path), _placed_task(cpus=6), 7, 1)
+    assert [q[:3] for q in seen[0]] == [("Kubernetes", "team-b-lq", "team-b-lq"), ("AWS", None, None)]
+    assert "it asks for 6 cpu, the lane holds 4: it stays in its team's queue" in caplog.text
+
+
+def test_without_controller_history_the_strategys_own_recoveries_count_toward_the_lane(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Job 99 has no history: its first recovery counts one preemption (k=2 not reached), the
+    # second two; once in the lane its later relaunches stay there.
+    seen = _lane_relaunches(monkeypatch, _lane_config(tmp_path, 2), _state(tmp_path), _placed_task(), 99, 3)
+    assert [q[0][1] for q in seen] == ["team-b-lq", "relaunch", "relaunch"]
+
+
+def test_a_team_without_a_lane_keeps_its_queue(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # team-a has no lane; job 99 (no history) recovered three times stays in team-a's queue.
+    task = _placed_task(team="team-a", queue="team-a-lq")
+    seen = _lane_relaunches(monkeypatch, _lane_config(tmp_path, 1), _state(tmp_path), task, 99, 3)
+    assert [q[0][1] for q in seen] == ["team-a-lq"] * 3

@@ -10,9 +10,10 @@ admitted within nominal quota, not even for the reclaim that preempted the job b
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
-from tests.real_kueue.support import KUEUE_GROUP, KueueCluster, condition_true, conditions
+from tests.real_kueue.support import KUEUE_GROUP, REPO, KueueCluster, condition_true, conditions, run_cli
 from tests.real_kueue.test_preemption import admitted, skypilot_pod
 
 V = f"{KUEUE_GROUP}/v1beta2"
@@ -153,3 +154,88 @@ def test_a_relaunch_admitted_in_its_lane_is_out_of_the_reclaims_reach(kueue: Kue
     still = kueue.workload("team-b", group(dev))
     assert still is not None and still["metadata"]["uid"] == relaunch["metadata"]["uid"]
     assert condition_true(still, "Admitted") and not condition_true(still, "Evicted"), conditions(still)
+
+
+def gpu_entry(spec: dict[str, Any]) -> dict[str, Any]:
+    """The ``nvidia.com/gpu`` quota entry of a ClusterQueue spec (Kueue serves the resource
+    groups in its own order)."""
+    found: dict[str, Any] = next(
+        entry
+        for group in spec["resourceGroups"]
+        for flavor in group["flavors"]
+        for entry in flavor["resources"]
+        if entry["name"] == "nvidia.com/gpu"
+    )
+    return found
+
+
+def test_setup_renders_a_lane_kueues_webhooks_accept_and_check_config_checks_it(
+    kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """``setup --apply`` of ``configs/teams.yaml`` with a ``lane`` key: Kueue's webhooks accept
+    the lane ClusterQueue (borrowingLimit 0, lendingLimit, a matchExpressions selector,
+    StrictFIFO) and its LocalQueue, both become Active, a relaunch queued there is admitted in
+    the lane, ``check-config --cluster`` passes, and a lane an admin let borrow is named."""
+    import yaml
+
+    from sky_kueue.realcluster.cluster import CONTEXT
+
+    spec = yaml.safe_load((REPO / "configs" / "teams.yaml").read_text())
+    spec["context"] = CONTEXT
+    spec["teams"]["team-b"]["quotas"] = {"nvidia.com/gpu": "4", "cpu": "8", "memory": "32Gi"}
+    spec["teams"]["team-b"].pop("borrowing_limits")
+    spec["lane"] = {"gpus": 2, "after_preemptions": 2, "teams": ["team-b"]}
+    (tmp_path / "teams.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    applied = run_cli(cli_env, "setup", "--teams", str(tmp_path / "teams.yaml"), "--output", str(out), "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert "ClusterQueue team-b-cq-relaunch: created" in applied.stdout
+    assert "LocalQueue team-b/relaunch: created" in applied.stdout
+
+    def lane() -> dict[str, Any]:
+        found: dict[str, Any] = kueue.custom.get_cluster_custom_object(
+            KUEUE_GROUP, "v1beta2", "clusterqueues", "team-b-cq-relaunch"
+        )
+        return found
+
+    kueue.wait("the lane ClusterQueue Active", lambda: condition_true(lane(), "Active"))
+    kueue.wait(
+        "the lane LocalQueue Active",
+        lambda: condition_true(
+            kueue.custom.get_namespaced_custom_object(KUEUE_GROUP, "v1beta2", "team-b", "localqueues", "relaunch"),
+            "Active",
+        ),
+    )
+    served = lane()["spec"]
+    assert served["cohortName"] == "team-ab" and served["queueingStrategy"] == "StrictFIFO"
+    gpu = gpu_entry(served)
+    assert (gpu["nominalQuota"], gpu["borrowingLimit"], gpu["lendingLimit"]) == ("2", "0", "2")
+    team_b = kueue.custom.get_cluster_custom_object(KUEUE_GROUP, "v1beta2", "clusterqueues", "team-b-cq")
+    assert gpu_entry(team_b["spec"])["nominalQuota"] == "2"  # carved from team-b's 4
+
+    # a relaunch queued in the rendered lane (as the KUEUE_AGING strategy queues it) is admitted there
+    relaunch = in_lane(skypilot_pod("dev", "31", "team-b", "dev-priority", cpu="2"))
+    admitted_there = running(kueue, relaunch, "a relaunch admitted in the rendered lane")
+    assert admitted_there["spec"]["queueName"] == "relaunch"
+    assert admitted_there["status"]["admission"]["clusterQueue"] == "team-b-cq-relaunch"
+
+    config = str(out / "sky-kueue.yaml")
+    checked = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
+    assert checked.returncode == 0, checked.stderr
+    assert "the clusters hold every team's queue and classes" in checked.stdout
+
+    edited = lane()["spec"]
+    gpu_entry(edited)["borrowingLimit"] = "1"
+    kueue.custom.patch_cluster_custom_object(
+        KUEUE_GROUP,
+        "v1beta2",
+        "clusterqueues",
+        "team-b-cq-relaunch",
+        {"spec": {"resourceGroups": edited["resourceGroups"]}},
+    )
+    drifted = run_cli(cli_env, "check-config", "--no-skypilot", "--cluster", config)
+    assert drifted.returncode == 1
+    assert (
+        "relaunch lane ClusterQueue team-b-cq-relaunch may borrow nvidia.com/gpu in gpu-flavor (borrowingLimit 1, "
+        "needs 0)" in drifted.stderr
+    )
