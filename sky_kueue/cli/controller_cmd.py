@@ -3,6 +3,9 @@
 ``controller run`` connects with a kubeconfig (or the pod's service account), takes part in
 leader election, and while leading watches Workloads and pod-group pods, records each
 SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.manager`).
+Pods are watched in the team namespaces of ``--config`` only, one watch each (its RBAC grants
+nothing more, docs/operations.md "RBAC"); the list is read at start, so a team added to the
+config is watched after a restart.
 Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watches close, the
 watch cursor is saved, the Lease is released so a follower takes over at once, and the
 process exits 0.
@@ -61,7 +64,10 @@ def controller() -> None:
 @cluster_options
 @state_option
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
-@click.option("--namespace", help="Watch one namespace only (default: all).")
+@click.option(
+    "--namespace",
+    help="Watch one namespace only (default: Workloads in all, SkyPilot's pods in the config's team namespaces).",
+)
 @click.option("--lease-namespace", help="Namespace of the leader-election Lease (default: the pod's).")
 @click.option("--lease-name", default=None, help="Name of the Lease (default: sky-kueue-controller).")
 @click.option("--identity", help="This replica's name in the Lease (default: host_pid_random).")
@@ -154,6 +160,7 @@ def run(
     settings = ControllerSettings(
         lease=lease_settings,
         namespace=namespace,
+        pod_namespaces=loaded.team_namespaces,  # read at start: a team added later needs a restart
         priority_boost_gate=gate,
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
@@ -205,6 +212,7 @@ def run(
                 "aging_enabled": loaded.enabled,
                 "policy": loaded.aging.policy,
                 "actuator": loaded.aging.actuator.value,
+                "pod_namespaces": [namespace] if namespace else list(loaded.team_namespaces),
                 "safe_relaunch_namespaces": sorted(
                     ns for ns in holds.by_namespace if holds.for_namespace(ns) is not None
                 ),

@@ -43,6 +43,9 @@ class ControllerConfig:
     burst_contexts: frozenset[str] = frozenset()
     #: The teams' predicted-wait burst gates (``teams.<t>.burst``), by namespace.
     burst_gates: BurstGates = field(default_factory=BurstGates)
+    #: Every team's namespace (``teams.<t>.namespace`` and those of ``teams.<t>.clusters``),
+    #: sorted: where SkyPilot creates the teams' pods, so where the controller watches pods.
+    team_namespaces: tuple[str, ...] = ()
 
 
 def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -79,6 +82,9 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
             if (context := burst_context(infra)) is not None
         ),
         burst_gates=burst_gates(config),
+        team_namespaces=tuple(
+            sorted({cluster.namespace for team in config.teams.values() for cluster in config.team_clusters(team)})
+        ),
     )
 
 

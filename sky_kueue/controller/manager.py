@@ -80,6 +80,9 @@ class ControllerSettings:
     lease: LeaseSettings
     #: Watch one namespace only (None: all namespaces).
     namespace: str | None = None
+    #: Watch SkyPilot's pods in these namespaces only, the team namespaces (None: in all; a
+    #: ``namespace`` above wins). ``controller run`` takes them from the plugin config.
+    pod_namespaces: tuple[str, ...] | None = None
     #: Force the PriorityBoost gate's state (None: detect it in the cluster).
     priority_boost_gate: bool | None = None
     kueue_namespace: str = KUEUE_NAMESPACE
@@ -92,7 +95,9 @@ class ControllerSettings:
 def _plus_session(requests: WatchRequests, session: Session) -> WatchRequests:
     counts = session.mirror.request_counts
     return WatchRequests(
-        requests.lists + counts["lists"], requests.watches + counts["watches"], requests.initial + len(session.kinds)
+        requests.lists + counts["lists"],
+        requests.watches + counts["watches"],
+        requests.initial + len(session.mirror.reflectors),
     )
 
 
@@ -319,6 +324,7 @@ class Controller:
                 self.api_client,
                 workload_version=self.settings.workload_version,
                 namespace=self.settings.namespace,
+                pod_namespaces=self.settings.pod_namespaces,
                 cursor=cursor,
                 new_engine=self._new_engine,
                 new_reconciler=self._new_reconciler,
