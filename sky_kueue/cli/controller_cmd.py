@@ -36,7 +36,7 @@ import click
 from sky_kueue.cli import options
 from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
-from sky_kueue.cli.state_option import cluster_options, state_option
+from sky_kueue.cli.state_option import cluster_options, history_cluster_options, state_option
 from sky_kueue.controller import liveness
 from sky_kueue.controller.history import HoldRecord, StoreError
 from sky_kueue.controller.leader import DEFAULT_RETRY_PERIOD_SECONDS
@@ -63,6 +63,7 @@ def controller() -> None:
 @controller.command("run")
 @cluster_options
 @state_option
+@history_cluster_options
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
 @click.option(
     "--namespace",
@@ -96,6 +97,8 @@ def run(
     context: str | None,
     in_cluster: bool,
     state_text: str | None,
+    state_kubeconfig: Path | None,
+    state_context: str | None,
     config_path: Path | None,
     namespace: str | None,
     lease_namespace: str | None,
@@ -149,7 +152,14 @@ def run(
     api_client = state_option_module.api_client_for(kubeconfig, context, in_cluster)
     try:
         opened = state_option_module.open_from_cli(
-            spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=False, api_client=api_client
+            spec,
+            kubeconfig=kubeconfig,
+            context=context,
+            in_cluster=in_cluster,
+            read_only=False,
+            api_client=api_client,
+            state_kubeconfig=state_kubeconfig,
+            state_context=state_context,
         )
     except UserError as err:
         message = err.message if spec.kind is StateKind.KUBERNETES else f"--state: {err.message}"
@@ -208,6 +218,7 @@ def run(
                 "identity": lease_settings.identity,
                 "lease": f"{lease_settings.namespace}/{lease_settings.name}",
                 "state": str(spec),
+                "history": opened.location,
                 "config": str(loaded.path),
                 "aging_enabled": loaded.enabled,
                 "policy": loaded.aging.policy,
@@ -368,6 +379,7 @@ def _print_status(document: dict[str, Any]) -> None:
 
 @controller.command("status")
 @state_option
+@history_cluster_options
 @cluster_options
 @options.output_option()
 @click.option(
@@ -379,6 +391,8 @@ def _print_status(document: dict[str, Any]) -> None:
 )
 def status(
     state_text: str | None,
+    state_kubeconfig: Path | None,
+    state_context: str | None,
     kubeconfig: Path | None,
     context: str | None,
     in_cluster: bool,
@@ -388,7 +402,13 @@ def status(
     """Jobs, preemptions, boosts, burst decisions and held relaunches recorded by the controller."""
     spec = state_option_module.parse(state_text)
     opened = state_option_module.open_from_cli(
-        spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=True
+        spec,
+        kubeconfig=kubeconfig,
+        context=context,
+        in_cluster=in_cluster,
+        read_only=True,
+        state_kubeconfig=state_kubeconfig,
+        state_context=state_context,
     )
     try:
         document = _status_document(opened)

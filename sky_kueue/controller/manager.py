@@ -288,6 +288,7 @@ class Controller:
             burst_gates=self.burst_gates,
             relaunch_wait=MirrorRelaunchWait(cache, self.clock, cached=model) if self.burst_gates.enabled else None,
             protected_slot=MirrorProtectedSlot(cache) if within_nominal else None,
+            cluster=lambda: cache.cluster_identity,
         )
         log.info(
             "aging actuator resolved",

@@ -288,7 +288,8 @@ class Reconciler:
             group = f"{identity.namespace}/{identity.pod_group}" if identity.pod_group else None
             # The group's pods are the vanished Workload's only while no other Workload holds the group.
             pods = self.cache.pods_of_group(group) if group and self.cache.get(KindName.WORKLOAD, group) is None else []
-            for end in vanished_ends(history, listed, pods, at=now, detail=detail):
+            ends = vanished_ends(history, listed, pods, at=now, detail=detail, cluster=self.cache.cluster_identity)
+            for end in ends:
                 if end.preemption is not None:
                     recorded = self._history.record_preemption(end.identity, end.preemption)
                 elif end.eviction is not None:

@@ -24,6 +24,11 @@ job's history, never counted toward aging, and reported by the caller (a warning
 the Workload) would say more; reading them needs an RBAC grant the controller does not
 hold, so they are not read.
 
+In a history shared by several clusters' controllers (docs/operations.md, "One history
+across clusters") only the Workloads seen alive on the controller's own cluster are judged
+(the cluster recorded with each sighting, :attr:`Transition.cluster`): another cluster's
+live Workload is in no list of this one, and is not gone.
+
 Pure: a history and plain pod dicts in, records out.
 """
 
@@ -40,6 +45,7 @@ from sky_kueue.controller.history import (
     JobHistory,
     PreemptionRecord,
     TransitionCause,
+    same_cluster,
 )
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.mirror.identity import JobIdentity
@@ -75,10 +81,11 @@ class VanishedEnd:
 _ALIVE = (TransitionCause.QUEUED, TransitionCause.ADMITTED)
 
 
-def seen_alive(history: JobHistory) -> list[EpisodeKey]:
+def seen_alive(history: JobHistory, cluster: str | None = None) -> list[EpisodeKey]:
     """The episodes of the Workloads the history last saw waiting or running, after the job's
-    last observed end (eviction, preemption, finish), oldest first."""
-    last: dict[str, tuple[EpisodeKey | None, float]] = {}
+    last observed end (eviction, preemption, finish), oldest first; with ``cluster``, only
+    those seen on that cluster (or on one not recorded)."""
+    last: dict[str, tuple[EpisodeKey | None, float, str | None]] = {}
     for transition in history.ordered_transitions():
         if transition.cause not in _ALIVE:
             # An end: its Workload, and any seen alive only before it, are accounted for.
@@ -91,8 +98,8 @@ def seen_alive(history: JobHistory) -> list[EpisodeKey]:
             episode: EpisodeKey | None = EpisodeKey.parse(transition.key.rpartition("/")[0])
         except ValueError:
             episode = None
-        last[transition.workload_uid] = (episode, transition.at)
-    return [episode for episode, _ in last.values() if episode is not None]
+        last[transition.workload_uid] = (episode, transition.at, transition.cluster)
+    return [episode for episode, _, seen_on in last.values() if episode is not None and same_cluster(seen_on, cluster)]
 
 
 def vanished_ends(
@@ -102,12 +109,14 @@ def vanished_ends(
     *,
     at: float,
     detail: str,
+    cluster: str | None = None,
 ) -> list[VanishedEnd]:
     """The records of how the job's Workloads seen alive ended, for those in no list now.
 
     Args:
         history: the job's durable history.
         listed_uids: the UIDs of the Workloads the server holds now.
+        cluster: the identity of the cluster listed (None: unknown, every sighting counts).
         pods: the pods of the job's group as listed now, when no Workload holds the group.
         at: when the ends were noticed (used when no pod says when it happened).
         detail: why the ends were not observed (kept in the records' messages).
@@ -115,7 +124,7 @@ def vanished_ends(
     identity = history.identity
     if identity is None:
         return []
-    vanished = [episode for episode in seen_alive(history) if episode.workload_uid not in listed_uids]
+    vanished = [episode for episode in seen_alive(history, cluster) if episode.workload_uid not in listed_uids]
     return [
         _end(identity, episode, pods if index == len(vanished) - 1 else (), at, detail)
         for index, episode in enumerate(vanished)

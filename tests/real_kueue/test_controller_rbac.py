@@ -355,7 +355,9 @@ def test_two_replicas_under_the_shipped_rbac_fail_over_and_record_each_preemptio
 
 def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(installed: Installed) -> None:
     """The controller's token may patch a Workload in a team namespace (dry run) but not in a
-    namespace setup did not create: patch, delete and an Event there are each answered 403."""
+    namespace setup did not create: patch, delete and an Event there are each answered 403.
+    It lists pods in a team namespace, but not in that namespace nor across all of them (403):
+    a pod's spec holds its environment, and the controller needs SkyPilot's pods only."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -426,7 +428,32 @@ def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(instal
                 refused[what] = int(err.status)
             else:
                 refused[what] = 200
-        assert refused == {"patch": 403, "delete": 403, "event": 403}
+        core = client.CoreV1Api(api)
+        for what, call in (
+            ("pod list outside", lambda: core.list_namespaced_pod(OUTSIDE)),
+            (
+                "pod watch outside",
+                lambda: core.list_namespaced_pod(
+                    OUTSIDE, watch=True, timeout_seconds=1, _preload_content=False
+                ).release_conn(),
+            ),
+            ("pod list everywhere", lambda: core.list_pod_for_all_namespaces(limit=1)),
+        ):
+            try:
+                call()
+            except ApiException as err:
+                refused[what] = int(err.status)
+            else:
+                refused[what] = 200
+        assert refused == {
+            "patch": 403,
+            "delete": 403,
+            "event": 403,
+            "pod list outside": 403,
+            "pod watch outside": 403,
+            "pod list everywhere": 403,
+        }
+        assert core.list_namespaced_pod("team-b", label_selector="parent=skypilot").items is not None
         unchanged = kueue.workload(OUTSIDE, "outside")
         assert unchanged is not None and unchanged["spec"].get("priority") != 1000, unchanged
         # It still reads everywhere (its watches are cluster-wide).
