@@ -16,12 +16,17 @@ and aged its relaunch from nothing, so the bound on preemptions leaked across cl
 from __future__ import annotations
 
 import copy
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
+import yaml
 
 from sky_kueue.controller import history_document as doc
 from sky_kueue.controller.history import PreemptionRecord, StepDecision, Transition, TransitionCause, transition_key
@@ -35,6 +40,10 @@ from .live_support import CONTROLLER_USER_AGENT, STORE_NAMESPACE, Live, demo_agi
 
 JOB_HISTORIES = "jobhistories.sky-kueue.io"
 X = "team-b/x-1-fcd1e5cf"
+FLEET = Path(__file__).resolve().parents[2] / "configs" / "fleet"
+#: The User-Agent of B's requests to the home cluster (to find them in A's request log).
+B_HISTORY_AGENT = f"{CONTROLLER_USER_AGENT} (cluster b, history)"
+KUBECTL_TIMEOUT_SECONDS = 30
 
 
 def _reclaiming_setup() -> list[dict[str, Any]]:
@@ -76,8 +85,7 @@ def _fleet(tmp_path: Path) -> Iterator[tuple[Live, Live, OpenedState]]:
             lives.append(stack.enter_context(live_sandbox(tmp_path / name, setup=_reclaiming_setup())))
         a, b = lives
         own, home = b.sandbox.api_client(), a.sandbox.api_client()
-        for client in (own, home):
-            client.user_agent = CONTROLLER_USER_AGENT
+        own.user_agent, home.user_agent = CONTROLLER_USER_AGENT, B_HISTORY_AGENT
         a.sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
         b.sandbox.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": STORE_NAMESPACE}})
         a_state = open_state(StateSpec(StateKind.KUBERNETES, namespace=STORE_NAMESPACE), api_client=home)
@@ -161,6 +169,16 @@ def test_a_job_relaunched_on_another_cluster_continues_its_one_history(tmp_path:
         read = source.history(1, "team-b")
         assert read is not None and read.preemption_count == 3 and read.current_boost == 300
 
+        # Everything B asked of the home cluster is allowed by configs/fleet/home's Role.
+        (role,) = [d for d in yaml.safe_load_all((FLEET / "home" / "rbac.yaml").read_text()) if d["kind"] == "Role"]
+        (rule,) = role["rules"]
+        asked = [r.info for r in a.sandbox.requests.records() if r.user_agent.startswith(B_HISTORY_AGENT)]
+        assert asked
+        for info in asked:
+            assert (info.group, info.resource, info.namespace) == ("sky-kueue.io", "jobhistories", STORE_NAMESPACE)
+            assert info.verb in rule["verbs"], info
+        assert {"get", "list", "update"} <= {info.verb for info in asked}
+
 
 def test_two_clusters_controllers_writing_one_job_at_once_lose_no_update(tmp_path: Path) -> None:
     """The controllers of A and B (two API clients of the home cluster) record their own
@@ -202,3 +220,30 @@ def test_two_clusters_controllers_writing_one_job_at_once_lose_no_update(tmp_pat
             (c, f"{c}-w{i}") for c in ("a", "b") for i in range(per_cluster)
         }
         assert sum(s.write_stats().conflicts for s in stores) > 0, "the writers never raced; the test proves nothing"
+
+
+def test_a_member_clusters_deployment_keeps_its_history_in_the_home_cluster() -> None:
+    """``kubectl apply -k configs/fleet/member``: the controller of configs/controller, with
+    ``--state-kubeconfig`` naming the home cluster's kubeconfig, mounted from its Secret."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    rendered = subprocess.run(
+        [kubectl, "kustomize", str(FLEET / "member")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=KUBECTL_TIMEOUT_SECONDS,
+    ).stdout
+    (deployment,) = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    from sky_kueue.cli.controller_cmd import run
+
+    params = run.make_context("run", list(container["args"]), resilient_parsing=False).params
+    assert params["state_text"] == "kubernetes" and params["in_cluster"] is True
+    path = Path(params["state_kubeconfig"])
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "history-kubeconfig"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "history-kubeconfig"]
+    assert path.parent == Path(mount["mountPath"]) and mount["readOnly"] is True
+    assert volume["secret"]["secretName"] == "sky-kueue-history-kubeconfig" and path.name == "kubeconfig"
