@@ -27,7 +27,7 @@ Protocols, and reads time from an injected clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -851,7 +851,9 @@ class AgingEngine:
             return f"burst annotation not written (recorded in the store): {err}"
         return f"burst annotation: {result.outcome.value}"
 
-    def replay_pending(self, lookup: Callable[[str, str], Detection | None]) -> list[ReconcileOutcome]:
+    def replay_pending(
+        self, lookup: Callable[[str, str], Detection | None], clusters: Collection[str] | None = None
+    ) -> list[ReconcileOutcome]:
         """Re-actuates steps left ``decided`` by a crash or a transient failure.
 
         Call at startup and whenever actuations may have failed; a step whose Workload is
@@ -860,9 +862,12 @@ class AgingEngine:
 
         Args:
             lookup: returns the current snapshot of the Workload ``(namespace, name)``.
+            clusters: the cluster identities this controller answers for (default: its
+                cluster's now); steps of any other cluster are left alone.
         """
         outcomes: list[ReconcileOutcome] = []
-        own = self._cluster()
+        cluster = self._cluster()
+        own = clusters if clusters is not None else ({cluster} if cluster else set())
         for step in self._store.pending_steps():
             if not same_cluster(step.cluster, own):
                 continue

@@ -21,7 +21,7 @@ an in-cluster deployment with several replicas; ``--state`` chooses
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
@@ -55,9 +55,11 @@ _PHASE_OF_CAUSE = {
 }
 
 
-def same_cluster(recorded: str | None, own: str | None) -> bool:
-    """Whether a record of cluster ``recorded`` may be of the cluster ``own`` (either unknown: yes)."""
-    return recorded is None or own is None or recorded == own
+def same_cluster(recorded: str | None, own: Collection[str]) -> bool:
+    """Whether a record of cluster ``recorded`` may be of a cluster of ``own`` (the identities a
+    controller answers for: its cluster's now, and the one it saw before a cluster replaced under
+    it). Either unknown (None, or nothing in ``own``): yes."""
+    return recorded is None or not own or recorded in own
 
 
 def transition_key(episode: EpisodeKey, cause: TransitionCause) -> str:

@@ -86,8 +86,10 @@ def test_only_the_listed_clusters_workloads_can_have_vanished() -> None:
     on_a = JobHistory("managed-job/17", identity=IDENTITY).with_transition(
         Transition("uid-a#0/queued", TransitionCause.QUEUED, T0, "uid-a", "cluster-a")
     )
-    assert seen_alive(on_a, "cluster-b") == []
-    assert vanished_ends(on_a, set(), [], at=T0 + 100, detail="", cluster="cluster-b") == []
-    (end,) = vanished_ends(on_a, set(), [], at=T0 + 100, detail="", cluster="cluster-a")
+    assert seen_alive(on_a, {"cluster-b"}) == []
+    assert vanished_ends(on_a, set(), [], at=T0 + 100, detail="", clusters={"cluster-b"}) == []
+    (end,) = vanished_ends(on_a, set(), [], at=T0 + 100, detail="", clusters={"cluster-a"})
     assert end.workload_uid == "uid-a" and end.outcome is EndOutcome.UNKNOWN
+    # Cluster A replaced under its controller (new identity): what it saw on the old one did vanish.
+    assert len(vanished_ends(on_a, set(), [], at=T0 + 100, detail="", clusters={"cluster-a2", "cluster-a"})) == 1
     assert len(vanished_ends(on_a, set(), [], at=T0 + 100, detail="")) == 1  # own cluster unknown: counts
