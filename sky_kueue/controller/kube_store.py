@@ -16,7 +16,9 @@ CRD declares no status subresource, so record and summary change in one atomic w
 two requests, and a crash between them would leave the columns stale).
 
 Why every write is a compare-and-swap: two replicas (a deposed leader still finishing a
-request, the new leader) may write the same job. Each write is a PUT carrying the
+request, the new leader) may write the same job, and so may the controllers of two clusters
+that keep one history in a home cluster (:mod:`.state_spec`; a job relaunched on another
+cluster of its team). Each write is a PUT carrying the
 ``metadata.resourceVersion`` it read; the API server answers 409 Conflict when the object
 changed since (optimistic concurrency, Kubernetes API conventions "Concurrency Control and
 Consistency"; client-go ``util/retry.RetryOnConflict`` is the same loop). On 409 the store
