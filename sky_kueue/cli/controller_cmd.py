@@ -3,6 +3,9 @@
 ``controller run`` connects with a kubeconfig (or the pod's service account), takes part in
 leader election, and while leading watches Workloads and pod-group pods, records each
 SkyPilot job's preemptions and ages its relaunches (see :mod:`sky_kueue.controller.manager`).
+Pods are watched in the team namespaces of ``--config`` only, one watch each (its RBAC grants
+nothing more, docs/operations.md "RBAC"); the list is read at start, so a team added to the
+config is watched after a restart.
 Logs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully: the watches close, the
 watch cursor is saved, the Lease is released so a follower takes over at once, and the
 process exits 0.
@@ -33,7 +36,7 @@ import click
 from sky_kueue.cli import options
 from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
-from sky_kueue.cli.state_option import cluster_options, state_option
+from sky_kueue.cli.state_option import cluster_options, history_cluster_options, state_option
 from sky_kueue.controller import liveness
 from sky_kueue.controller.history import HoldRecord, StoreError
 from sky_kueue.controller.leader import DEFAULT_RETRY_PERIOD_SECONDS
@@ -60,8 +63,12 @@ def controller() -> None:
 @controller.command("run")
 @cluster_options
 @state_option
+@history_cluster_options
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), help="sky-kueue.yaml.")
-@click.option("--namespace", help="Watch one namespace only (default: all).")
+@click.option(
+    "--namespace",
+    help="Watch one namespace only (default: Workloads in all, SkyPilot's pods in the config's team namespaces).",
+)
 @click.option("--lease-namespace", help="Namespace of the leader-election Lease (default: the pod's).")
 @click.option("--lease-name", default=None, help="Name of the Lease (default: sky-kueue-controller).")
 @click.option("--identity", help="This replica's name in the Lease (default: host_pid_random).")
@@ -90,6 +97,8 @@ def run(
     context: str | None,
     in_cluster: bool,
     state_text: str | None,
+    state_kubeconfig: Path | None,
+    state_context: str | None,
     config_path: Path | None,
     namespace: str | None,
     lease_namespace: str | None,
@@ -144,7 +153,14 @@ def run(
     api_client = state_option_module.api_client_for(kubeconfig, context, in_cluster)
     try:
         opened = state_option_module.open_from_cli(
-            spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=False, api_client=api_client
+            spec,
+            kubeconfig=kubeconfig,
+            context=context,
+            in_cluster=in_cluster,
+            read_only=False,
+            api_client=api_client,
+            state_kubeconfig=state_kubeconfig,
+            state_context=state_context,
         )
     except UserError as err:
         message = err.message if spec.kind is StateKind.KUBERNETES else f"--state: {err.message}"
@@ -155,6 +171,7 @@ def run(
     settings = ControllerSettings(
         lease=lease_settings,
         namespace=namespace,
+        pod_namespaces=loaded.team_namespaces,  # read at start: a team added later needs a restart
         priority_boost_gate=gate,
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
@@ -206,10 +223,12 @@ def run(
                 "identity": lease_settings.identity,
                 "lease": f"{lease_settings.namespace}/{lease_settings.name}",
                 "state": str(spec),
+                "history": opened.location,
                 "config": str(loaded.path),
                 "aging_enabled": loaded.enabled,
                 "policy": loaded.aging.policy,
                 "actuator": loaded.aging.actuator.value,
+                "pod_namespaces": [namespace] if namespace else list(loaded.team_namespaces),
                 "safe_relaunch_namespaces": sorted(
                     ns for ns in holds.by_namespace if holds.for_namespace(ns) is not None
                 ),
@@ -407,6 +426,7 @@ def _print_lanes(console: Any, lanes: list[dict[str, Any]], info: dict[str, Any]
 
 @controller.command("status")
 @state_option
+@history_cluster_options
 @cluster_options
 @options.output_option()
 @click.option(
@@ -418,6 +438,8 @@ def _print_lanes(console: Any, lanes: list[dict[str, Any]], info: dict[str, Any]
 )
 def status(
     state_text: str | None,
+    state_kubeconfig: Path | None,
+    state_context: str | None,
     kubeconfig: Path | None,
     context: str | None,
     in_cluster: bool,
@@ -427,7 +449,13 @@ def status(
     """Jobs, preemptions, boosts, burst decisions and held relaunches recorded by the controller."""
     spec = state_option_module.parse(state_text)
     opened = state_option_module.open_from_cli(
-        spec, kubeconfig=kubeconfig, context=context, in_cluster=in_cluster, read_only=True
+        spec,
+        kubeconfig=kubeconfig,
+        context=context,
+        in_cluster=in_cluster,
+        read_only=True,
+        state_kubeconfig=state_kubeconfig,
+        state_context=state_context,
     )
     try:
         document = _status_document(opened)

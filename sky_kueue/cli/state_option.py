@@ -4,6 +4,9 @@ One helper for ``controller run``, ``controller status``, ``controller migrate``
 ``aging explain``, so every command accepts the same forms
 (:mod:`sky_kueue.controller.state_spec`) and fails the same way: one line, exit 2 (exit 1 when
 the API server holding a ``kubernetes`` store cannot be reached or refuses; docs/exit-codes.md).
+``run`` and ``status`` also take the cluster holding a ``kubernetes`` history when it is not
+the controller's own (``--state-kubeconfig``/``--state-context``; the runtime state stays in
+the controller's cluster). ``aging explain`` reads the history only: ``--context`` names it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,25 @@ def cluster_options(function: F) -> F:
     return options.kubeconfig_option("kubeconfig file.")(function)
 
 
+def history_cluster_options(function: F) -> F:
+    """``--state-kubeconfig``, ``--state-context``: the cluster holding a ``kubernetes`` history
+    when it is not the controller's own (a fleet's home cluster), as kubectl names a cluster."""
+    function = click.option(
+        "--state-context",
+        "state_context",
+        metavar="NAME",
+        default=None,
+        help="Kubeconfig context of the cluster holding a kubernetes history (default: the controller's).",
+    )(function)
+    return click.option(
+        "--state-kubeconfig",
+        "state_kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Kubeconfig of the cluster holding a kubernetes history (default: --kubeconfig's).",
+    )(function)
+
+
 def parse(text: str | None, *, option: str = "--state") -> StateSpec:
     """The parsed spec; a malformed one is an :class:`~sky_kueue.cli.errors.UserError` (one line, exit 2)."""
     try:
@@ -60,17 +82,27 @@ def open_from_cli(
     in_cluster: bool,
     read_only: bool,
     api_client: ApiClient | None = None,
+    state_kubeconfig: Path | None = None,
+    state_context: str | None = None,
 ) -> OpenedState:
-    """Opens the store, connecting to the cluster first for a Kubernetes spec.
+    """Opens the store, connecting to the cluster first for a Kubernetes spec (and to the
+    history's own cluster, given ``state_kubeconfig`` or ``state_context``).
 
     Raises:
         UserError: the store cannot be opened (one line, exit 2; 1 when its API server cannot
-            be reached or refuses).
+            be reached or refuses), or a history cluster is named for a SQLite file.
     """
+    history_api_client = None
+    if state_kubeconfig is not None or state_context is not None:
+        if spec.kind is not StateKind.KUBERNETES:
+            raise UserError(
+                f"--state-kubeconfig/--state-context name the cluster of a kubernetes history; --state is {spec}"
+            )
+        history_api_client = api_client_for(state_kubeconfig or kubeconfig, state_context, in_cluster=False)
     if spec.kind is StateKind.KUBERNETES and api_client is None:
         api_client = api_client_for(kubeconfig, context, in_cluster)
     try:
-        return open_state(spec, api_client=api_client, read_only=read_only)
+        return open_state(spec, api_client=api_client, read_only=read_only, history_api_client=history_api_client)
     except StoreError as err:
         raise UserError(
             f"--state {spec}: {err}" if spec.kind is StateKind.KUBERNETES else str(err), store_exit_code(err)

@@ -48,6 +48,9 @@ class ControllerConfig:
     lanes: Lanes = field(default_factory=Lanes)
     #: The extended resource SkyPilot accelerators map to (``kubernetes.gpu_resource``).
     gpu_resource: str = "nvidia.com/gpu"
+    #: Every team's namespace (``teams.<t>.namespace`` and those of ``teams.<t>.clusters``),
+    #: sorted: where SkyPilot creates the teams' pods, so where the controller watches pods.
+    team_namespaces: tuple[str, ...] = ()
 
 
 def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
@@ -86,6 +89,9 @@ def load_controller_config(path: str | os.PathLike[str]) -> ControllerConfig:
         burst_gates=burst_gates(config),
         lanes=lanes_of(config),
         gpu_resource=config.kubernetes.gpu_resource,
+        team_namespaces=tuple(
+            sorted({cluster.namespace for team in config.teams.values() for cluster in config.team_clusters(team)})
+        ),
     )
 
 

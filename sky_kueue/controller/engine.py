@@ -27,7 +27,7 @@ Protocols, and reads time from an injected clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -65,6 +65,7 @@ from sky_kueue.controller.history import (
     StepState,
     Transition,
     TransitionCause,
+    same_cluster,
     transition_key,
 )
 from sky_kueue.controller.hold import HoldKeeper, HoldOutcome
@@ -226,8 +227,16 @@ class AgingEngine:
         burst_gates: BurstGates | None = None,
         relaunch_wait: RelaunchWait | None = None,
         protected_slot: ProtectedSlot | None = None,
+        cluster: Callable[[], str | None] = lambda: None,
     ) -> None:
+        """Args:
+        cluster: the identity of the cluster the engine's Workloads live in (the live
+            controller's mirror reads it; None: unknown). Recorded on each transition and step,
+            so that in a history shared by several clusters' controllers, each retries and
+            settles only its own cluster's steps (:meth:`replay_pending`).
+        """
         self._store = store
+        self._cluster = cluster
         #: Where ``protect_within_nominal`` reads nominal quota and admitted Workloads (None:
         #: nowhere, so with that setting no admitted Workload is granted the protected level).
         self._protected_slot = protected_slot
@@ -458,7 +467,8 @@ class AgingEngine:
         return self._record(identity, episode, TransitionCause.QUEUED, queued_at, facts.uid)
 
     def _record(self, identity: JobIdentity, episode: EpisodeKey, cause: TransitionCause, at: float, uid: str) -> bool:
-        return self._store.record_transition(identity, Transition(transition_key(episode, cause), cause, at, uid))
+        transition = Transition(transition_key(episode, cause), cause, at, uid, self._cluster())
+        return self._store.record_transition(identity, transition)
 
     def _age(
         self,
@@ -485,6 +495,7 @@ class AgingEngine:
                 boost=decision.boost,
                 decided_at=now,
                 explanation=decision.explanation(),
+                cluster=self._cluster(),
             ),
         )
         base = history.base_priority if history.base_priority is not None else facts.priority
@@ -840,17 +851,26 @@ class AgingEngine:
             return f"burst annotation not written (recorded in the store): {err}"
         return f"burst annotation: {result.outcome.value}"
 
-    def replay_pending(self, lookup: Callable[[str, str], Detection | None]) -> list[ReconcileOutcome]:
+    def replay_pending(
+        self, lookup: Callable[[str, str], Detection | None], clusters: Collection[str] | None = None
+    ) -> list[ReconcileOutcome]:
         """Re-actuates steps left ``decided`` by a crash or a transient failure.
 
         Call at startup and whenever actuations may have failed; a step whose Workload is
-        gone, replaced or no longer waiting is marked skipped.
+        gone, replaced or no longer waiting is marked skipped. A step of another cluster's
+        Workload (a history shared across clusters) is left to that cluster's controller.
 
         Args:
             lookup: returns the current snapshot of the Workload ``(namespace, name)``.
+            clusters: the cluster identities this controller answers for (default: its
+                cluster's now); steps of any other cluster are left alone.
         """
         outcomes: list[ReconcileOutcome] = []
+        cluster = self._cluster()
+        own = clusters if clusters is not None else ({cluster} if cluster else set())
         for step in self._store.pending_steps():
+            if not same_cluster(step.cluster, own):
+                continue
             current = lookup(step.workload_namespace, step.workload_name)
             if current is None or current.workload.uid != step.key.workload_uid:
                 reason = "target gone" if current is None else "name now belongs to another Workload"

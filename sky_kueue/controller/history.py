@@ -21,7 +21,7 @@ an in-cluster deployment with several replicas; ``--state`` chooses
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
@@ -55,6 +55,13 @@ _PHASE_OF_CAUSE = {
 }
 
 
+def same_cluster(recorded: str | None, own: Collection[str]) -> bool:
+    """Whether a record of cluster ``recorded`` may be of a cluster of ``own`` (the identities a
+    controller answers for: its cluster's now, and the one it saw before a cluster replaced under
+    it). Either unknown (None, or nothing in ``own``): yes."""
+    return recorded is None or not own or recorded in own
+
+
 def transition_key(episode: EpisodeKey, cause: TransitionCause) -> str:
     """The idempotency key of a phase change: one per Workload episode and cause."""
     return f"{episode.token}/{cause.value}"
@@ -62,12 +69,22 @@ def transition_key(episode: EpisodeKey, cause: TransitionCause) -> str:
 
 @dataclass(frozen=True)
 class Transition:
-    """The job entered ``phase`` at ``at`` because of ``cause`` on Workload ``workload_uid``."""
+    """The job entered ``phase`` at ``at`` because of ``cause`` on Workload ``workload_uid``.
+
+    ``cluster`` is the identity of the cluster that Workload lives in (its ``kube-system``
+    UID, :mod:`sky_kueue.mirror.cluster_identity`), recorded on what the controller saw
+    (queued, admitted, finished) when it knew it: a history shared by the controllers of
+    several clusters (docs/operations.md, "One history across clusters") holds Workloads of
+    each, and a controller judges only its own cluster's (what a relist no longer shows,
+    :mod:`.vanished`). None: unknown, taken as any cluster's; the transition of a preemption
+    or eviction record carries none (an end needs no such judgement).
+    """
 
     key: str
     cause: TransitionCause
     at: float
     workload_uid: str
+    cluster: str | None = None
 
     @property
     def phase(self) -> Phase:
@@ -121,11 +138,19 @@ class StepDecision:
     boost: int
     decided_at: float
     explanation: tuple[str, ...] = ()
+    #: The identity of the cluster the Workload lives in (None: unknown); see :class:`AgingStep`.
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)
 class AgingStep:
-    """A stored aging step. ``revision`` grows when a later decision raised the boost."""
+    """A stored aging step. ``revision`` grows when a later decision raised the boost.
+
+    ``cluster``: the cluster the step's Workload lives in (as :attr:`Transition.cluster`).
+    Only that cluster's controller retries or settles the step: in a history shared across
+    clusters, another cluster's controller finds no such Workload and must not mark the step
+    skipped ("target gone") while its own controller may still patch it.
+    """
 
     key: EpisodeKey
     job_key: str
@@ -142,6 +167,7 @@ class AgingStep:
     actuator: str | None = None
     detail: str | None = None
     explanation: tuple[str, ...] = ()
+    cluster: str | None = None
 
     @property
     def needs_actuation(self) -> bool:

@@ -125,6 +125,7 @@ class TransitionDoc(_Schema):
     cause: TransitionCause
     at: float
     workload_uid: str
+    cluster: str | None = None
 
 
 class PreemptionDoc(_Schema):
@@ -163,6 +164,7 @@ class StepDoc(_Schema):
     actuator: str | None = None
     detail: str | None = None
     explanation: tuple[str, ...] = ()
+    cluster: str | None = None
 
 
 class BurstDoc(_Schema):

@@ -16,7 +16,9 @@ CRD declares no status subresource, so record and summary change in one atomic w
 two requests, and a crash between them would leave the columns stale).
 
 Why every write is a compare-and-swap: two replicas (a deposed leader still finishing a
-request, the new leader) may write the same job. Each write is a PUT carrying the
+request, the new leader) may write the same job, and so may the controllers of two clusters
+that keep one history in a home cluster (:mod:`.state_spec`; a job relaunched on another
+cluster of its team). Each write is a PUT carrying the
 ``metadata.resourceVersion`` it read; the API server answers 409 Conflict when the object
 changed since (optimistic concurrency, Kubernetes API conventions "Concurrency Control and
 Consistency"; client-go ``util/retry.RetryOnConflict`` is the same loop). On 409 the store
@@ -312,6 +314,23 @@ class _Objects:
         return self.retry.run(f"cannot write {self.where(name)}", attempt, self.host)
 
 
+def _check_served(objects: _Objects) -> None:
+    """Lists the runtime record (one small list): fails when JobHistory objects cannot be read.
+
+    Raises:
+        StoreClusterError: one line saying what is missing (CRD, RBAC) or unreachable.
+    """
+    try:
+        objects.list(f"{doc.RECORD_LABEL}={doc.RecordKind.RUNTIME}")
+    except StoreClusterError as err:
+        if err.unreachable:
+            raise
+        raise StoreClusterError(
+            f"{err} (is the CRD configs/controller/jobhistory-crd.yaml installed, "
+            "and may this service account list it?)"
+        ) from None
+
+
 class KubernetesHistoryStore:
     """:class:`~sky_kueue.controller.history.HistoryStore` on ``JobHistory`` objects."""
 
@@ -343,15 +362,7 @@ class KubernetesHistoryStore:
         Raises:
             StoreError: one line saying what is missing.
         """
-        try:
-            self._objects.list(f"{doc.RECORD_LABEL}={doc.RecordKind.RUNTIME}")
-        except StoreClusterError as err:
-            if err.unreachable:
-                raise
-            raise StoreClusterError(
-                f"{err} (is the CRD configs/controller/jobhistory-crd.yaml installed, "
-                "and may this service account list it?)"
-            ) from None
+        _check_served(self._objects)
 
     # --- encoding -----------------------------------------------------------------------
 
@@ -618,6 +629,7 @@ class KubernetesHistoryStore:
                     decided_at=decision.decided_at,
                     state=StepState.DECIDED,
                     explanation=tuple(decision.explanation),
+                    cluster=decision.cluster,
                 )
             elif decision.boost > existing.boost and existing.state is not StepState.SKIPPED:
                 step = replace(
@@ -842,6 +854,14 @@ class KubernetesRuntimeState:
     ) -> None:
         self._objects = _Objects(api_client, namespace, retry or RetryPolicy())
         self.namespace = namespace
+
+    def check(self) -> None:
+        """Fails fast when the resource is not served or not readable here (as the store's check).
+
+        Raises:
+            StoreError: one line saying what is missing.
+        """
+        _check_served(self._objects)
 
     def _spec(self, obj: dict[str, Any] | None) -> doc.JobHistorySpec:
         return doc.JobHistorySpec(job="") if obj is None else doc.parse_spec(obj)

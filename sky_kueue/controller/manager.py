@@ -88,6 +88,9 @@ class ControllerSettings:
     lease: LeaseSettings
     #: Watch one namespace only (None: all namespaces).
     namespace: str | None = None
+    #: Watch SkyPilot's pods in these namespaces only, the team namespaces (None: in all; a
+    #: ``namespace`` above wins). ``controller run`` takes them from the plugin config.
+    pod_namespaces: tuple[str, ...] | None = None
     #: Force the PriorityBoost gate's state (None: detect it in the cluster).
     priority_boost_gate: bool | None = None
     kueue_namespace: str = KUEUE_NAMESPACE
@@ -100,7 +103,9 @@ class ControllerSettings:
 def _plus_session(requests: WatchRequests, session: Session) -> WatchRequests:
     counts = session.mirror.request_counts
     return WatchRequests(
-        requests.lists + counts["lists"], requests.watches + counts["watches"], requests.initial + len(session.kinds)
+        requests.lists + counts["lists"],
+        requests.watches + counts["watches"],
+        requests.initial + len(session.mirror.reflectors),
     )
 
 
@@ -295,6 +300,7 @@ class Controller:
             burst_gates=self.burst_gates,
             relaunch_wait=MirrorRelaunchWait(cache, self.clock, cached=model) if self.burst_gates.enabled else None,
             protected_slot=MirrorProtectedSlot(cache) if within_nominal else None,
+            cluster=lambda: cache.cluster_identity,
         )
         log.info(
             "aging actuator resolved",
@@ -331,6 +337,7 @@ class Controller:
                 self.api_client,
                 workload_version=self.settings.workload_version,
                 namespace=self.settings.namespace,
+                pod_namespaces=self.settings.pod_namespaces,
                 cursor=cursor,
                 new_engine=self._new_engine,
                 new_reconciler=self._new_reconciler,

@@ -236,7 +236,7 @@ class Reconciler:
         if synced.source is ChangeSource.LIST or synced.reset is not None:
             # After a replay instead (see _retry_pending): a step whose patch landed just before
             # a crash is confirmed by the replayed snapshots, even if its Workload is gone since.
-            self.engine.replay_pending(self._lookup)
+            self.engine.replay_pending(self._lookup, self._own_clusters())
         if synced.reset is not None or synced.source is ChangeSource.RELIST:
             self._record_vanished(synced)
         for obj in self._currents():
@@ -247,6 +247,12 @@ class Reconciler:
         else:
             self.cursor.advance(synced.resource_version)  # the listed state is handled
             self.cursor.remember_cluster(self.cache.cluster_identity)
+
+    def _own_clusters(self) -> set[str]:
+        """The cluster identities this controller answers for: its cluster's now and, until the
+        cursor is rebased after a cluster was replaced under it, the one before (a shared
+        history's other clusters are not among them; docs/operations.md)."""
+        return {c for c in (self.cache.cluster_identity, self.cursor.cluster) if c}
 
     def _forget_versions(self) -> None:
         """Forgets what was remembered by resourceVersion: after the state went back, the same
@@ -288,7 +294,8 @@ class Reconciler:
             group = f"{identity.namespace}/{identity.pod_group}" if identity.pod_group else None
             # The group's pods are the vanished Workload's only while no other Workload holds the group.
             pods = self.cache.pods_of_group(group) if group and self.cache.get(KindName.WORKLOAD, group) is None else []
-            for end in vanished_ends(history, listed, pods, at=now, detail=detail):
+            ends = vanished_ends(history, listed, pods, at=now, detail=detail, clusters=self._own_clusters())
+            for end in ends:
                 if end.preemption is not None:
                     recorded = self._history.record_preemption(end.identity, end.preemption)
                 elif end.eviction is not None:
@@ -401,7 +408,7 @@ class Reconciler:
         if self.replaying_until is not None:
             return  # still replaying: the replayed snapshots may yet confirm them
         if self._history.pending_steps():
-            self.engine.replay_pending(self._lookup)
+            self.engine.replay_pending(self._lookup, self._own_clusters())
 
     def _reage_waiting(self) -> None:
         """Reconciles every waiting Workload again, so its boost follows its growing age.

@@ -8,7 +8,10 @@ then resume the Workload watch from the cursor, so changes the last term never h
 
 The mirror holds only what the controller reads: Workloads, the pods of SkyPilot groups
 (job identity, ``TerminationTarget``, the relaunch race) and WorkloadPriorityClasses (a
-preemptor's class). Its sink puts every transition on the :class:`WorkQueue` in the
+preemptor's class). Pods are watched in the team namespaces only when the controller is given
+them (``pod_namespaces``, from the plugin config's teams): SkyPilot creates its pods there,
+and the controller's RBAC then grants reading pods (whose specs hold environment values) in
+those namespaces and nowhere else. Its sink puts every transition on the :class:`WorkQueue` in the
 mirror's order, under the mirror's lock; the worker thread takes them one at a time to the
 :class:`~sky_kueue.controller.reconciler.Reconciler`. The worker starts once every kind is
 listed, so the first Workload it reconciles already has its pods (its job identity).
@@ -99,7 +102,12 @@ class Session:
         new_reconciler: ReconcilerFactory,
         on_handled: Callable[[], None],
         kind_list: tuple[kinds.Kind, ...] = CONTROLLER_KINDS,
+        pod_namespaces: tuple[str, ...] | None = None,
     ) -> None:
+        """Args:
+        namespace: watch every kind in this namespace only (None: all).
+        pod_namespaces: watch pods in these namespaces only, one watch each (None: all).
+        """
         self.cursor = cursor
         self.queue = WorkQueue()
         self.kinds = kind_list
@@ -114,6 +122,7 @@ class Session:
             resume={kinds.KindName.WORKLOAD: cursor.version} if cursor.version else None,
             resume_cluster=cursor.cluster,
             namespace=namespace,
+            per_namespace=None if pod_namespaces is None else {kinds.KindName.POD: pod_namespaces},
             owns_connection=False,
         )
         self.mirror.subscribe(WANTED_TRANSITIONS, sink=self.queue.put_transition)

@@ -100,7 +100,8 @@ CREATE TABLE IF NOT EXISTS transitions (
     job_key TEXT NOT NULL,
     cause TEXT NOT NULL,
     at REAL NOT NULL,
-    workload_uid TEXT NOT NULL
+    workload_uid TEXT NOT NULL,
+    cluster TEXT
 );
 CREATE INDEX IF NOT EXISTS transitions_by_job ON transitions (job_key, seq);
 CREATE TABLE IF NOT EXISTS preemptions (
@@ -144,7 +145,8 @@ CREATE TABLE IF NOT EXISTS steps (
     actuated_at REAL,
     actuator TEXT,
     detail TEXT,
-    explanation TEXT NOT NULL
+    explanation TEXT NOT NULL,
+    cluster TEXT
 );
 CREATE INDEX IF NOT EXISTS steps_by_job ON steps (job_key, seq);
 CREATE INDEX IF NOT EXISTS steps_by_state ON steps (state, seq);
@@ -181,6 +183,9 @@ CREATE TABLE IF NOT EXISTS holds (
 #: open adds the column to an older file (its rows read as team unknown, filled in by the first
 #: claimant in the job's namespace); a read-only open of such a file reads no team.
 _TEAM_COLUMN = "ALTER TABLE jobs ADD COLUMN team TEXT"
+#: The cluster a transition's or a step's Workload lives in (``Transition.cluster``), added the
+#: same way: a writable open adds the columns, an older file's rows read as cluster unknown.
+_CLUSTER_TABLES = ("transitions", "steps")
 #: The tables a sky-kueue store must hold (runtime-state tables are checked by their owner).
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
@@ -260,6 +265,9 @@ class SqliteHistoryStore:
                 self._conn.execute(_HOLDS_SCHEMA)
                 if not self._has_team_column():
                     self._conn.execute(_TEAM_COLUMN)
+                for table in _CLUSTER_TABLES:
+                    if not self._has_column(table, "cluster"):
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN cluster TEXT")
             self._team = self._has_team_column()  # False only on a read-only open of an older file
             self._holds = bool(
                 self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'holds'").fetchone()
@@ -273,7 +281,10 @@ class SqliteHistoryStore:
     # --- plumbing ---------------------------------------------------------------------
 
     def _has_team_column(self) -> bool:
-        return any(str(row[1]) == "team" for row in self._conn.execute("PRAGMA table_info(jobs)"))
+        return self._has_column("jobs", "team")
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(str(row[1]) == column for row in self._conn.execute(f"PRAGMA table_info({table})"))
 
     def _check_integrity(self) -> None:
         """Refuse a damaged file at start (SQLite's ``quick_check`` and our tables present).
@@ -504,9 +515,16 @@ class SqliteHistoryStore:
     @staticmethod
     def _insert_transition(conn: sqlite3.Connection, job_key: str, transition: Transition) -> bool:
         cursor = conn.execute(
-            """INSERT OR IGNORE INTO transitions (key, job_key, cause, at, workload_uid)
-               VALUES (?, ?, ?, ?, ?)""",
-            (transition.key, job_key, transition.cause.value, transition.at, transition.workload_uid),
+            """INSERT OR IGNORE INTO transitions (key, job_key, cause, at, workload_uid, cluster)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            (
+                transition.key,
+                job_key,
+                transition.cause.value,
+                transition.at,
+                transition.workload_uid,
+                transition.cluster,
+            ),
         )
         return cursor.rowcount == 1
 
@@ -586,7 +604,7 @@ class SqliteHistoryStore:
             if row is None:
                 conn.execute(
                     """INSERT INTO steps (key, job_key, namespace, name, policy, boost, revision, decided_at,
-                           state, explanation) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)""",
+                           state, explanation, cluster) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)""",
                     (
                         decision.key.token,
                         key,
@@ -597,6 +615,7 @@ class SqliteHistoryStore:
                         decision.decided_at,
                         StepState.DECIDED.value,
                         explanation,
+                        decision.cluster,
                     ),
                 )
             elif decision.boost > row["boost"] and row["state"] != StepState.SKIPPED.value:
@@ -721,7 +740,7 @@ class SqliteHistoryStore:
             if job is None:
                 return None
             transitions = tuple(
-                Transition(r["key"], TransitionCause(r["cause"]), r["at"], r["workload_uid"])
+                Transition(r["key"], TransitionCause(r["cause"]), r["at"], r["workload_uid"], _cluster(r))
                 for r in conn.execute("SELECT * FROM transitions WHERE job_key = ? ORDER BY seq", (key,))
             )
             preemptions = tuple(
@@ -859,7 +878,14 @@ def _step_from_row(row: sqlite3.Row) -> AgingStep:
         actuator=row["actuator"],
         detail=row["detail"],
         explanation=tuple(json.loads(row["explanation"])),
+        cluster=_cluster(row),
     )
+
+
+def _cluster(row: sqlite3.Row) -> str | None:
+    """A row's cluster (None on a read-only open of a file from before the column)."""
+    known = "cluster" in row.keys()  # noqa: SIM118 (``in`` on a Row tests its values, not its columns)
+    return str(row["cluster"]) if known and row["cluster"] is not None else None
 
 
 if TYPE_CHECKING:

@@ -8,6 +8,14 @@ Two stores implement :class:`~sky_kueue.controller.history.HistoryStore`:
   an in-cluster deployment with several replicas (:mod:`sky_kueue.controller.kube_store`).
   Without a namespace: the pod's own (its service account's), else ``sky-kueue-system``.
 
+A ``kubernetes`` history may live in another cluster than the controller's own: the *home*
+cluster of a fleet, where every cluster's controller keeps its JobHistory objects, so a job
+relaunched on another cluster of its team (placement, burst) continues one history
+(``--state-kubeconfig``/``--state-context``; docs/operations.md, "One history across
+clusters"). The runtime state (the Workload watch cursor, whose resourceVersions are the
+controller's own cluster's, and the heartbeat) stays in the controller's own cluster, in the
+namespace of the same name.
+
 Parsing is pure; opening imports the adapter it needs, so the SQLite path never loads the
 Kubernetes client and vice versa.
 """
@@ -155,14 +163,28 @@ class OpenedState:
         self.runtime.close()
 
 
-def open_state(spec: StateSpec, *, api_client: ApiClient | None = None, read_only: bool = False) -> OpenedState:
+def open_state(
+    spec: StateSpec,
+    *,
+    api_client: ApiClient | None = None,
+    read_only: bool = False,
+    history_api_client: ApiClient | None = None,
+) -> OpenedState:
     """Opens the store ``spec`` names (a Kubernetes spec needs ``api_client``).
+
+    Args:
+        api_client: the controller's own cluster (a Kubernetes spec's runtime state, and its
+            history unless ``history_api_client`` is given).
+        history_api_client: the cluster holding a Kubernetes spec's history (the fleet's home).
 
     Raises:
         StoreError: the file cannot be opened or created, or the API server does not serve
-            (or lets this client read) the JobHistory resource in the namespace.
+            (or lets this client read) the JobHistory resource in the namespace; or
+            ``history_api_client`` given for a SQLite spec.
     """
     if spec.kind is StateKind.SQLITE:
+        if history_api_client is not None:
+            raise StoreError(f"the history is the file {spec.path}: only a kubernetes store lives in another cluster")
         from sky_kueue.controller.runtime_state import RuntimeState
         from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 
@@ -190,11 +212,11 @@ def open_state(spec: StateSpec, *, api_client: ApiClient | None = None, read_onl
     from sky_kueue.controller.kube_store import KubernetesHistoryStore, KubernetesRuntimeState
 
     namespace = resolve_namespace(spec)
-    kube_store = KubernetesHistoryStore(api_client, namespace)
+    location = f"jobhistories.sky-kueue.io in namespace {namespace}"
+    kube_store = KubernetesHistoryStore(history_api_client or api_client, namespace)
     kube_store.check()
-    return OpenedState(
-        spec,
-        kube_store,
-        KubernetesRuntimeState(api_client, namespace),
-        f"jobhistories.sky-kueue.io in namespace {namespace}",
-    )
+    kube_runtime = KubernetesRuntimeState(api_client, namespace)
+    if history_api_client is not None:
+        kube_runtime.check()  # the cursor and heartbeat stay in the controller's own cluster
+        location += f" of {history_api_client.configuration.host}"
+    return OpenedState(spec, kube_store, kube_runtime, location)

@@ -15,6 +15,13 @@ further) transitions with source ``list``; or later with ``replay=True`` to get 
 state first. Reads go to :attr:`Mirror.store` (indexed queries) and to
 :meth:`Mirror.cluster_state` (the model's input, for predictions on live state).
 
+A namespaced kind is watched across all namespaces by one reflector, or (``per_namespace``)
+by one reflector per namespace named: the controller watches SkyPilot's pods only in the team
+namespaces, so its RBAC grants reading pods there and nowhere else (a pod's spec holds its
+environment, secrets included). Each namespace then has its own list, watch and
+resourceVersion; the store replaces only that namespace's objects on its list
+(:meth:`MirrorStore.replace`), and the kind counts as synced once every namespace is.
+
 Why one process-wide store and reflector threads rather than an asyncio loop: the official
 client is synchronous, the work per event is tiny, and the controller and the CLI are
 synchronous too. Eight watch connections and one lock are cheap.
@@ -48,6 +55,10 @@ log = logging.getLogger(__name__)
 #: How long :meth:`Mirror.stop` waits for each reflector thread.
 STOP_JOIN_SECONDS = 5.0
 
+#: A reflector's key in :attr:`Mirror.reflectors`: its kind, or (kind, namespace) for a kind
+#: watched one namespace at a time.
+ReflectorKey = kinds.KindName | tuple[kinds.KindName, str]
+
 
 class Mirror:
     """A live, watch-based copy of a cluster's Kueue state."""
@@ -65,6 +76,7 @@ class Mirror:
         resume: Mapping[kinds.KindName, str] | None = None,
         resume_cluster: str | None = None,
         namespace: str | None = None,
+        per_namespace: Mapping[kinds.KindName, Iterable[str]] | None = None,
         owns_connection: bool = True,
         check_cluster_identity: bool = True,
     ) -> None:
@@ -77,6 +89,8 @@ class Mirror:
         check_cluster_identity: read the cluster identity before each list and resumed
             watch (one GET each), to notice a cluster replaced under the mirror.
         namespace: mirror namespaced kinds of this namespace only (None: all).
+        per_namespace: namespaced kinds to mirror only in these namespaces, one reflector
+            per namespace (with ``namespace`` given, that one namespace wins).
         owns_connection: :meth:`stop` closes the connection (False: the caller shares it).
         """
         self._owns_connection = owns_connection
@@ -85,29 +99,35 @@ class Mirror:
         self.clock: Clock = clock or SystemClock()
         self.store = MirrorStore(clock=self.clock)
         self._lock = threading.Lock()
-        self._errors: dict[kinds.KindName, tuple[BaseException, bool]] = {}
+        self._errors: dict[ReflectorKey, tuple[BaseException, bool]] = {}
         #: Failures reported by the reflectors so far (a watcher of the mirror compares counts).
         self.error_count = 0
-        self._last_error: tuple[kinds.KindName, BaseException] | None = None
+        self._last_error: tuple[ReflectorKey, BaseException] | None = None
         self._started = False
-        self.reflectors: dict[kinds.KindName, Reflector] = {}
+        self.reflectors: dict[ReflectorKey, Reflector] = {}
         timeout = (settings or ReflectorSettings()).request_timeout
         identity = ClusterIdentityReader(conn.api_client, timeout) if check_cluster_identity else None
+        scoped = {} if namespace is not None else {k: sorted(set(v)) for k, v in (per_namespace or {}).items()}
         for kind in kind_list:
             if not api.serves(kind):
                 continue
-            source = KindSource(conn.api_client, kind, api.version_of(kind), namespace)
-            self.reflectors[kind.name] = Reflector(
-                source,
-                self.store,
-                settings=settings,
-                sleep=sleep,
-                on_error=self._error_reporter(kind.name),
-                rng=rng,
-                resume_from=(resume or {}).get(kind.name),
-                identity=identity,
-                resume_cluster=resume_cluster,
-            )
+            scopes: list[tuple[ReflectorKey, str | None]] = [(kind.name, namespace)]
+            if kind.namespaced and kind.name in scoped:
+                self.store.expect_namespaces(kind.name, scoped[kind.name])
+                scopes = [((kind.name, ns), ns) for ns in scoped[kind.name]]
+            for key, scope in scopes:
+                source = KindSource(conn.api_client, kind, api.version_of(kind), scope)
+                self.reflectors[key] = Reflector(
+                    source,
+                    self.store,
+                    settings=settings,
+                    sleep=sleep,
+                    on_error=self._error_reporter(key),
+                    rng=rng,
+                    resume_from=(resume or {}).get(kind.name),
+                    identity=identity,
+                    resume_cluster=resume_cluster,
+                )
 
     @classmethod
     def connect(
@@ -162,35 +182,40 @@ class Mirror:
 
     # ---- health ------------------------------------------------------------------------------
 
-    def _error_reporter(self, kind: kinds.KindName) -> Callable[[BaseException, bool], None]:
+    def _error_reporter(self, key: ReflectorKey) -> Callable[[BaseException, bool], None]:
         def report(exc: BaseException, permanent: bool) -> None:
             with self._lock:
-                self._errors[kind] = (exc, permanent)
+                self._errors[key] = (exc, permanent)
                 self.error_count += 1
-                self._last_error = (kind, exc)
+                self._last_error = (key, exc)
             self.store.wake_waiters()
 
         return report
 
-    def _settled(self, kind: kinds.KindName) -> bool:
+    def _synced(self, key: ReflectorKey) -> bool:
+        reflector = self.reflectors[key]
+        return self.store.is_synced(reflector.kind.name, reflector.source.namespace)
+
+    def _settled(self, key: ReflectorKey) -> bool:
         """Synced, or an optional kind that was refused for good."""
-        if self.store.is_synced(kind):
+        if self._synced(key):
             return True
         with self._lock:
-            error = self._errors.get(kind)
-        reflector = self.reflectors[kind]
+            error = self._errors.get(key)
+        reflector = self.reflectors[key]
         return error is not None and error[1] and not reflector.kind.required
 
     def _fatal(self) -> MirrorError | None:
         with self._lock:
             errors = dict(self._errors)
-        for name, (exc, permanent) in errors.items():
-            reflector = self.reflectors[name]
-            if permanent and reflector.kind.required and not self.store.is_synced(name):
+        for key, (exc, permanent) in errors.items():
+            reflector = self.reflectors[key]
+            if permanent and reflector.kind.required and not self._synced(key):
+                where = f" in namespace {reflector.source.namespace}" if reflector.source.namespace else ""
                 return explain(
                     exc,
                     host=self.connection.host,
-                    what=f"list {reflector.kind.resource_name(reflector.source.version)}",
+                    what=f"list {reflector.kind.resource_name(reflector.source.version)}{where}",
                 )
         return None
 
@@ -211,16 +236,16 @@ class Mirror:
         if fatal is not None:
             raise fatal
         if not done:
-            missing = [name for name in self.reflectors if not self._settled(name)]
+            missing = [key for key in self.reflectors if not self._settled(key)]
             details = []
             with self._lock:
-                for name in missing:
-                    error = self._errors.get(name)
-                    reflector = self.reflectors[name]
+                for key in missing:
+                    error = self._errors.get(key)
+                    reflector = self.reflectors[key]
                     details.append(
-                        reflector.kind.plural
+                        reflector.what
                         + (
-                            f" ({explain(error[0], host=self.connection.host, what='list ' + reflector.kind.plural)})"
+                            f" ({explain(error[0], host=self.connection.host, what='list ' + reflector.what)})"
                             if error
                             else ""
                         )
@@ -235,11 +260,13 @@ class Mirror:
         out = []
         with self._lock:
             errors = dict(self._errors)
-        for name, (exc, permanent) in sorted(errors.items()):
-            reflector = self.reflectors[name]
+        for exc, permanent, reflector in sorted(
+            ((exc, permanent, self.reflectors[key]) for key, (exc, permanent) in errors.items()),
+            key=lambda found: found[2].what,
+        ):
             if permanent and not reflector.kind.required:
-                error = explain(exc, host=self.connection.host, what=f"list {reflector.kind.plural}")
-                out.append(f"{reflector.kind.plural} not mirrored: {error}")
+                error = explain(exc, host=self.connection.host, what=f"list {reflector.what}")
+                out.append(f"{reflector.what} not mirrored: {error}")
         return out
 
     # ---- consumers ---------------------------------------------------------------------------
@@ -284,9 +311,9 @@ class Mirror:
             last = self._last_error
         if last is None:
             return None
-        kind, exc = last
-        reflector = self.reflectors[kind]
-        return str(explain(exc, host=self.connection.host, what=f"watch {reflector.kind.plural}"))
+        key, exc = last
+        reflector = self.reflectors[key]
+        return str(explain(exc, host=self.connection.host, what=f"watch {reflector.what}"))
 
     @property
     def request_counts(self) -> dict[str, int]:

@@ -126,6 +126,8 @@ class Reflector:
         self._cluster = resume_cluster
         self._last_version = resume_from
         self.kind = source.kind
+        #: What this reflector mirrors, for log lines: ``pods``, or ``pods in team-a``.
+        self.what = f"{source.kind.plural} in {source.namespace}" if source.namespace else source.kind.plural
         self._store = store
         self._settings = settings or ReflectorSettings()
         self._stop = threading.Event()
@@ -148,7 +150,9 @@ class Reflector:
     def start(self) -> None:
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self._run, name=f"sky-kueue-reflector-{self.kind.plural}", daemon=True)
+        suffix = f"-{self.source.namespace}" if self.source.namespace else ""
+        name = f"sky-kueue-reflector-{self.kind.plural}{suffix}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -205,18 +209,18 @@ class Reflector:
                 permanent = not is_transient(exc)
                 self._on_error(exc, permanent)
                 if permanent and not self.kind.required:
-                    log.warning("%s: list refused (HTTP %s); not mirrored", self.kind.plural, exc.status)
+                    log.warning("%s: list refused (HTTP %s); not mirrored", self.what, exc.status)
                     return
                 delay = self._settings.policy.max_delay_seconds if permanent else backoff.failure(exc)
                 # A permanent refusal before the first sync already went to the owner through
                 # ``on_error``: waiting for the sync fails with it (a CLI ends with one line
                 # saying so, a controller logs it), so a warning here would be a second, racing
                 # report of the same fact. Later, nobody waits, and the warning is the report.
-                first_sync = permanent and not self._store.is_synced(self.kind.name)
+                first_sync = permanent and not self._store.is_synced(self.kind.name, self.source.namespace)
                 log.log(
                     logging.INFO if first_sync else logging.WARNING,
                     "%s: list failed (HTTP %s); retrying in %.1fs",
-                    self.kind.plural,
+                    self.what,
                     exc.status,
                     delay,
                 )
@@ -229,7 +233,7 @@ class Reflector:
                     return
                 self._on_error(exc, False)
                 delay = backoff.failure(exc)
-                log.warning("%s: list failed (%s); retrying in %.1fs", self.kind.plural, type(exc).__name__, delay)
+                log.warning("%s: list failed (%s); retrying in %.1fs", self.what, type(exc).__name__, delay)
                 try:
                     self._sleep(delay)
                 except _Stopped:
@@ -271,8 +275,9 @@ class Reflector:
             resuming=replay_until is not None,
             reset=reset,
             cluster=cluster,
+            namespace=self.source.namespace,
         )
-        log.debug("%s: listed %d at resourceVersion %s", self.kind.plural, len(items), resource_version)
+        log.debug("%s: listed %d at resourceVersion %s", self.what, len(items), resource_version)
         return resource_version, replay_until
 
     def _reset_reason(self, cluster: str | None, listed: str) -> ResetReason | None:
@@ -287,7 +292,7 @@ class Reflector:
         log.warning(
             "%s: the API server's state went back (%s; an etcd restore or another cluster?): "
             "reconciling from a full list",
-            self.kind.plural,
+            self.what,
             detail,
         )
         return reason
@@ -350,7 +355,7 @@ class Reflector:
             requested_seconds = 0
             try:
                 if check_cluster and self._cluster_changed():
-                    log.info("%s: the cluster identity changed; relisting", self.kind.plural)
+                    log.info("%s: the cluster identity changed; relisting", self.what)
                     raise _Relist()
                 check_cluster = True
                 self.watches += 1
@@ -397,12 +402,12 @@ class Reflector:
                 if self._stop.is_set():
                     raise _Stopped() from exc
                 if exc.status == 410:
-                    log.info("%s: resourceVersion %s expired; relisting", self.kind.plural, resource_version)
+                    log.info("%s: resourceVersion %s expired; relisting", self.what, resource_version)
                     raise _Relist() from exc
                 if is_resource_version_too_large(exc):
                     log.warning(
                         "%s: the API server has not reached resourceVersion %s (restarted?); relisting",
-                        self.kind.plural,
+                        self.what,
                         resource_version,
                     )
                     self.resyncs_after_restart += 1
@@ -428,7 +433,7 @@ class Reflector:
             delay = backoff.failure(failure)
             log.info(
                 "%s: watch ended (%s); resuming from %s in %.2fs",
-                self.kind.plural,
+                self.what,
                 type(failure).__name__ if failure else "closed early",
                 resource_version,
                 delay,

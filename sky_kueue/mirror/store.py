@@ -169,6 +169,10 @@ class MirrorStore:
         self._sequence = 0
         self._objects: dict[KindName, dict[str, Obj]] = {kind: {} for kind in KindName}
         self._synced: set[KindName] = set()
+        #: Kinds mirrored one namespace at a time (:meth:`expect_namespaces`): the namespaces
+        #: expected, and those listed so far; the kind is synced once every one is.
+        self._expected_namespaces: dict[KindName, frozenset[str]] = {}
+        self._synced_namespaces: dict[KindName, set[str]] = collections.defaultdict(set)
         self._resource_versions: dict[KindName, str] = {}
         self._cluster_identity: str | None = None
         #: Per kind, the last replayed state of each object while a resumed watch replays.
@@ -194,6 +198,12 @@ class MirrorStore:
 
     # ---- writes (reflectors) ------------------------------------------------------------
 
+    def expect_namespaces(self, kind: KindName, namespaces: Iterable[str]) -> None:
+        """``kind`` is listed one namespace at a time (one reflector each, :meth:`replace` with
+        ``namespace``): it counts as synced once each of ``namespaces`` has been listed."""
+        with self._lock:
+            self._expected_namespaces[kind] = frozenset(namespaces)
+
     def replace(
         self,
         kind: KindName,
@@ -204,6 +214,7 @@ class MirrorStore:
         resuming: bool = False,
         reset: ResetReason | None = None,
         cluster: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         """Make ``kind`` exactly ``items`` (a list result): objects that vanished are deleted,
         changed ones updated; transitions are derived with source ``list`` (``relist`` with
@@ -216,6 +227,8 @@ class MirrorStore:
             reset: the server's state went back (:mod:`.server_state`); said by the marker.
             cluster: the cluster identity the list came from (None: unknown); kept as
                 :attr:`cluster_identity`.
+            namespace: the list is of this namespace only: objects of other namespaces stay
+                (each is another reflector's; see :meth:`expect_namespaces`).
 
         An object is unchanged only with the same UID and resourceVersion: after a state that
         went back, another object may carry a version number the store already holds.
@@ -225,14 +238,25 @@ class MirrorStore:
             table = self._objects[kind]
             incoming = {object_key(item): item for item in items}
             out: list[Transition] = []
-            for key in [k for k in table if k not in incoming]:
+            gone = [
+                k
+                for k, obj in table.items()
+                if k not in incoming and (namespace is None or _meta(obj).get("namespace") == namespace)
+            ]
+            for key in gone:
                 out.extend(self._remove(kind, key, None, source))
             for key, item in incoming.items():
                 old = table.get(key)
                 if old is not None and all(_meta(old).get(f) == _meta(item).get(f) for f in ("resourceVersion", "uid")):
                     continue
                 out.extend(self._upsert(kind, key, item, source))
-            self._synced.add(kind)
+            if namespace is None:
+                self._synced.add(kind)
+            else:
+                listed = self._synced_namespaces[kind]
+                listed.add(namespace)
+                if listed >= self._expected_namespaces.get(kind, frozenset()):
+                    self._synced.add(kind)
             self._resource_versions[kind] = resource_version
             self._replayed_states.pop(kind, None)
             if cluster is not None:
@@ -586,9 +610,14 @@ class MirrorStore:
                     objects[kind, key] = self._objects[kind].get(key)
             return StoreChanges(self._generation, objects, everything=False)
 
-    def is_synced(self, kind: KindName) -> bool:
+    def is_synced(self, kind: KindName, namespace: str | None = None) -> bool:
+        """Whether ``kind`` was listed (every expected namespace of it), or with ``namespace``,
+        whether that namespace's list of it was."""
         with self._lock:
-            return kind in self._synced
+            listed = self._synced_namespaces.get(kind)
+            if namespace is None or not listed:  # a list of every namespace covers each
+                return kind in self._synced
+            return namespace in listed
 
     @property
     def cluster_identity(self) -> str | None:

@@ -11,10 +11,11 @@ order). A ClusterQueue gets every group in which it names a quota or limit, with
 resources it names none for, because Kueue requires each flavor of a group to list every
 covered resource.
 
-The controller's writes (aging patches, relaunch-race deletions, Events) are granted per team
-namespace by :func:`render_controller_rbac`, not cluster-wide (configs/controller/rbac.yaml
-keeps only the reads that need cluster scope): the namespaces setup creates are the only ones
-the controller may change anything in.
+The controller's writes (aging patches, relaunch-race deletions, Events) and its reads of pods
+are granted per team namespace by :func:`render_controller_rbac`, not cluster-wide
+(configs/controller/rbac.yaml keeps only the reads that need cluster scope): the namespaces
+setup creates are the only ones the controller may change anything in, or read a pod in (a
+pod's spec holds its environment, secrets included).
 """
 
 from __future__ import annotations
@@ -34,16 +35,19 @@ RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 CONTROLLER_SERVICE_ACCOUNT = ("sky-kueue-system", "sky-kueue-controller")
 #: Name of the Role (and its RoleBinding) rendered in each team namespace.
 CONTROLLER_TEAM_ROLE = "sky-kueue-controller"
-#: What the controller writes in a team namespace, and why (the calls are in
-#: sky_kueue/controller/kube_actuator.py and kube_events.py):
+#: What the controller does in a team namespace, and why (the calls are in
+#: sky_kueue/controller/kube_actuator.py, kube_events.py and session.py):
 #:   workloads patch   aging (spec.priority or the priority-boost annotation) and safe relaunch
 #:                     (spec.active false/true on a held relaunch)
 #:   workloads delete  the relaunch race: a finished Workload holding a relaunch's new pods
 #:   events create     an Event on a Workload it acted on (PreemptionRecorded, Aged, ...)
 #:   events patch      the same reason on the same Workload within 10 minutes: count + 1
+#:   pods list, watch  SkyPilot's pods of the team (one watch per team namespace): the job
+#:                     identity, Kueue's TerminationTarget, the gated pods of a relaunch
 CONTROLLER_TEAM_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (kueue_api.KUEUE_GROUP, "workloads", ("patch", "delete")),
     ("", "events", ("create", "patch")),
+    ("", "pods", ("list", "watch")),
 )
 
 
@@ -112,7 +116,7 @@ def render_controller_rbac(
     spec: TeamsSpec, service_account: tuple[str, str] = CONTROLLER_SERVICE_ACCOUNT
 ) -> list[dict[str, Any]]:
     """A Role and a RoleBinding to the controller's ServiceAccount in each team namespace
-    (apply them after the Namespaces): the only places the controller may write."""
+    (apply them after the Namespaces): the only places the controller may write, or read pods."""
     account_namespace, account_name = service_account
     labels = {"app.kubernetes.io/name": "sky-kueue", "app.kubernetes.io/component": "controller"}
     objects: list[dict[str, Any]] = []

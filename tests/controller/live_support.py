@@ -157,7 +157,10 @@ class Live:
         holds: HoldTeams | None = None,
         burst_gates: BurstGates | None = None,
         lanes: Lanes | None = None,
+        pod_namespaces: tuple[str, ...] | None = None,
     ) -> Controller:
+        """A controller on the sandbox (``pod_namespaces``: its pod watches, as ``controller run``
+        takes them from the config's teams; None: one watch of every namespace)."""
         api_client = self.sandbox.api_client()
         api_client.user_agent = CONTROLLER_USER_AGENT
         controller = Controller(
@@ -174,6 +177,7 @@ class Live:
                 ),
                 priority_boost_gate=gate,
                 namespace=namespace,
+                pod_namespaces=pod_namespaces,
             ),
             runtime=self.runtime,
             clock=self.now,
@@ -202,9 +206,11 @@ class Live:
             f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
             for o in store.list(WORKLOADS).items
         }
+        watched = controller.settings.pod_namespaces
         want_pods = {
             f"{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
             for o in store.list("pods", label_selector=SKYPILOT_POD_GROUP_SELECTOR).items
+            if watched is None or o["metadata"]["namespace"] in watched
         }
         return workloads == want_workloads and pods == want_pods
 

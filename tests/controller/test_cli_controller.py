@@ -119,6 +119,33 @@ def test_status_of_an_unreachable_store_names_the_url_and_exits_1(
     assert result.stderr.count("\n") == 1 and "HTTPConnection" not in result.stderr
 
 
+def test_status_reads_the_history_from_its_home_cluster_and_the_heartbeat_from_its_own(tmp_path: Path) -> None:
+    """``--state kubernetes --state-kubeconfig HOME``: the jobs are the home cluster's JobHistory
+    objects (every cluster's controller writes there); the heartbeat is this cluster's."""
+    from sky_kueue.controller.history import PreemptionRecord
+    from sky_kueue.controller.keys import EpisodeKey
+    from sky_kueue.controller.kube_store import KubernetesRuntimeState
+    from sky_kueue.mirror.identity import JobIdentity
+
+    from .conftest import STORE_NAMESPACE, kubernetes_store, sandbox_client
+
+    with ApiServer() as home, ApiServer() as own:
+        job = JobIdentity("team-b", pod_group="x-1-ab", managed_job_id="1", skypilot_owned=True)
+        kubernetes_store(home).record_preemption(job, PreemptionRecord(EpisodeKey("w1", 1), 1.0, "x-1-ab"))
+        kubernetes_store(own)  # the namespace
+        KubernetesRuntimeState(sandbox_client(own), STORE_NAMESPACE).beat("replica-b", True, time.time(), {})
+        home_kubeconfig = home.write_kubeconfig(tmp_path / "home")
+        own_kubeconfig = own.write_kubeconfig(tmp_path / "own")
+        args = ["controller", "status", "--state", "kubernetes", "--kubeconfig", str(own_kubeconfig), "-o", "json"]
+        result = CliRunner(mix_stderr=False).invoke(cli, [*args, "--state-kubeconfig", str(home_kubeconfig)])
+        assert result.exit_code == 0, result.stderr
+        document = json.loads(result.stdout)
+        assert [(j["job"], j["preemptions"]) for j in document["jobs"]] == [("managed-job/1", 1)]
+        assert document["controller"]["identity"] == "replica-b"
+        alone = json.loads(CliRunner(mix_stderr=False).invoke(cli, args).stdout)
+        assert alone["jobs"] == [] and alone["controller"]["identity"] == "replica-b"
+
+
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     runner = CliRunner()
     missing = runner.invoke(cli, ["controller", "status", "--state", str(tmp_path / "nope.db")])
@@ -141,7 +168,11 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
         ],
     )
     assert kubeconfig.exit_code == 2 and "--kubeconfig" in kubeconfig.output
-    for result in (missing, config, kubeconfig):
+    sqlite_home = runner.invoke(
+        cli, ["controller", "status", "--state", str(tmp_path / "x.db"), "--state-context", "home"]
+    )
+    assert sqlite_home.exit_code == 2 and "--state-kubeconfig/--state-context" in sqlite_home.output
+    for result in (missing, config, kubeconfig, sqlite_home):
         assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 

@@ -154,6 +154,9 @@ def controller_command(
 def _config(tmp: Path) -> Path:
     data = yaml.safe_load((REPO / "configs" / "sky-kueue.yaml").read_text())
     data["aging"]["parameters"] = dict(SETTINGS)
+    # The jobs run in namespace crash: team-b's there, as the controller watches SkyPilot's pods
+    # in its config's team namespaces only.
+    data["teams"]["team-b"].update(namespace="crash", local_queue="crash-lq")
     path = tmp / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -272,6 +272,29 @@ def test_replay_after_a_crash_re_actuates_or_skips_decided_steps(store: SqliteHi
     assert store.pending_steps() == ()
 
 
+def test_a_pending_step_of_another_clusters_workload_is_left_to_that_cluster(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
+    """A history shared across clusters: cluster A's controller decided a step whose patch
+    failed; cluster B's controller finds no such Workload in its cluster and must not mark the
+    step skipped ("target gone"), or A's retry would never patch it. A's controller retries it."""
+    on_a, _ = engine_for(store, clock, actuator=RecordingActuator([transient()]), cluster=lambda: "cluster-a")
+    cluster = Cluster(clock)
+    nxt = preempt_and_relaunch(cluster, on_a, "w0", 0)
+    pending = cluster.pending(nxt, 1_010)
+    on_a.reconcile(cluster.detect(pending))
+    (step,) = store.pending_steps()
+    assert step.cluster == "cluster-a"
+
+    on_b, b_actuator = engine_for(store, clock, cluster=lambda: "cluster-b")
+    assert on_b.replay_pending(lambda ns, name: None) == []
+    assert store.pending_steps() == (step,) and b_actuator.patches == []
+
+    retried = on_a.replay_pending(lambda ns, name: cluster.detect(pending))
+    assert [o.step.state for o in retried if o.step] == [StepState.ACTUATED]
+    assert store.pending_steps() == ()
+
+
 def test_a_burst_decision_is_recorded_once_and_surfaced(store: SqliteHistoryStore, clock: ManualClock) -> None:
     settings = replace(SETTINGS, burst_after_preemptions=2)
     engine, actuator = engine_for(store, clock, settings=settings)

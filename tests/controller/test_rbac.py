@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from sky_kueue.controller.aging.safe_relaunch import SafeRelaunchSettings
+from sky_kueue.controller.config_file import load_controller_config
 from sky_kueue.controller.hold import HoldTeams, TeamHold
 from sky_kueue.controller.kube_events import EventReason, WorkloadEventRecorder
 
@@ -26,6 +27,9 @@ from .test_relaunch_race import GROUP, _finished_preempted_workload
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "configs" / "controller"
 TEAMS = MANIFESTS.parent / "teams.yaml"
+#: The plugin config the deployment mounts (README): its teams' namespaces are where
+#: ``controller run`` watches pods.
+PLUGIN_CONFIG = MANIFESTS.parent / "sky-kueue.yaml"
 #: Verbs that change nothing.
 READ_VERBS = frozenset({"get", "list", "watch"})
 CONTROLLER_NAMESPACE = "sky-kueue-system"
@@ -147,7 +151,19 @@ def test_the_controller_writes_nothing_cluster_wide() -> None:
     }
     expected = {("kueue.x-k8s.io", "workloads", "patch"), ("kueue.x-k8s.io", "workloads", "delete")}
     expected |= {("", "events", "create"), ("", "events", "patch")}
+    expected |= {("", "pods", "list"), ("", "pods", "watch")}  # reads, but of pods: team namespaces only
     assert team_writes == {(ns, *grant) for ns in ("team-a", "team-b") for grant in expected}
+
+
+def test_no_pod_is_readable_cluster_wide() -> None:
+    """A pod's spec holds its environment: configs/controller grants no pod read anywhere, the
+    Roles setup renders grant list and watch in the team namespaces, which are the namespaces
+    of the plugin config's teams that ``controller run`` watches."""
+    pod_rules = [(scope, rule) for scope, rule in _rules() if "pods" in rule["resources"]]
+    assert pod_rules and all(scope is not None for scope, _ in pod_rules), pod_rules
+    assert sorted(scope for scope, _ in pod_rules if scope) == list(
+        load_controller_config(PLUGIN_CONFIG).team_namespaces
+    )
 
 
 def test_the_lease_rule_names_the_lease_the_deployment_elects_on() -> None:
@@ -204,7 +220,8 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
                 )
             }
         )
-        controller = live.new_controller(demo_aging(), observers=[recorder], holds=holds)
+        pod_namespaces = load_controller_config(PLUGIN_CONFIG).team_namespaces  # as `controller run` reads them
+        controller = live.new_controller(demo_aging(), observers=[recorder], holds=holds, pod_namespaces=pod_namespaces)
         live.sandbox.store.delete("pods", prod["metadata"]["name"], "team-a")
         live.step(10)
         live.step(10)
@@ -219,8 +236,9 @@ def test_the_rbac_allows_exactly_what_the_controller_does(tmp_path: Path) -> Non
         recorder.close()
         live.stop()  # closes the watches: the request log records a watch when it ends
         log = live.sandbox.requests
-        # one watch per mirrored kind: Workloads, pods, WorkloadPriorityClasses and the queue kinds
-        assert log.wait_for(lambda records: sum(r.info.verb == "watch" for r in records) >= 8, 10)
+        # one watch per mirrored kind (Workloads, WorkloadPriorityClasses and the queue kinds) and
+        # one of pods per team namespace
+        assert log.wait_for(lambda records: sum(r.info.verb == "watch" for r in records) >= 9, 10)
         records = [r for r in log.records() if r.user_agent.startswith(CONTROLLER_USER_AGENT)]
 
     rules = _rules()

@@ -127,6 +127,38 @@ def test_history_recorded_under_the_pod_group_merges_into_the_managed_job(histor
     assert loaded is not None and len(loaded.preemptions) == 2
 
 
+def test_the_cluster_of_a_sighting_and_of_a_step_is_kept(history_store: HistoryStore) -> None:
+    """Which cluster's Workload a sighting or a step is of (a history shared across clusters);
+    unknown (None) stays unknown."""
+    cause = TransitionCause.QUEUED
+    history_store.record_transition(JOB, Transition(transition_key(EpisodeKey("w1", 0), cause), cause, 1.0, "w1", "a"))
+    history_store.record_transition(JOB, queued("w2", 2.0))
+    history_store.decide_step(JOB, StepDecision(EpisodeKey("w1", 0), "team-b", "x", "bounded", 100, 3.0, cluster="b"))
+    history = history_store.load("managed-job/17")
+    assert history is not None
+    assert [(t.workload_uid, t.cluster) for t in history.transitions] == [("w1", "a"), ("w2", None)]
+    assert [s.cluster for s in history.steps] == ["b"] and [s.cluster for s in history_store.pending_steps()] == ["b"]
+
+
+def test_a_file_from_before_the_cluster_columns_gains_them(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SqliteHistoryStore(path) as s:
+        s.record_transition(JOB, queued("w1", 1.0))
+        s.decide_step(JOB, decision("w1", 100, 2.0))
+    conn = sqlite3.connect(path)
+    for table in ("transitions", "steps"):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN cluster")
+    conn.close()
+    with SqliteHistoryStore(path, read_only=True) as reader:  # read as written: cluster unknown
+        old = reader.load("managed-job/17")
+        assert old is not None and [t.cluster for t in old.transitions] == [None] and old.steps[0].cluster is None
+    with SqliteHistoryStore(path) as s:
+        cause = TransitionCause.ADMITTED
+        s.record_transition(JOB, Transition(transition_key(EpisodeKey("w1", 0), cause), cause, 3.0, "w1", "a"))
+        history = s.load("managed-job/17")
+        assert history is not None and [t.cluster for t in history.transitions] == [None, "a"]
+
+
 def test_the_first_base_priority_wins(history_store: HistoryStore) -> None:
     history_store.ensure_job(JOB, 100, 5.0)
     history_store.ensure_job(JOB, 250, 1.0)  # a later Workload already carrying our spec.priority patch

@@ -4,7 +4,7 @@ else as an end of unknown kind; never for a Workload that is still listed or who
 
 from __future__ import annotations
 
-from sky_kueue.controller.history import JobHistory, PreemptionRecord
+from sky_kueue.controller.history import JobHistory, PreemptionRecord, Transition, TransitionCause
 from sky_kueue.controller.keys import EpisodeKey
 from sky_kueue.controller.vanished import (
     UNKNOWN_END_KIND,
@@ -78,3 +78,18 @@ def test_every_workload_seen_alive_since_the_last_end_counts_and_the_pods_speak_
         ("uid-a", EndOutcome.UNKNOWN),
         ("uid-b", EndOutcome.PREEMPTED),
     ]
+
+
+def test_only_the_listed_clusters_workloads_can_have_vanished() -> None:
+    """A history shared across clusters: a Workload seen alive on cluster A is in no list of
+    cluster B, and is not gone; B's controller judges its own cluster's Workloads only."""
+    on_a = JobHistory("managed-job/17", identity=IDENTITY).with_transition(
+        Transition("uid-a#0/queued", TransitionCause.QUEUED, T0, "uid-a", "cluster-a")
+    )
+    assert seen_alive(on_a, {"cluster-b"}) == []
+    assert vanished_ends(on_a, set(), [], at=T0 + 100, detail="", clusters={"cluster-b"}) == []
+    (end,) = vanished_ends(on_a, set(), [], at=T0 + 100, detail="", clusters={"cluster-a"})
+    assert end.workload_uid == "uid-a" and end.outcome is EndOutcome.UNKNOWN
+    # Cluster A replaced under its controller (new identity): what it saw on the old one did vanish.
+    assert len(vanished_ends(on_a, set(), [], at=T0 + 100, detail="", clusters={"cluster-a2", "cluster-a"})) == 1
+    assert len(vanished_ends(on_a, set(), [], at=T0 + 100, detail="")) == 1  # own cluster unknown: counts

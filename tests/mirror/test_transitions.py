@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from sky_kueue.mirror import ChangeSource, Subscription, Transition, TransitionKind
+from sky_kueue.mirror.kinds import KindName
 from sky_kueue.sandbox.apiserver import ApiServer, FaultKind, ObjectStore
 from tests.mirror import builders
 from tests.mirror.conftest import WAIT_SECONDS, MirrorFactory, RecordingSleep
@@ -154,7 +155,7 @@ def test_changes_made_while_the_watch_is_down_are_replayed_not_lost(
     gate.set()
 
     assert [t.kind for t in take(subscription, 3)] == [K.PREEMPTED, K.FINISHED, K.DELETED]
-    assert mirror.reflectors[next(k for k in mirror.reflectors if k.value == "Workload")].lists == 1
+    assert mirror.reflectors[KindName.WORKLOAD].lists == 1
 
 
 def test_late_subscriber_can_replay_the_current_state_first(store: ObjectStore, make_mirror: MirrorFactory) -> None:

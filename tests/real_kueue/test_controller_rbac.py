@@ -14,7 +14,9 @@ killed (SIGKILL: no release), the other replica takes the Lease, ages the relaun
 history the first one left, and records a second preemption once; no request of either
 replica was refused (no 403 in their logs); and a write outside the team namespaces setup
 created is refused by the API server (403), as it was not before setup rendered the writes
-into namespaced Roles.
+into namespaced Roles; so is a pod list or watch there or across all namespaces (403), as it
+was not before pods were granted per team namespace. The home cluster's history-writer
+account of a fleet (configs/fleet/home) keeps a shared history and reads nothing else.
 """
 
 from __future__ import annotations
@@ -188,6 +190,28 @@ class Installed:
         return "\n".join(f"--- {r.name} ({r.log})\n" + "\n".join(r.lines()[-40:]) for r in self.replicas)
 
 
+def _token_kubeconfig(kueue: KueueCluster, account: str, path: Path) -> Path:
+    """A kubeconfig at ``path`` holding a TokenRequest token of ServiceAccount ``account`` in
+    the controller's namespace (what a Pod of that account, or a member cluster, holds)."""
+    token = kueue.core.create_namespaced_service_account_token(
+        account, NAMESPACE, {"spec": {"expirationSeconds": TOKEN_SECONDS}}
+    ).status.token
+    path.write_text(
+        yaml.safe_dump(
+            manifests.kubeconfig(
+                server=kueue.cluster.server,
+                ca_pem=(kueue.cluster.pki / "ca.crt").read_bytes(),
+                user=account,
+                context=account,
+                token=token,
+                namespace=NAMESPACE,
+            )
+        )
+    )
+    path.chmod(0o600)
+    return path
+
+
 @pytest.fixture
 def installed(kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path) -> Iterator[Installed]:
     # The team namespaces, Kueue objects and the controller's Roles in them, as an admin runs it.
@@ -211,23 +235,7 @@ def installed(kueue: KueueCluster, cli_env: dict[str, str], tmp_path: Path) -> I
         # The file the Deployment mounts: the ConfigMap's key, as the cluster holds it.
         config = tmp_path / "sky-kueue.yaml"
         config.write_text(core.read_namespaced_config_map(CONFIG_MAP, NAMESPACE).data["sky-kueue.yaml"])
-        token = core.create_namespaced_service_account_token(
-            ACCOUNT, NAMESPACE, {"spec": {"expirationSeconds": TOKEN_SECONDS}}
-        ).status.token
-        kubeconfig = tmp_path / "controller.kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                manifests.kubeconfig(
-                    server=kueue.cluster.server,
-                    ca_pem=(kueue.cluster.pki / "ca.crt").read_bytes(),
-                    user=ACCOUNT,
-                    context=ACCOUNT,
-                    token=token,
-                    namespace=NAMESPACE,
-                )
-            )
-        )
-        kubeconfig.chmod(0o600)
+        kubeconfig = _token_kubeconfig(kueue, ACCOUNT, tmp_path / "controller.kubeconfig")
         env = dict(cli_env)
         env["HOME"] = str(tmp_path / "home")
         result = Installed(kueue, env, kubeconfig, config, tmp_path)
@@ -355,7 +363,9 @@ def test_two_replicas_under_the_shipped_rbac_fail_over_and_record_each_preemptio
 
 def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(installed: Installed) -> None:
     """The controller's token may patch a Workload in a team namespace (dry run) but not in a
-    namespace setup did not create: patch, delete and an Event there are each answered 403."""
+    namespace setup did not create: patch, delete and an Event there are each answered 403.
+    It lists pods in a team namespace, but not in that namespace nor across all of them (403):
+    a pod's spec holds its environment, and the controller needs SkyPilot's pods only."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
@@ -426,7 +436,32 @@ def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(instal
                 refused[what] = int(err.status)
             else:
                 refused[what] = 200
-        assert refused == {"patch": 403, "delete": 403, "event": 403}
+        core = client.CoreV1Api(api)
+        for what, call in (
+            ("pod list outside", lambda: core.list_namespaced_pod(OUTSIDE)),
+            (
+                "pod watch outside",
+                lambda: core.list_namespaced_pod(
+                    OUTSIDE, watch=True, timeout_seconds=1, _preload_content=False
+                ).release_conn(),
+            ),
+            ("pod list everywhere", lambda: core.list_pod_for_all_namespaces(limit=1)),
+        ):
+            try:
+                call()
+            except ApiException as err:
+                refused[what] = int(err.status)
+            else:
+                refused[what] = 200
+        assert refused == {
+            "patch": 403,
+            "delete": 403,
+            "event": 403,
+            "pod list outside": 403,
+            "pod watch outside": 403,
+            "pod list everywhere": 403,
+        }
+        assert core.list_namespaced_pod("team-b", label_selector="parent=skypilot").items is not None
         unchanged = kueue.workload(OUTSIDE, "outside")
         assert unchanged is not None and unchanged["spec"].get("priority") != 1000, unchanged
         # It still reads everywhere (its watches are cluster-wide).
@@ -458,3 +493,51 @@ def test_a_lease_name_the_rbac_does_not_name_is_refused_with_what_to_change(inst
     assert not LeaderElector(lease_client, LeaseSettings(NAMESPACE, "probe", name="renamed")).try_acquire_or_renew()
     assert LeaderElector(lease_client, LeaseSettings(NAMESPACE, "probe", name=LEASE)).try_acquire_or_renew()
     assert installed.holder() == "probe"
+
+
+def test_the_home_clusters_history_writer_may_write_job_histories_and_nothing_else(installed: Installed) -> None:
+    """configs/fleet/home, applied in the home cluster of a fleet: with its account's token, a
+    member cluster's controller keeps the shared history (the store's create, get, list and
+    update), and the API server refuses it every Workload, pod and Lease of the home cluster."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+    from kubernetes.client.exceptions import ApiException
+
+    from sky_kueue.controller.history import PreemptionRecord, StepDecision
+    from sky_kueue.controller.keys import EpisodeKey
+    from sky_kueue.controller.kube_store import KubernetesHistoryStore
+    from sky_kueue.mirror.identity import JobIdentity
+
+    kubectl(installed.env, "apply", "-k", str(REPO / "configs" / "fleet" / "home"))
+    path = _token_kubeconfig(installed.kueue, "sky-kueue-history-writer", installed.directory / "history.kubeconfig")
+    api = kube_config.new_client_from_config(config_file=str(path))
+    store = KubernetesHistoryStore(api, NAMESPACE)
+    store.check()
+    job = JobIdentity("team-b", pod_group="x-1-ab", managed_job_id="1", skypilot_owned=True)
+    for uid in ("on-a", "on-b"):
+        store.record_preemption(job, PreemptionRecord(EpisodeKey(uid, 1), 1.0, "x-1-ab"))
+    store.decide_step(job, StepDecision(EpisodeKey("on-b+", 0), "team-b", "x-1-ab", "bounded", 200, 2.0, cluster="b"))
+    history = store.load("managed-job/1")
+    assert history is not None and history.preemption_count == 2 and [s.cluster for s in store.pending_steps()] == ["b"]
+    refused: dict[str, int] = {}
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    for what, call in (
+        ("workloads", lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "workloads")),
+        (
+            "team workloads",
+            lambda: custom.list_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, "team-b", "workloads"),
+        ),
+        ("team pods", lambda: core.list_namespaced_pod("team-b")),
+        ("lease", lambda: client.CoordinationV1Api(api).read_namespaced_lease(LEASE, NAMESPACE)),
+        (
+            "delete history",
+            lambda: custom.delete_namespaced_custom_object(*JOBHISTORY[:2], NAMESPACE, JOBHISTORY[2], "managed-job.1"),
+        ),
+    ):
+        try:
+            call()
+        except ApiException as err:
+            refused[what] = int(err.status)
+        else:
+            refused[what] = 200
+    assert refused == dict.fromkeys(refused, 403), refused

@@ -193,8 +193,9 @@ def test_bad_users_option_is_one_line(tmp_path: Path, users: str, text: str) -> 
 
 
 def test_the_controller_may_write_only_in_the_team_namespaces_setup_creates(tmp_path: Path) -> None:
-    """One Role per team namespace (Workload patch and delete, Event create and patch) bound to
-    the controller's ServiceAccount, rendered after the Namespaces; a shared namespace gets one."""
+    """One Role per team namespace (Workload patch and delete, Event create and patch, pod list
+    and watch) bound to the controller's ServiceAccount, rendered after the Namespaces; a shared
+    namespace gets one."""
     rendered = render_controller_rbac(spec())
     assert [key(o) for o in rendered] == [
         ("Role", "team-a", "sky-kueue-controller"),
@@ -205,6 +206,7 @@ def test_the_controller_may_write_only_in_the_team_namespaces_setup_creates(tmp_
     assert rendered[0]["rules"] == [
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["patch", "delete"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
     ]
     assert rendered[1]["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
