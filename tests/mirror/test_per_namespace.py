@@ -79,9 +79,11 @@ def test_a_namespace_relisted_after_410_keeps_the_other_namespaces(
 ) -> None:
     _seed(store)
     mirror = make_mirror(per_namespace={KindName.POD: TEAMS})
+    # Armed before the start: the fault counts events on a watch stream, and a watch opened
+    # after the writes below would get them in its first batch, before the fault could fire.
+    gone = server.inject(FaultKind.WATCH_GONE, resource="pods", namespace="team-a", after_events=1)
     mirror.start()
     mirror.wait_synced(WAIT_SECONDS)
-    gone = server.inject(FaultKind.WATCH_GONE, resource="pods", namespace="team-a", after_events=1)
     store.create("pods", builders.skypilot_pod("new", "team-a"))
     store.delete("pods", "job-team-a-head", "team-a")
     want = {"team-a/new-head", "team-b/job-team-b-head"}
