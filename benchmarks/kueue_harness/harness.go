@@ -110,15 +110,23 @@ type outcome struct {
 	HitCap  bool    `json:"hitCap"`
 }
 
-// decisions is the outcome without the pending messages: what was admitted where, what was
-// preempted by whom and why, cycle by cycle, and the settled sets.
+// decisions is the outcome without the pending messages and without trailing cycles that
+// admitted and preempted nothing: what was admitted where, what was preempted by whom and why,
+// cycle by cycle, and the settled sets. Kueue v0.17.0 keeps or drops a stuck workload's
+// flavor-scan position depending on which of a flavor's resources it checks first (a map
+// walk), so the stop rule's queue state, and with it the number of idle cycles before it
+// stops, can differ between runs that decide the same.
 func (o *outcome) decisions() any {
 	type decided struct {
 		Admitted  map[string]admitted  `json:"admitted"`
 		Preempted map[string]preempted `json:"preempted"`
 	}
-	cycles := make([]decided, len(o.Cycles))
-	for i, c := range o.Cycles {
+	last := len(o.Cycles)
+	for last > 0 && len(o.Cycles[last-1].Admitted) == 0 && len(o.Cycles[last-1].Preempted) == 0 {
+		last--
+	}
+	cycles := make([]decided, last)
+	for i, c := range o.Cycles[:last] {
 		cycles[i] = decided{Admitted: c.Admitted, Preempted: c.Preempted}
 	}
 	return struct {

@@ -39,9 +39,10 @@ type result struct {
 	HitCap        bool    `json:"hitCap"`
 	Repeats       int     `json:"repeats"`
 	Deterministic bool    `json:"deterministic"`
-	// DecisionsDeterministic ignores the pending messages: Kueue v0.17.0 words some of them
-	// after a map walk (which of a flavor's resources it reports first), so they can differ
-	// between runs while every admission and preemption is the same.
+	// DecisionsDeterministic ignores the pending messages and trailing idle cycles: Kueue
+	// v0.17.0 words some messages after a map walk (which of a flavor's resources it reports
+	// first), so they, and the idle cycles before the stop rule ends a run, can differ between
+	// runs while every admission and preemption is the same (outcome.decisions).
 	DecisionsDeterministic bool      `json:"decisionsDeterministic"`
 	SetupSeconds           []float64 `json:"setupSeconds"`
 	ScheduleSeconds        []float64 `json:"scheduleSeconds"`
