@@ -79,7 +79,8 @@ def agree(sets: list[str], repeats: int) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     lines = [
-        "| set | scenarios | settled sets agree | every decision agrees | first cycle | every cycle | same decisions every run |",
+        "| set | scenarios | settled sets agree | every decision agrees | first cycle | every cycle "
+        "| same decisions every run |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, row in report.items():
@@ -88,7 +89,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{row['firstCycleAgrees']} | {row['everyCycleAgrees']} | {row['decisionsDeterministic']} |"
         )
     lines.append("")
-    for name, row in report.items():
+    for row in report.values():
         for scenario, differences in row["differing"].items():
             lines.append(f"- `{scenario}`: {'; '.join(differences)}")
     return "\n".join(lines)

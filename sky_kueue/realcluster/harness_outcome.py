@@ -152,9 +152,7 @@ def as_live_outcome(result: HarnessResult) -> LiveOutcome:
             live.preempted[key] = LivePreemption(pre["by"], pre["reason"], float(index))
     final = result.outcome["final"]
     live.pending = {key: "" for key in final["pending"]}
-    live.initially_admitted = tuple(
-        sorted((set(final["admitted"]) | set(final["preempted"])) - set(live.admitted))
-    )
+    live.initially_admitted = tuple(sorted((set(final["admitted"]) | set(final["preempted"])) - set(live.admitted)))
     return live
 
 
@@ -204,7 +202,7 @@ def compare(result: HarnessResult, recorded: dict[str, Any]) -> ScenarioAgreemen
     theirs = [_cycle_decisions(c) for c in recorded.get("cycles", [])]
     first = bool(ours) and bool(theirs) and ours[0] == theirs[0]
     differences = [d.replace(" live", " harness") for d in settled.differences]
-    for index, (mine, want) in enumerate(zip(ours, theirs)):
+    for index, (mine, want) in enumerate(zip(ours, theirs, strict=False)):
         if mine != want:
             differences.append(f"cycle {index}: admissions or preemptions differ")
             break
@@ -267,3 +265,36 @@ def same_run_ratios(ours: dict[str, list[float]], kueue: dict[str, list[float]])
             raise ValueError(f"{name}: Kueue's scheduling took no measurable time")
         out[name] = statistics.median(ours[name]) / base
     return Ratios(out)
+
+
+def timing_rows(samples: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Same-run timings of a group of scenarios as a report: per scenario the medians (Kueue's
+    scheduling and setup, the ``predict`` process and the in-process prediction), both ratios to
+    Kueue's scheduling and each side's cycles; then the median and worst ratio of the group.
+
+    ``samples`` maps a scenario to lists of seconds under ``kueue_schedule_s``,
+    ``kueue_setup_s``, ``predict_process_s`` and ``predict_in_process_s`` (one per round) and
+    the cycle counts seen under ``kueue_cycles`` and ``predict_cycles``.
+    """
+    kueue = {name: row["kueue_schedule_s"] for name, row in samples.items()}
+    process = same_run_ratios({name: row["predict_process_s"] for name, row in samples.items()}, kueue)
+    in_process = same_run_ratios({name: row["predict_in_process_s"] for name, row in samples.items()}, kueue)
+    rows: dict[str, Any] = {}
+    for name, row in samples.items():
+        rows[name] = {
+            "kueue_schedule_s": round(statistics.median(row["kueue_schedule_s"]), 3),
+            "kueue_setup_s": round(statistics.median(row["kueue_setup_s"]), 3),
+            "predict_process_s": round(statistics.median(row["predict_process_s"]), 3),
+            "predict_in_process_s": round(statistics.median(row["predict_in_process_s"]), 3),
+            "process_ratio": round(process.per_scenario[name], 2),
+            "in_process_ratio": round(in_process.per_scenario[name], 2),
+            "kueue_cycles": row["kueue_cycles"],
+            "predict_cycles": row["predict_cycles"],
+        }
+    return {
+        "scenarios": rows,
+        "process_ratio_median": round(process.median, 2),
+        "process_ratio_worst": round(process.worst, 2),
+        "in_process_ratio_median": round(in_process.median, 2),
+        "in_process_ratio_worst": round(in_process.worst, 2),
+    }
