@@ -33,6 +33,20 @@ DEFAULT_SETS = ("seeds", "public", "hier-public", "fair-public", "afs-public")
 #: Runs per scenario in ``agree``: two, so that a scenario Kueue decides differently from one
 #: run to the next shows.
 AGREE_REPEATS = 2
+#: Exit codes, as ``docs/exit-codes.md`` gives them: the harness could not run; bad input.
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(ValueError):
+    """A path or set name the user must fix."""
+
+
+def _positive(text: str) -> int:
+    value = int(text) if text.isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
 
 
 def _scenario_files(paths: list[str]) -> list[Path]:
@@ -42,12 +56,12 @@ def _scenario_files(paths: list[str]) -> list[Path]:
         if path.is_dir():
             found = sorted((path / "scenarios").glob("*.yaml")) or sorted(path.glob("*.yaml"))
             if not found:
-                raise SystemExit(f"error: no scenario files (*.yaml) in {path}")
+                raise BadInput(f"no scenario files (*.yaml) in {path}")
             files += found
         elif path.is_file():
             files.append(path)
         else:
-            raise SystemExit(f"error: {path}: no such file or directory")
+            raise BadInput(f"{path}: no such file or directory")
     return files
 
 
@@ -59,7 +73,7 @@ def agree(sets: list[str], repeats: int) -> dict[str, Any]:
         directory = ORACLE / name
         files = sorted((directory / "scenarios").glob("*.yaml"))
         if not files:
-            raise SystemExit(f"error: no oracle set {name!r} in {ORACLE}")
+            raise BadInput(f"no oracle set {name!r} in {ORACLE}")
         results = harness_build.run(binary, files, repeats)
         rows: list[ScenarioAgreement] = []
         for result in results:
@@ -99,7 +113,7 @@ def record(paths: list[str], out_dir: Path, repeats: int) -> int:
     files = _scenario_files(paths)
     resolved = out_dir.resolve()
     if resolved == ORACLE.resolve() or ORACLE.resolve() in resolved.parents:
-        raise SystemExit(f"error: --out {out_dir} is inside tests/oracle; the shipped oracle is not regenerated")
+        raise BadInput(f"--out {out_dir} is inside tests/oracle; the shipped oracle is not regenerated")
     binary = harness_build.ensure_built(versions.load_pins(), log=lambda line: print(line, file=sys.stderr))
     results = harness_build.run(binary, files, repeats)
     (out_dir / "expected").mkdir(parents=True, exist_ok=True)
@@ -121,12 +135,12 @@ def main() -> int:
     sub.add_parser("build", help="build the harness (cached) and print its path")
     agree_parser = sub.add_parser("agree", help="compare the harness's decisions with the recorded oracle")
     agree_parser.add_argument("sets", nargs="*", default=list(DEFAULT_SETS), help="oracle set names")
-    agree_parser.add_argument("--repeat", type=int, default=AGREE_REPEATS, help="runs per scenario")
+    agree_parser.add_argument("--repeat", type=_positive, default=AGREE_REPEATS, help="runs per scenario")
     agree_parser.add_argument("--markdown", action="store_true", help="a table instead of JSON")
     record_parser = sub.add_parser("record", help="write the served Kueue's decisions as oracle files")
     record_parser.add_argument("paths", nargs="+", help="scenario files or set directories")
     record_parser.add_argument("--out", type=Path, required=True, help="directory for expected/ and kueue_timing.jsonl")
-    record_parser.add_argument("--repeat", type=int, default=2, help="runs per scenario (timings are medians)")
+    record_parser.add_argument("--repeat", type=_positive, default=2, help="runs per scenario (timings are medians)")
     args = parser.parse_args()
     try:
         if args.command == "build":
@@ -135,9 +149,12 @@ def main() -> int:
         if args.command == "record":
             return record(args.paths, args.out, args.repeat)
         report = agree(args.sets, args.repeat)
+    except BadInput as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except harness_build.HarnessError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     if args.markdown:
         print(markdown(report))
     else:

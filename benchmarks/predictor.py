@@ -819,6 +819,8 @@ def main() -> int:
         "--harness-sample", type=int, default=0, metavar="N", help="with --against-harness: N scenarios per public set"
     )
     args = parser.parse_args()
+    if args.harness_sample < 0:
+        parser.error("--harness-sample must be 0 or more")
     if args.against_harness:
         try:
             report = _against_harness(args.harness_sample)
