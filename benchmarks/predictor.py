@@ -43,15 +43,30 @@
   ``imports_without_bytecode_s`` is the imports with ``PYTHONDONTWRITEBYTECODE=1`` and no
   cache, as this repository's environment runs them (the package compiled on every run).
 
+* ``against_harness`` (``--against-harness``): Kueue's own scheduler timed in the same run, by
+  the Go harness (``benchmarks/kueue_harness``, Kueue at the release the real cluster pins;
+  :mod:`sky_kueue.realcluster.harness_build`), instead of the recorded ``scheduleSeconds`` of
+  another commit on another day's machine. Per scale-public scenario (and with
+  ``--harness-sample N`` the first N scenarios of each other public set), :data:`HARNESS_ROUNDS`
+  rounds, each: one harness run (its time inside Kueue's scheduling cycles, setup excluded),
+  one ``sky-kueue predict --snapshot FILE --output json`` process and one in-process
+  prediction (parse + predict), alternating so all three share whatever else the machine does.
+  Ratios per scenario are medians over medians; median and worst over the scale scenarios
+  (issue 38's target: the process's median ratio at most 0.5), with the load average before
+  and after, and each side's number of cycles (the served Kueue decides some scenarios in
+  more cycles than the recorded commit, which the model follows).
+
 Run: ``.venv/bin/python benchmarks/predictor.py`` (``--quick`` skips the scale set in
 ``oracle``; ``--large-only`` runs only ``large``; ``--process-only`` runs only ``process``;
-``--markdown`` prints ``process`` as a table instead of JSON).
+``--markdown`` prints ``process`` as a table instead of JSON; ``--against-harness
+[--harness-sample N] [--markdown]`` runs only ``against_harness``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import resource
@@ -75,6 +90,8 @@ from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
 from sky_kueue.mirror.store import MirrorStore, normalize
+from sky_kueue.realcluster import harness_build, versions
+from sky_kueue.realcluster.harness_outcome import timing_rows
 
 ORACLE = Path(__file__).resolve().parent.parent / "tests" / "oracle"
 SETS = ("seeds", "public", "hier-public", "fair-public", "afs-public", "scale-public")
@@ -113,6 +130,13 @@ PROCESS_REPEATS = 3
 READER_REPEATS = 3
 PROCESS_TARGET_MEDIAN = 0.6
 PROCESS_TARGET_WORST = 1.5
+#: Rounds per scenario of ``--against-harness`` (each: one harness run, one predict process,
+#: one in-process prediction).
+HARNESS_ROUNDS = 3
+#: Issue 38's target: ``sky-kueue predict``'s median ratio to Kueue's scheduling time.
+HARNESS_TARGET_MEDIAN = 0.5
+#: The sets ``--harness-sample N`` takes N scenarios from (the scale set is always timed).
+HARNESS_SAMPLE_SETS = ("public", "hier-public", "fair-public", "afs-public")
 #: The modules ``sky-kueue predict --snapshot`` imports before it reads anything.
 PREDICT_IMPORTS = (
     "import sky_kueue.cli.main, sky_kueue.cli.predict_cmd, sky_kueue.kueue.loader, sky_kueue.kueue.predictor"
@@ -646,6 +670,113 @@ def _process() -> dict[str, object]:
     return out
 
 
+def _cli_and_env(cache: str) -> tuple[list[str], dict[str, str]]:
+    """``sky-kueue`` as its console script runs it, with its bytecode in ``cache``."""
+    script = Path(sys.executable).parent / "sky-kueue"
+    cli = [str(script)] if script.exists() else [sys.executable, "-c", CLI]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = cache
+    return cli, env
+
+
+def _loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def _in_process_predict(text: str, name: str) -> float:
+    """Seconds to parse and predict ``text`` in this process, with the garbage collector handled
+    as ``sky-kueue predict`` handles it (held off while loading, the loaded state frozen out of
+    later collections: ``predict_cmd._load_snapshot``), so the figure is the command's work
+    without its start-up and not this long-lived process's collections."""
+    start = time.perf_counter()
+    gc.disable()
+    try:
+        state = loader.load_state(text, name)
+    finally:
+        gc.freeze()
+        gc.enable()
+    try:
+        predictor.predict(state)
+    finally:
+        gc.unfreeze()
+    return time.perf_counter() - start
+
+
+def _time_against_harness(binary: Path, path: Path, cli: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """:data:`HARNESS_ROUNDS` alternating rounds on one scenario (see the module docstring)."""
+    kueue_s: list[float] = []
+    setup_s: list[float] = []
+    process_s: list[float] = []
+    in_process_s: list[float] = []
+    kueue_cycles: set[int] = set()
+    predict_cycles: set[int] = set()
+    text = path.read_text()
+    for _ in range(HARNESS_ROUNDS):
+        result = harness_build.run(binary, [path], 1)[0]
+        kueue_s.append(result.schedule_seconds[0])
+        setup_s.append(result.setup_seconds[0])
+        kueue_cycles.add(result.cycles)
+        seconds, stdout = _wall([*cli, "predict", "--snapshot", str(path), "--output", "json"], env)
+        process_s.append(seconds)
+        predict_cycles.add(len(json.loads(stdout)["cycles"]))
+        in_process_s.append(_in_process_predict(text, path.name))
+    return {
+        "kueue_schedule_s": kueue_s,
+        "kueue_setup_s": setup_s,
+        "predict_process_s": process_s,
+        "predict_in_process_s": in_process_s,
+        "kueue_cycles": sorted(kueue_cycles),
+        "predict_cycles": sorted(predict_cycles),
+    }
+
+
+def _against_harness(sample: int) -> dict[str, Any]:
+    pins = versions.load_pins()
+    binary = harness_build.ensure_built(pins, log=lambda line: print(line, file=sys.stderr))
+    groups: dict[str, list[Path]] = {PROCESS_SET: sorted((ORACLE / PROCESS_SET / "scenarios").glob("*.yaml"))}
+    for name in HARNESS_SAMPLE_SETS if sample > 0 else ():
+        groups[name] = sorted((ORACLE / name / "scenarios").glob("*.yaml"))[:sample]
+    out: dict[str, Any] = {"kueue_release": pins.kueue, "rounds": HARNESS_ROUNDS, "loadavg_before": _loadavg()}
+    with tempfile.TemporaryDirectory(prefix="predictor-bench-") as cache:
+        cli, env = _cli_and_env(cache)
+        _wall([*cli, "predict", "--snapshot", str(groups[PROCESS_SET][-1]), "--output", "json"], env)  # fills the cache
+        for name, paths in groups.items():
+            out[name] = timing_rows({path.stem: _time_against_harness(binary, path, cli, env) for path in paths})
+    out["loadavg_after"] = _loadavg()
+    out["target_median"] = HARNESS_TARGET_MEDIAN
+    return out
+
+
+def markdown_against_harness(report: dict[str, Any]) -> str:
+    """The ``against_harness`` figures as a table (seconds; ratios to Kueue's scheduling time)."""
+    lines = [
+        "| scenario | Kueue scheduling (setup) | `sky-kueue predict` process | ratio | in-process | ratio "
+        "| cycles Kueue / predict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    groups = [name for name, value in report.items() if isinstance(value, dict) and "scenarios" in value]
+    for group in groups:
+        for name, row in report[group]["scenarios"].items():
+            cycles = f"{'/'.join(map(str, row['kueue_cycles']))} / {'/'.join(map(str, row['predict_cycles']))}"
+            lines.append(
+                f"| {name} | {row['kueue_schedule_s']:.3f} s ({row['kueue_setup_s']:.1f} s) | "
+                f"{row['predict_process_s']:.2f} s | {row['process_ratio']:.2f} | "
+                f"{row['predict_in_process_s']:.3f} s | {row['in_process_ratio']:.2f} | {cycles} |"
+            )
+        g = report[group]
+        lines.append(
+            f"| {group}: median / worst | | | {g['process_ratio_median']:.2f} / {g['process_ratio_worst']:.2f} | | "
+            f"{g['in_process_ratio_median']:.2f} / {g['in_process_ratio_worst']:.2f} | |"
+        )
+    lines.append("")
+    lines.append(
+        f"Kueue {report['kueue_release']}, {report['rounds']} alternating rounds per scenario; load average "
+        f"{report['loadavg_before']} before, {report['loadavg_after']} after; target: the process's median ratio on "
+        f"{PROCESS_SET} at most {report['target_median']}."
+    )
+    return "\n".join(lines)
+
+
 def markdown(process: dict[str, Any]) -> str:
     """The ``process`` figures as a table (seconds; ratios to Kueue's scheduleSeconds)."""
     lines = [
@@ -681,7 +812,27 @@ def main() -> int:
     parser.add_argument("--large-only", action="store_true", help="only the 'large' figures")
     parser.add_argument("--process-only", action="store_true", help="only the 'process' figures")
     parser.add_argument("--markdown", action="store_true", help="print the 'process' figures as a table, not JSON")
+    parser.add_argument(
+        "--against-harness", action="store_true", help="only predict against Kueue's own scheduler, timed in this run"
+    )
+    parser.add_argument(
+        "--harness-sample", type=int, default=0, metavar="N", help="with --against-harness: N scenarios per public set"
+    )
     args = parser.parse_args()
+    if args.harness_sample < 0:
+        parser.error("--harness-sample must be 0 or more")
+    if args.against_harness:
+        try:
+            report = _against_harness(args.harness_sample)
+        except harness_build.HarnessError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        if args.markdown:
+            print(markdown_against_harness(report))
+        else:
+            json.dump({"against_harness": report}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        return 0
     if args.process_only or args.markdown:
         process = _process()
         if args.markdown:
