@@ -11,9 +11,9 @@ the failure source must report ``KUEUE_PREEMPTED`` with the preemptor.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -445,19 +445,29 @@ def test_a_burst_to_a_kubernetes_context_keeps_only_that_context(
     assert seen == [[("Kubernetes", "burst-ctx")]]
 
 
-def _relaunches(
-    monkeypatch: pytest.MonkeyPatch, config: Path, state: Path, task: Any, job_id: int, times: int
-) -> list[list[str]]:
-    """Runs ``times`` recoveries of ``task`` as job ``job_id`` under ``config``; the clouds of each relaunch."""
+T = TypeVar("T")
+
+
+def _observed_relaunches(
+    monkeypatch: pytest.MonkeyPatch,
+    config: Path,
+    state: Path,
+    task: Any,
+    job_id: int,
+    times: int,
+    observe: Callable[[Any], T],
+) -> list[T]:
+    """Runs ``times`` recoveries of ``task`` as job ``job_id`` under ``config``; ``observe`` of
+    each relaunch's task (SkyPilot's relaunch itself replaced: it would provision)."""
     from sky.jobs import recovery_strategy
 
     from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
 
     monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(state)))
-    seen: list[list[str]] = []
+    seen: list[T] = []
 
     async def relaunch(self: Any) -> float:
-        seen.append(_clouds(self.dag.tasks[0]))
+        seen.append(observe(self.dag.tasks[0]))
         return 1.0
 
     monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
@@ -465,6 +475,13 @@ def _relaunches(
     for _ in range(times):
         asyncio.run(executor.recover())
     return seen
+
+
+def _relaunches(
+    monkeypatch: pytest.MonkeyPatch, config: Path, state: Path, task: Any, job_id: int, times: int
+) -> list[list[str]]:
+    """The clouds of each of ``times`` relaunches."""
+    return _observed_relaunches(monkeypatch, config, state, task, job_id, times, _clouds)
 
 
 def _burst_config(tmp: Path, gates: dict[str, bool], max_stays: int | None = None) -> Path:
@@ -723,22 +740,8 @@ def _queues(task: Any) -> list[tuple[str, str | None, str | None, str | None]]:
 def _lane_relaunches(
     monkeypatch: pytest.MonkeyPatch, config: Path, state: Path, task: Any, job_id: int, times: int
 ) -> list[list[tuple[str, str | None, str | None, str | None]]]:
-    from sky.jobs import recovery_strategy
-
-    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
-
-    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(state)))
-    seen: list[list[tuple[str, str | None, str | None, str | None]]] = []
-
-    async def relaunch(self: Any) -> float:
-        seen.append(_queues(self.dag.tasks[0]))
-        return 1.0
-
-    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
-    executor = _executor(task, job_id=job_id)
-    for _ in range(times):
-        asyncio.run(executor.recover())
-    return seen
+    """The queues and class of each of ``times`` relaunches (:func:`_queues`)."""
+    return _observed_relaunches(monkeypatch, config, state, task, job_id, times, _queues)
 
 
 def test_a_job_preempted_k_times_relaunches_in_its_teams_lane(
