@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from sky_kueue.realcluster import build, host, versions
-from sky_kueue.realcluster.cluster import ClusterError, RealCluster
+from sky_kueue.realcluster import host
+from sky_kueue.realcluster.cluster import RealCluster
 from sky_kueue.realcluster.node import NODE_NAME, RUN_ROOT, cgroup_hierarchies
 
 T = TypeVar("T")
@@ -39,24 +40,6 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float = POD_SECONDS
             return found
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last})")
-
-
-@pytest.fixture(scope="module")
-def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    """A real cluster with a real node, the Debian base image imported."""
-    try:
-        binaries = build.ensure_built(versions.load_pins())
-    except build.BuildError as err:
-        pytest.fail(f"the real cluster cannot be built: {err}", pytrace=False)
-    cluster = RealCluster(tmp_path_factory.mktemp("real-node"), binaries, real_node=True, node_images=(BASE_IMAGE,))
-    try:
-        cluster.up()
-    except ClusterError as err:
-        pytest.fail(f"the real cluster with a real node did not start: {err}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.down()
 
 
 def _pod(name: str, command: list[str], image: str = BASE_IMAGE) -> dict[str, Any]:
@@ -83,8 +66,8 @@ def _phase(core: Any, name: str, wanted: str) -> Callable[[], Any]:
     return probe
 
 
-def test_a_pod_runs_echo_to_succeeded_and_its_logs_are_read(node_cluster: RealCluster) -> None:
-    core = node_cluster.core()
+def test_a_pod_runs_echo_to_succeeded_and_its_logs_are_read(real_node_cluster: RealCluster) -> None:
+    core = real_node_cluster.core()
     core.create_namespaced_pod(NAMESPACE, _pod("echo-hi", ["sh", "-c", "echo hi"]))
     pod = _wait("echo-hi to succeed", _phase(core, "echo-hi", "Succeeded"))
     status = pod.status.container_statuses[0]
@@ -94,7 +77,7 @@ def test_a_pod_runs_echo_to_succeeded_and_its_logs_are_read(node_cluster: RealCl
     assert core.read_namespaced_pod_log("echo-hi", NAMESPACE) == "hi\n"
     # through kubectl too: the second, independent client
     logs = subprocess.run(
-        ["kubectl", "--kubeconfig", str(node_cluster.kubeconfig), "logs", "echo-hi"],
+        ["kubectl", "--kubeconfig", str(real_node_cluster.kubeconfig), "logs", "echo-hi"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -103,10 +86,10 @@ def test_a_pod_runs_echo_to_succeeded_and_its_logs_are_read(node_cluster: RealCl
     assert (logs.returncode, logs.stdout) == (0, "hi\n"), logs.stderr
 
 
-def test_exec_through_the_kubelet_and_the_pod_reaches_the_api_server(node_cluster: RealCluster) -> None:
+def test_exec_through_the_kubelet_and_the_pod_reaches_the_api_server(real_node_cluster: RealCluster) -> None:
     from kubernetes.stream import stream
 
-    core = node_cluster.core()
+    core = real_node_cluster.core()
     core.create_namespaced_pod(NAMESPACE, _pod("sleeper", ["sleep", "infinity"]))
     _wait("sleeper to run", _phase(core, "sleeper", "Running"))
     release = stream(
@@ -147,8 +130,8 @@ def test_exec_through_the_kubelet_and_the_pod_reaches_the_api_server(node_cluste
     core.delete_namespaced_pod("sleeper", NAMESPACE, grace_period_seconds=0)
 
 
-def test_an_image_nobody_imported_fails_to_pull(node_cluster: RealCluster) -> None:
-    core = node_cluster.core()
+def test_an_image_nobody_imported_fails_to_pull(real_node_cluster: RealCluster) -> None:
+    core = real_node_cluster.core()
     core.create_namespaced_pod(NAMESPACE, _pod("no-such-image", ["true"], image="registry.k8s.io/no-such-image:1.0"))
 
     def waiting_reason() -> str | None:
@@ -192,9 +175,10 @@ def _leftovers(directory: Path, node: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_down_leaves_no_process_mount_cgroup_interface_or_rule(tmp_path: Path, node_cluster: RealCluster) -> None:
+def test_down_leaves_no_process_mount_cgroup_interface_or_rule(real_node_cluster: RealCluster) -> None:
     """A second cluster with a real node, a pod running in it, then ``down``."""
-    cluster = RealCluster(tmp_path / "cluster", node_cluster.binaries, real_node=True)
+    directory = Path(tempfile.mkdtemp(prefix="real-node-down-", dir="/tmp"))
+    cluster = RealCluster(directory, real_node_cluster.binaries, real_node=True)
     cluster.up()
     try:
         node = dict(cluster.state.extra["node"])
