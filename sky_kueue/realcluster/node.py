@@ -359,6 +359,9 @@ class RealNode:
             '  stream_server_address = "127.0.0.1"',
             '  stream_server_port = "0"',
             "  netns_mounts_under_state_dir = true",
+            # root here lacks CAP_SYS_RESOURCE: a negative oom_score_adj (the kubelet asks -998 for
+            # the pause container) is clamped to containerd's own, as for a rootless containerd
+            "  restrict_oom_score_adj = true",
             "  enable_selinux = false",
             f"[{cri}.containerd]",
             '  snapshotter = "overlayfs"',
@@ -486,6 +489,8 @@ class RealNode:
             "cgroupRoot": self.state.cgroup_root,
             "failCgroupV1": False,
             "failSwapOn": False,
+            # -999 by default; root here lacks CAP_SYS_RESOURCE, so lowering it is refused
+            "oomScoreAdj": 0,
             "containerRuntimeEndpoint": f"unix://{self.socket}",
             "podLogsDir": str(self.directory / "pod-logs"),
             "staticPodPath": "",

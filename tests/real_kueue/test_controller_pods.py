@@ -35,6 +35,8 @@ from tests.real_kueue.conftest import KWOK_TAINT, REPO
 from tests.real_kueue.support import KueueCluster, condition_true, run_cli
 from tests.real_kueue.test_preemption import skypilot_pod
 
+pytestmark = pytest.mark.real_node
+
 MANIFESTS = REPO / "configs" / "controller"
 TEAMS = REPO / "configs" / "teams.yaml"
 PLUGIN_CONFIG = REPO / "configs" / "sky-kueue.yaml"

@@ -23,6 +23,8 @@ from sky_kueue.realcluster import host
 from sky_kueue.realcluster.cluster import RealCluster
 from sky_kueue.realcluster.node import NODE_NAME, RUN_ROOT, cgroup_hierarchies
 
+pytestmark = pytest.mark.real_node
+
 T = TypeVar("T")
 
 BASE_IMAGE = "debian:bookworm"
