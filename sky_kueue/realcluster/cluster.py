@@ -199,6 +199,7 @@ class RealCluster:
         self.state = State(self.directory)
         self._clients: dict[str, Any] = {}
         self._bootstrap: Any = None
+        self._node_layouts: list[tuple[str, Path]] = []
 
     # ----------------------------------------------------------------- paths
     @property
@@ -229,6 +230,13 @@ class RealCluster:
         """
         if (self.directory / "state.json").exists():
             raise ClusterError(f"a cluster already has state in {self.directory}: run `down` first")
+        # the real node's images are built and exported before the clock starts (minutes when
+        # the image store has to build them; then cached)
+        self._node_layouts = []
+        if self.real_node:
+            from sky_kueue.realcluster.node import prepare_image
+
+            self._node_layouts = [(ref, prepare_image(ref, self.log)) for ref in self.node_images]
         started = time.monotonic()
         deadline = started + timeout_seconds
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -280,7 +288,7 @@ class RealCluster:
         if self.real_node:
             from sky_kueue.realcluster.node import RealNode
 
-            RealNode(self).start(ca, deadline, self.node_images)
+            RealNode(self).start(ca, deadline, self._node_layouts)
         _wait(
             "the default ServiceAccount (kube-controller-manager)",
             lambda: self.core().read_namespaced_service_account("default", "default"),

@@ -84,6 +84,9 @@ PAUSE_REFERENCE = "sky-kueue.invalid/pause:{hash}"
 KUBERNETES_SERVICE = ("10.96.0.1", 443)
 #: Registries the project's images are named in; the node's registry mirrors each (:mod:`.registry`).
 MIRRORED_REGISTRIES = ("docker.io", "ghcr.io", "us-docker.pkg.dev", "sky-kueue.invalid")
+#: The cap of the tmpfs holding containerd's root (used only as images and pods fill it:
+#: SkyPilot's image is 1.2 GB twice, as a blob and unpacked).
+CONTAINERD_TMPFS_SIZE = "12g"
 #: How long ``down`` gives the kubelet and containerd after SIGTERM.
 STOP_GRACE_SECONDS = 10.0
 #: How long to wait for containerd's socket and the node's Ready condition.
@@ -209,9 +212,10 @@ class RealNode:
             images={},
         )
 
-    def start(self, ca: CertificateAuthority, deadline: float, images: Iterable[str] = ()) -> None:
-        """Start the node, import the pause image and ``images`` (references of the image
-        store), and wait until the node is Ready.
+    def start(self, ca: CertificateAuthority, deadline: float, images: Iterable[tuple[str, Path]] = ()) -> None:
+        """Start the node, import the pause image and ``images`` ((reference, layout) pairs of
+        :func:`prepare_image`), and wait until the node is Ready. The imports' time is added to
+        ``deadline`` (a large image takes a minute to import and unpack).
 
         Raises:
             NodeError: a tool is missing, not root, or a component did not start in time.
@@ -232,10 +236,11 @@ class RealNode:
         self._network()
         self._certificates(ca)
         self._start_registry()
+        self._mount_containerd_root()
         self._start_containerd(deadline)
         self.import_pause()
-        for reference in images:
-            self.import_image(reference)
+        for reference, layout in images:
+            deadline += self.import_layout(layout, reference)
         self._bind_kubelet_client()
         self._start_kubelet(ca)
         self._wait_ready(deadline)
@@ -382,6 +387,21 @@ class RealNode:
             ]
         return "\n".join(lines) + "\n"
 
+    def _mount_containerd_root(self) -> None:
+        """containerd's root (content store, unpacked snapshots, pods' writable layers) on a
+        tmpfs: ``down`` unmounts it at once, where deleting SkyPilot's unpacked image (40,000
+        files, twice) from disk took 80 s here; memory holds only what is imported and written."""
+        root = self.directory / "containerd"
+        root.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={CONTAINERD_TMPFS_SIZE},mode=0700", "sky-kueue-node", str(root)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise NodeError(f"mounting a tmpfs for containerd at {root}: {done.stderr.strip()}")
+
     def _start_containerd(self, deadline: float) -> None:
         pause = self.cluster.binaries.pause
         config = self.directory / "containerd.toml"
@@ -438,30 +458,8 @@ class RealNode:
         self.import_layout(layout, reference)
 
     def import_image(self, reference: str) -> float:
-        """Build (or find) ``reference`` in the image store, export it as an OCI layout (cached)
-        and import it under every reference its recipe names with a tag; returns the import's
-        seconds (the export's are logged)."""
-        from sky_kueue.sandbox.containers import images as store_images
-        from sky_kueue.sandbox.containers import recipe as recipes
-
-        store = store_images.ImageStore()
-        try:
-            image = store.ensure(reference)
-        except store_images.ImageError as err:
-            raise NodeError(f"image {reference} for the real node: {err}") from None
-        references = _tagged_references(reference, image.recipe)
-        spec = oci_layout.ImageSpec(
-            references=references,
-            rootfs=image.rootfs,
-            env=image.env,
-            cmd=image.command or (("bash",) if image.recipe.name == recipes.BASE_NAME else ("sleep", "infinity")),
-            workdir=image.recipe.workdir,
-        )
-        started = time.monotonic()
-        layout, written = oci_layout.ensure_layout(spec, store.cache / "oci", image.rootfs.name)
-        if written:
-            self.log(f"real node: exported {reference} as an OCI layout in {time.monotonic() - started:.1f} s")
-        return self.import_layout(layout, reference)
+        """:func:`prepare_image` then ``ctr images import``; returns the import's seconds."""
+        return self.import_layout(prepare_image(reference, self.log), reference)
 
     # ------------------------------------------------------------- kubelet
     def kubelet_configuration(self) -> dict[str, Any]:
@@ -564,15 +562,27 @@ class RealNode:
         state = self.state
         problems: list[str] = []
         procs = self.cluster.state.processes
+        took: list[str] = []
+        clock = time.monotonic()
+
+        def step(name: str) -> None:
+            nonlocal clock
+            took.append(f"{name} {time.monotonic() - clock:.1f} s")
+            clock = time.monotonic()
+
         if "kubelet" in procs:
             stop_process(procs["kubelet"], STOP_GRACE_SECONDS)
+        step("kubelet")
         if "containerd" in procs and self.socket.exists():
             self._kill_containers()
+        step("containers")
         for name in ("containerd", "node-registry"):
             if name in procs:
                 stop_process(procs[name], STOP_GRACE_SECONDS)
+        step("containerd")
         for pid in self._leftover_pids():
             stop_process(Process(name=f"pid {pid}", pid=pid, log="", argv=[]), 2.0)
+        step("leftover processes")
         problems += self._unmount_all()
         for hierarchy in cgroup_hierarchies():
             problems += _remove_cgroup(hierarchy / state.cgroup_root.lstrip("/"))
@@ -580,6 +590,7 @@ class RealNode:
             host.iptables("iptables", "-t", rule[0], "-D", *rule[1:], check=False)
         if _ip("link", "show", state.bridge, check=False).returncode == 0:
             _ip("link", "delete", state.bridge, check=False)
+        step("mounts, cgroups, network")
         for line in host.restore_after(state.node_id):
             self.log(f"real node: restored {line}")
         shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -589,20 +600,18 @@ class RealNode:
         for empty in (SHIM_SOCKET_DIR, SHIM_SOCKET_DIR.parent, RUN_ROOT):
             with contextlib.suppress(OSError):
                 empty.rmdir()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        # rm, not shutil.rmtree: the unpacked images are tens of thousands of files (several
+        # times faster), and --one-file-system never descends into a mount left behind
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(self.directory)], capture_output=True, check=False)
+        step("files")
+        self.log(f"real node: down ({', '.join(took)})")
         problems += [f"{p} still exists" for p in (self.run_dir, self.directory) if p.exists()]
         return problems
 
     def _kill_containers(self) -> None:
-        """Every task containerd runs for this node, killed and deleted (the shims go with them)."""
-        tasks = self._ctr("tasks", "list", "--quiet", check=False).stdout.split()
-        for task in tasks:
-            self._ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False)
-        for task in tasks:
-            for _ in range(40):
-                if self._ctr("tasks", "delete", task, check=False).returncode == 0:
-                    break
-                time.sleep(POLL_SECONDS)
+        """Every task containerd runs for this node, force-deleted (killed; its shim exits)."""
+        for task in self._ctr("tasks", "list", "--quiet", check=False).stdout.split():
+            self._ctr("tasks", "delete", "--force", task, check=False)
 
     def _leftover_pids(self) -> list[int]:
         """Shims of this node's containerd (they name its socket) and processes in its cgroups."""
@@ -630,6 +639,42 @@ class RealNode:
                 subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
             left += [f"mount {p}" for p in _mounts_under(base)]
         return left
+
+
+def prepare_image(reference: str, log: Log) -> Path:
+    """Build (or find) ``reference`` in the image store and export it as an OCI layout (cached),
+    named under every reference its recipe gives with a tag; returns the layout.
+
+    Raises:
+        NodeError: no recipe maps to ``reference``, or its build failed.
+    """
+    from sky_kueue.sandbox.containers import images as store_images
+    from sky_kueue.sandbox.containers import recipe as recipes
+    from sky_kueue.sandbox.containers import recipes_controller, recipes_skypilot  # noqa: F401 - register
+
+    store = store_images.ImageStore()
+    try:
+        image = store.ensure(reference)
+    except store_images.ImageError as err:
+        raise NodeError(f"image {reference} for the real node: {err}") from None
+    spec = oci_layout.ImageSpec(
+        references=_tagged_references(reference, image.recipe),
+        rootfs=image.rootfs,
+        env=image.env,
+        cmd=image.command or (("bash",) if image.recipe.name == recipes.BASE_NAME else ("sleep", "infinity")),
+        workdir=image.recipe.workdir,
+    )
+    started = time.monotonic()
+    layout, written = oci_layout.ensure_layout(spec, store.cache / "oci", image.rootfs.name)
+    if written:
+        log(f"real node: exported {reference} as an OCI layout in {time.monotonic() - started:.1f} s")
+        # every edit of the checkout makes a new controller image (about 700 MB); its older
+        # ones and their layouts go, as the sandbox's install test prunes them
+        if image.recipe.name == recipes_controller.CONTROLLER_IMAGE:
+            recipes_controller.prune_stale_images(store.cache, image.rootfs)
+        for removed in oci_layout.prune_orphans(store.cache / "oci", store.cache):
+            log(f"real node: removed the OCI layout {removed.name} (its image is gone)")
+    return layout
 
 
 def _remove_cgroup(path: Path) -> list[str]:

@@ -201,6 +201,20 @@ def ensure_layout(spec: ImageSpec, cache: Path, key: str) -> tuple[Path, bool]:
         return write_layout(spec, target), True
 
 
+def prune_orphans(layouts: Path, rootfs_cache: Path) -> list[Path]:
+    """Remove the layouts under ``layouts`` whose image (``rootfs_cache/<key>``) no longer
+    exists (the image store pruned or rebuilt it); returns what was removed. Layouts of no
+    image-store image (the pause image's) are kept."""
+    removed = []
+    for layout in sorted(layouts.glob("*")):
+        if not layout.is_dir() or layout.name.startswith((".", "pause")):
+            continue
+        if not (rootfs_cache / layout.name).is_dir():
+            shutil.rmtree(layout, ignore_errors=True)
+            removed.append(layout)
+    return removed
+
+
 @dataclass(frozen=True)
 class LayoutManifest:
     """One reference of a layout, as a registry serves it."""
