@@ -33,17 +33,22 @@ from decimal import Decimal
 from typing import Any
 
 from sky_kueue.realcluster import build, versions
-from sky_kueue.realcluster.cluster import CONTEXT, NodeSpec, RealCluster
+from sky_kueue.realcluster.cluster import CONTEXT as REAL_CONTEXT
+from sky_kueue.realcluster.cluster import NodeSpec, RealCluster
 from sky_kueue.realcluster.node import NODE_NAME
 from sky_kueue.sandbox import seed
 from sky_kueue.sandbox.skypilot_home import isolated_environment
 from tests.e2e import skypilot_loop as loop
 
+#: The kubeconfig context of the real cluster (the plugin config's ``kubernetes.contexts``).
+CONTEXT = REAL_CONTEXT
 #: The seed setup's CPU and memory quotas, and the e2e tasks' requests, times this.
 SCALE = Decimal("0.1")
 #: GPUs the real node advertises (team-a's quota is 2).
 NODE_GPUS = 4
 KUEUE_GROUP = "kueue.x-k8s.io"
+#: Pause before a dropped Workload watch is started again.
+WATCH_RETRY_SECONDS = 1.0
 
 
 def scaled_seed_setup() -> list[dict[str, Any]]:
@@ -121,7 +126,8 @@ class RealWorld:
                             return
                 except (ApiException, urllib3.exceptions.HTTPError, OSError) as err:
                     # a dropped watch (the cluster stopping, a 410): started again unless stopping
-                    print(f"e2e: the Workload watch ended ({type(err).__name__}); watching again", flush=True)
+                    if not self._stop.wait(WATCH_RETRY_SECONDS):
+                        print(f"e2e: the Workload watch ended ({type(err).__name__}); watching again", flush=True)
 
         threading.Thread(target=run, name="e2e-workload-watch", daemon=True).start()
 

@@ -170,12 +170,13 @@ def policy_banner() -> str:
     )
 
 
-def plugin_config(root: pathlib.Path) -> pathlib.Path:
+def plugin_config(root: pathlib.Path, context: str = CONTEXT) -> pathlib.Path:
     """The demo config with the boost policy ``bounded`` aging one step per preemption (the
     default ``rank`` only orders a relaunch inside its class), so that a single preemption shows
     in the relaunch's priority (tests/controller/test_live_band.py shows ``rank`` live)."""
     data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
     data["aging"]["parameters"] = dict(AGING_PARAMETERS)
+    data["kubernetes"]["contexts"] = [context]
     path = root / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -300,7 +301,7 @@ def run(root: pathlib.Path, evidence: Evidence, options: LoopOptions | None = No
     if options.real:
         from tests.e2e import real_world
 
-        world_of = real_world.skypilot_world(root, evidence, plugin_config(root))
+        world_of = real_world.skypilot_world(root, evidence, plugin_config(root, real_world.CONTEXT))
         with world_of as (world, env, home), running_controller(root, world.kubeconfig_path):
             _drive(world, env, home, root / "controller.db", evidence, options, None)
         return
