@@ -668,10 +668,8 @@ def prepare_image(reference: str, log: Log) -> Path:
     layout, written = oci_layout.ensure_layout(spec, store.cache / "oci", image.rootfs.name)
     if written:
         log(f"real node: exported {reference} as an OCI layout in {time.monotonic() - started:.1f} s")
-        # every edit of the checkout makes a new controller image (about 700 MB); its older
-        # ones and their layouts go, as the sandbox's install test prunes them
-        if image.recipe.name == recipes_controller.CONTROLLER_IMAGE:
-            recipes_controller.prune_stale_images(store.cache, image.rootfs)
+        # every edit of the checkout makes a new controller image (about 700 MB); a layout goes
+        # with its image when the image store prunes that (never an image another checkout uses)
         for removed in oci_layout.prune_orphans(store.cache / "oci", store.cache):
             log(f"real node: removed the OCI layout {removed.name} (its image is gone)")
     return layout
