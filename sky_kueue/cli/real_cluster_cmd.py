@@ -53,7 +53,7 @@ def real_cluster() -> None:
 
 @real_cluster.command("build")
 def build_cmd() -> None:
-    """Build (or find cached) the pinned kube-apiserver, etcd, Kueue and KWOK."""
+    """Build (or find cached) the pinned kube-apiserver, etcd, Kueue, KWOK and kubelet."""
     _binaries()
 
 

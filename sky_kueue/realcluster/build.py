@@ -7,6 +7,10 @@ whose go.mod has replace directives (etcd's server module points at its siblings
 only apply inside its own repository, so the wrapper pins each staging module to the release's
 ``v0.<minor>.<patch>`` tag, as any consumer of ``k8s.io/kubernetes`` must.
 
+The real node's kubelet comes from the same ``k8s.io/kubernetes`` wrapper as the control plane
+(a step of its own, so a cache built before it gains only the kubelet), and its pause binary
+from the Go source shipped in ``sky_kueue/data/pause`` (keyed by the source's hash).
+
 Layout: ``<cache>/<component>-<version>/bin/<binary>``, plus the data files the cluster reads
 from the same module (Kueue's CRDs, RBAC and webhook manifests; KWOK's stages) copied to
 ``<cache>/<component>-<version>/assets/`` so a cleaned Go module cache does not break a
