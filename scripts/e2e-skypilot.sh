@@ -4,13 +4,16 @@
 # setup needs containers; with --containers (root) pods run in namespaces of their own on
 # SkyPilot's default image (built once into ~/.cache/sky-kueue/images, or $SKY_KUEUE_IMAGE_CACHE)
 # and the loop goes on to the relaunched job's SUCCEEDED and the controller's record of it.
+# With --real (root) the same stages run on real Kubernetes, the real Kueue and a real node
+# (kubelet, containerd, runc, CNI bridge; tests/e2e/real_world.py), built from their Go modules
+# and Debian's packages (sky-kueue real-cluster build; cached in ~/.cache/sky-kueue/upstream).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 containers=0
 for arg in "$@"; do
   case "$arg" in
-    --containers) containers=1 ;;
-    *) echo "usage: scripts/e2e-skypilot.sh [--containers]" >&2; exit 2 ;;
+    --containers|--real) containers=1 ;;
+    *) echo "usage: scripts/e2e-skypilot.sh [--containers | --real]" >&2; exit 2 ;;
   esac
 done
 bash scripts/host-tools.sh

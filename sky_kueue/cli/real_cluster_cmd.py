@@ -53,7 +53,7 @@ def real_cluster() -> None:
 
 @real_cluster.command("build")
 def build_cmd() -> None:
-    """Build (or find cached) the pinned kube-apiserver, etcd, Kueue and KWOK."""
+    """Build (or find cached) the pinned kube-apiserver, etcd, Kueue, KWOK and kubelet."""
     _binaries()
 
 
@@ -65,7 +65,28 @@ def build_cmd() -> None:
 @click.option(
     "--node-gpus", default=4, show_default=True, type=click.IntRange(0, 1024), help="nvidia.com/gpu per node."
 )
-def up_cmd(directory: str, nodes: int, node_cpu: str, node_memory: str, node_gpus: int) -> None:
+@click.option(
+    "--real-node",
+    is_flag=True,
+    help="Also start a real node (kubelet, containerd, runc, CNI bridge; root) that runs pods' containers.",
+)
+@click.option(
+    "--node-image",
+    "node_images",
+    multiple=True,
+    metavar="REF",
+    help="An image of the sandbox's image store (e.g. debian:bookworm) to build if needed and import "
+    "into the real node (repeatable).",
+)
+def up_cmd(
+    directory: str,
+    nodes: int,
+    node_cpu: str,
+    node_memory: str,
+    node_gpus: int,
+    real_node: bool,
+    node_images: tuple[str, ...],
+) -> None:
     """Start a cluster in the background; prints the export that points kubectl at it."""
     from sky_kueue.realcluster import cluster as real
     from sky_kueue.realcluster.build import Binaries
@@ -77,7 +98,16 @@ def up_cmd(directory: str, nodes: int, node_cpu: str, node_memory: str, node_gpu
     binaries = _binaries()
     assert isinstance(binaries, Binaries)
     spec = real.NodeSpec(count=nodes, cpu=cpu, memory=node_memory, gpus=node_gpus)
-    target = real.RealCluster(Path(directory).expanduser(), binaries, spec, log=lambda line: click.echo(line, err=True))
+    if node_images and not real_node:
+        errors.fail("--node-image needs --real-node")
+    target = real.RealCluster(
+        Path(directory).expanduser(),
+        binaries,
+        spec,
+        log=lambda line: click.echo(line, err=True),
+        real_node=real_node,
+        node_images=node_images,
+    )
     try:
         target.up()
     except real.ClusterError as err:

@@ -7,6 +7,10 @@ whose go.mod has replace directives (etcd's server module points at its siblings
 only apply inside its own repository, so the wrapper pins each staging module to the release's
 ``v0.<minor>.<patch>`` tag, as any consumer of ``k8s.io/kubernetes`` must.
 
+The real node's kubelet comes from the same ``k8s.io/kubernetes`` wrapper as the control plane
+(a step of its own, so a cache built before it gains only the kubelet), and its pause binary
+from the Go source shipped in ``sky_kueue/data/pause`` (keyed by the source's hash).
+
 Layout: ``<cache>/<component>-<version>/bin/<binary>``, plus the data files the cluster reads
 from the same module (Kueue's CRDs, RBAC and webhook manifests; KWOK's stages) copied to
 ``<cache>/<component>-<version>/assets/`` so a cleaned Go module cache does not break a
@@ -18,6 +22,7 @@ building, so two builders (CI's stages, a test run) share one build.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -26,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from sky_kueue.realcluster.versions import Pins
@@ -50,6 +56,10 @@ KWOK_ASSETS = (
     "kustomize/stage/pod/general/pod-delete.yaml",
 )
 KUBERNETES_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+#: The real node's agent, from the same ``k8s.io/kubernetes`` release as the control plane.
+KUBELET = "kubelet"
+#: The pause program of the real node's sandbox image (its Go source ships in the package).
+PAUSE_SOURCE = "pause/main.go"
 
 Log = Callable[[str], None]
 
@@ -90,6 +100,15 @@ class Binaries:
         return self.component("kubernetes", self.pins.kubernetes) / "bin" / binary
 
     @property
+    def kubelet(self) -> Path:
+        return self.kubernetes(KUBELET)
+
+    @property
+    def pause(self) -> Path:
+        """The pause binary, keyed by its source's hash (an edited source builds a new one)."""
+        return self.component("pause", pause_source_hash()) / "bin" / "pause"
+
+    @property
     def kueue_assets(self) -> Path:
         return self.component("kueue", self.pins.kueue) / "assets"
 
@@ -101,6 +120,7 @@ class Binaries:
         """Binaries and asset directories not yet built."""
         wanted = [self.etcd, self.kwok, self.kueue, self.kueue_assets, self.kwok_assets]
         wanted += [self.kubernetes(b) for b in KUBERNETES_BINARIES]
+        wanted += [self.kubelet, self.pause]
         return [path for path in wanted if not path.exists()]
 
 
@@ -240,8 +260,14 @@ def ensure_built(pins: Pins, log: Log = print, root: Path | None = None) -> Bina
             (
                 "kubernetes " + pins.kubernetes,
                 [binaries.kubernetes(b) for b in KUBERNETES_BINARIES],
-                lambda: _build_kubernetes(binaries, env, scratch),
+                lambda: _build_kubernetes(binaries, env, scratch, KUBERNETES_BINARIES),
             ),
+            (
+                "kubelet " + pins.kubernetes,
+                [binaries.kubelet],
+                lambda: _build_kubernetes(binaries, env, scratch, (KUBELET,)),
+            ),
+            ("pause " + pause_source_hash(), [binaries.pause], lambda: _build_pause(binaries, env)),
         ]
         for what, outputs, step in steps:
             if all(path.exists() for path in outputs):
@@ -284,7 +310,7 @@ def _build_kueue(binaries: Binaries, env: dict[str, str], scratch: Path) -> None
     _copy_assets(source, KUEUE_ASSETS, binaries.kueue_assets)
 
 
-def _build_kubernetes(binaries: Binaries, env: dict[str, str], scratch: Path) -> None:
+def _build_kubernetes(binaries: Binaries, env: dict[str, str], scratch: Path, names: tuple[str, ...]) -> None:
     pins = binaries.pins
     source = module_dir("k8s.io/kubernetes", pins.kubernetes, env, scratch)
     replaces = _kubernetes_replaces((source / "go.mod").read_text(encoding="utf-8"), pins.kubernetes_staging)
@@ -298,6 +324,28 @@ def _build_kubernetes(binaries: Binaries, env: dict[str, str], scratch: Path) ->
         "k8s.io/client-go/pkg/version.gitVersion": pins.kubernetes,
     }
     ldflags = " ".join(f"-X {name}={value}" for name, value in version_vars.items())
-    packages = {f"k8s.io/kubernetes/cmd/{b}": binaries.kubernetes(b) for b in KUBERNETES_BINARIES}
+    packages = {f"k8s.io/kubernetes/cmd/{b}": binaries.kubernetes(b) for b in names}
     _build_packages(work, "kubernetes", packages, pins.kubernetes, ldflags, env)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def pause_source() -> Path:
+    """The pause program's Go source, shipped in the package (``sky_kueue/data/pause``)."""
+    return Path(str(resources.files("sky_kueue.data").joinpath(PAUSE_SOURCE)))
+
+
+def pause_source_hash() -> str:
+    return hashlib.sha256(pause_source().read_bytes()).hexdigest()[:12]
+
+
+def _build_pause(binaries: Binaries, env: dict[str, str]) -> None:
+    """A static pause binary from :func:`pause_source` (standard library only: nothing to fetch)."""
+    work = binaries.pause.parent.parent / "work"
+    _wrapper(work, "pause")
+    shutil.copyfile(pause_source(), work / "main.go")
+    output = binaries.pause
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".partial")
+    _run(["go", "build", "-ldflags", "-s -w", "-o", str(tmp), "."], work, "pause", env)
+    tmp.replace(output)
     shutil.rmtree(work, ignore_errors=True)

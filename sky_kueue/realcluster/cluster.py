@@ -51,6 +51,8 @@ KUEUE_FIXED_CERT_DIRS = (Path("/etc/kueue/metrics/certs"), Path("/visibility"))
 OWNED_MARKER = ".sky-kueue-real-cluster"
 #: The kubeconfig context name of the admin kubeconfig.
 CONTEXT = "sky-kueue-real"
+#: The user the API server presents to kubelets (kubeadm's name for it).
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
 T = TypeVar("T")
 Log = Callable[[str], None]
@@ -113,6 +115,8 @@ class State:
     ready: bool = False
     #: Files and directories outside ``directory`` that ``up`` created (removed by ``down``).
     created_paths: list[str] = field(default_factory=list)
+    #: What optional parts record for ``down`` (the real node: ``node``).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -123,6 +127,7 @@ class State:
             "ports": self.ports,
             "ready": self.ready,
             "created_paths": self.created_paths,
+            "extra": self.extra,
             "processes": {name: vars(proc) for name, proc in self.processes.items()},
         }
         tmp = self.path.with_suffix(".tmp")
@@ -134,6 +139,7 @@ class State:
         data = json.loads((directory / "state.json").read_text(encoding="utf-8"))
         state = cls(directory=directory, ports=dict(data["ports"]), ready=bool(data["ready"]))
         state.created_paths = list(data.get("created_paths", []))
+        state.extra = dict(data.get("extra", {}))
         state.processes = {name: Process(**proc) for name, proc in data["processes"].items()}
         return state
 
@@ -177,8 +183,14 @@ class RealCluster:
         log: Log = print,
         *,
         wait_for_pods_ready_seconds: int | None = None,
+        real_node: bool = False,
+        node_images: tuple[str, ...] = (),
     ) -> None:
         self.directory = directory.resolve()
+        #: Whether to start a real node (kubelet, containerd) beside the KWOK nodes (:mod:`.node`).
+        self.real_node = real_node
+        #: Image-store references the real node imports at start (the pause image always).
+        self.node_images = node_images
         #: Kueue's waitForPodsReady timeout (None: off, as Kueue v0.17 defaults).
         self.wait_for_pods_ready_seconds = wait_for_pods_ready_seconds
         self.binaries = binaries
@@ -187,6 +199,7 @@ class RealCluster:
         self.state = State(self.directory)
         self._clients: dict[str, Any] = {}
         self._bootstrap: Any = None
+        self._node_layouts: list[tuple[str, Path]] = []
 
     # ----------------------------------------------------------------- paths
     @property
@@ -217,6 +230,13 @@ class RealCluster:
         """
         if (self.directory / "state.json").exists():
             raise ClusterError(f"a cluster already has state in {self.directory}: run `down` first")
+        # the real node's images are built and exported before the clock starts (minutes when
+        # the image store has to build them; then cached)
+        self._node_layouts = []
+        if self.real_node:
+            from sky_kueue.realcluster.node import prepare_image
+
+            self._node_layouts = [(ref, prepare_image(ref, self.log)) for ref in self.node_images]
         started = time.monotonic()
         deadline = started + timeout_seconds
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -265,6 +285,10 @@ class RealCluster:
         self._start_kwok()
         self._install_kueue(ca, deadline)
         self._create_nodes(deadline)
+        if self.real_node:
+            from sky_kueue.realcluster.node import RealNode
+
+            RealNode(self).start(ca, deadline, self._node_layouts)
         _wait(
             "the default ServiceAccount (kube-controller-manager)",
             lambda: self.core().read_namespaced_service_account("default", "default"),
@@ -291,6 +315,9 @@ class RealCluster:
         ca.issue("controller-manager", "system:kube-controller-manager", client=True)
         ca.issue("scheduler", "system:kube-scheduler", client=True)
         ca.issue("kueue-webhook", "kueue-webhook", dns_names=("localhost",), ip_addresses=("127.0.0.1",), server=True)
+        # the API server's identity towards kubelets (exec, logs, port-forward), bound to the
+        # built-in system:kubelet-api-admin role rather than put in system:masters
+        ca.issue("apiserver-kubelet-client", KUBELET_CLIENT_USER, client=True)
         service_account_keys(self.pki)
         webhook_dir = self.directory / "kueue-certs"
         webhook_dir.mkdir(exist_ok=True)
@@ -317,6 +344,21 @@ class RealCluster:
         self.state.processes[name] = proc
         self.state.save()
         return proc
+
+    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
+        """Start ``name`` in its own session, logged to ``logs/<name>.log``, recorded for ``down``."""
+        return self._start(name, argv, env)
+
+    def check_running(self, name: str) -> None:
+        """Raise :class:`ClusterError` (with the log's tail) if ``name`` has exited."""
+        self._check_running(name)
+
+    def wait_for(self, what: str, probe: Callable[[], T | None], deadline: float, log_name: str) -> T:
+        """Poll ``probe`` until it returns something, or raise :class:`ClusterError` at ``deadline``."""
+        return _wait(what, probe, deadline, self._log_path(log_name))
+
+    def state_extra(self) -> dict[str, Any]:
+        return self.state.extra
 
     def _check_running(self, name: str) -> None:
         proc = self.state.processes[name]
@@ -386,6 +428,14 @@ class RealCluster:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--proxy-client-cert-file={pki / 'front-proxy' / 'front-proxy-client.crt'}",
                 f"--proxy-client-key-file={pki / 'front-proxy' / 'front-proxy-client.key'}",
+                # a real node (node.py): kubelets are reached at their InternalIP, their serving
+                # certificates checked against the cluster CA; NodeRestriction limits what a
+                # kubelet's identity may change to its own Node and pods
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
+                "--enable-admission-plugins=NodeRestriction",
             ],
         )
 
@@ -727,6 +777,12 @@ class RealCluster:
         if self._bootstrap is not None:
             self._bootstrap.close()
             self._bootstrap = None
+        if "node" in self.state.extra:
+            from sky_kueue.realcluster.node import RealNode
+
+            left = RealNode(self).down()
+            if left:
+                self.log(f"real node: left behind: {'; '.join(left)}")
         self._stop_all()
         if self.state.created_paths and _kueue_managers_running(self.binaries.kueue):
             # another local cluster's Kueue reads the same fixed-path files; its own `down`

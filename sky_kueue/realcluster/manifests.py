@@ -257,7 +257,8 @@ def kwok_documents(upstream_stages: Iterable[Doc], *, cidr: str = "10.244.0.0/16
         "options": {
             "cidr": cidr,
             "nodeIP": "10.0.0.1",
-            "manageAllNodes": True,
+            # only the fake nodes (a real node beside them is its kubelet's, node.py)
+            "manageNodesWithAnnotationSelector": f"{KWOK_NODE_ANNOTATION}=fake",
             "nodeLeaseDurationSeconds": NODE_LEASE_SECONDS,
             # a configuration file's options are not defaulted like the flags': set every
             # parallelism KWOK v0.8.0 checks (pkg/kwok/controllers)

@@ -26,10 +26,13 @@ import yaml
 #: SkyPilot's catalog schema version in 0.14.1 (``sky/skylet/constants.py``).
 CATALOG_SCHEMA_VERSION = "v8"
 #: Image tags SkyPilot's Kubernetes cloud resolves through the catalog, and the image each
-#: names. The sandbox's kubelet does not pull images; the name is only carried on the pod.
+#: names. SkyPilot puts a catalog image id on the pod as it is (``sky/clouds/kubernetes.py``
+#: ``_get_image_id`` strips ``docker:`` only from a task's own ``image_id``), so these are plain
+#: references, as upstream's catalog has them: with a ``docker:`` prefix a real kubelet refuses
+#: the pod (``InvalidImageName``), which the real node showed.
 KUBERNETES_IMAGES: tuple[tuple[str, str], ...] = (
-    ("skypilot:custom-cpu-ubuntu-2204-v1", "docker:skypilot-sandbox/cpu:offline"),
-    ("skypilot:custom-gpu-ubuntu-2204-v1", "docker:skypilot-sandbox/gpu:offline"),
+    ("skypilot:custom-cpu-ubuntu-2204-v1", "skypilot-sandbox/cpu:offline"),
+    ("skypilot:custom-gpu-ubuntu-2204-v1", "skypilot-sandbox/gpu:offline"),
 )
 #: Accelerators known offline: (canonical name, clouds offering it, memory GB, manufacturer).
 ACCELERATORS: tuple[tuple[str, str, int, str], ...] = (

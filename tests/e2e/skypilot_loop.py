@@ -102,12 +102,48 @@ class Evidence:
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """``containers``: run pods' containers (root), and go on to the relaunch's success."""
+    """``containers``: run pods' containers (root), and go on to the relaunch's success.
+    ``real``: the same on the real control plane, the real Kueue and a real node
+    (``tests/e2e/real_world.py``); implies ``containers``."""
 
     containers: bool = False
+    real: bool = False
+
+    @property
+    def runs_containers(self) -> bool:
+        return self.containers or self.real
 
     def task(self, template: str, e2e_task: str) -> pathlib.Path:
+        if self.real:
+            return E2E_TASKS / "real" / e2e_task
         return E2E_TASKS / e2e_task if self.containers else REPO / "task_templates" / template
+
+
+class SandboxWorld:
+    """What the loop reads from the cluster, on the sandbox (its store, directly)."""
+
+    def __init__(self, box: Sandbox) -> None:
+        self.box = box
+        self.kubeconfig_path = box.kubeconfig_path
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        return _pods(self.box, namespace)
+
+    def workload(self, name: str, namespace: str) -> dict[str, Any] | None:
+        return self.box.store.try_get(WORKLOADS, name, namespace)
+
+    def record_workloads(self, history: Callable[[Any], None]) -> None:
+        self.box.store.add_commit_hook(history, WORKLOADS)
+
+    @property
+    def kubelet_root(self) -> pathlib.Path | None:
+        return self.box.kubelet.root if self.box.kubelet is not None else None
+
+
+def workload_of(world: Any, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+    group = pod["metadata"].get("labels", {}).get("kueue.x-k8s.io/pod-group-name")
+    found: dict[str, Any] | None = world.workload(group, namespace) if group else None
+    return found
 
 
 def _wait(what: str, probe: Callable[[], T | None], timeout: float = STAGE_TIMEOUT_SECONDS) -> T:
@@ -134,12 +170,13 @@ def policy_banner() -> str:
     )
 
 
-def plugin_config(root: pathlib.Path) -> pathlib.Path:
+def plugin_config(root: pathlib.Path, context: str = CONTEXT) -> pathlib.Path:
     """The demo config with the boost policy ``bounded`` aging one step per preemption (the
     default ``rank`` only orders a relaunch inside its class), so that a single preemption shows
     in the relaunch's priority (tests/controller/test_live_band.py shows ``rank`` live)."""
     data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
     data["aging"]["parameters"] = dict(AGING_PARAMETERS)
+    data["kubernetes"]["contexts"] = [context]
     path = root / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -187,11 +224,6 @@ def sky(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def _pods(box: Sandbox, namespace: str) -> list[dict[str, Any]]:
     return [p for p in box.store.list("pods", namespace).items if not p["metadata"].get("deletionTimestamp")]
-
-
-def _workload_of(box: Sandbox, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
-    group = pod["metadata"].get("labels", {}).get("kueue.x-k8s.io/pod-group-name")
-    return box.store.try_get(WORKLOADS, group, namespace) if group else None
 
 
 def _conditions(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
@@ -266,39 +298,52 @@ class ImageBuild:
 def run(root: pathlib.Path, evidence: Evidence, options: LoopOptions | None = None) -> None:
     """Drive the loop; raises :class:`StageFailed` at the first stage that does not happen."""
     options = options or LoopOptions()
+    if options.real:
+        from tests.e2e import real_world
+
+        world_of = real_world.skypilot_world(root, evidence, plugin_config(root, real_world.CONTEXT))
+        with world_of as (world, env, home), running_controller(root, world.kubeconfig_path):
+            _drive(world, env, home, root / "controller.db", evidence, options, None)
+        return
     image = ImageBuild.start() if options.containers else None
     with skypilot_world(root, options.containers) as (box, env, home):
         nodes = [n["metadata"]["name"] for n in box.store.list("nodes").items]
         kubelet = "containers in namespaces of their own" if options.containers else "a local kubelet"
         evidence.record(f"sandbox cluster with Kueue emulation and {kubelet}", f"{box.url}; nodes {nodes}")
+        with running_controller(root, box.kubeconfig_path):
+            _drive(SandboxWorld(box), env, home, root / "controller.db", evidence, options, image)
 
-        state = root / "controller.db"
-        controller = subprocess.Popen(
-            [
-                str(BIN / "sky-kueue"),
-                "controller",
-                "run",
-                "--kubeconfig",
-                str(box.kubeconfig_path),
-                "--state",
-                str(state),
-                "--config",
-                str(root / "sky-kueue.yaml"),
-                "--lease-namespace",
-                "default",
-                "--reage-interval",
-                "5",
-                "--log-format",
-                "text",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(root / "controller.log").open("w"),
-        )
-        try:
-            _drive(box, env, home, state, evidence, options, image)
-        finally:
-            controller.terminate()
-            controller.wait(30)
+
+@contextmanager
+def running_controller(root: pathlib.Path, kubeconfig: pathlib.Path) -> Iterator[None]:
+    """The sky-kueue controller on ``kubeconfig`` (SQLite state ``root/controller.db``)."""
+    state = root / "controller.db"
+    controller = subprocess.Popen(
+        [
+            str(BIN / "sky-kueue"),
+            "controller",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--state",
+            str(state),
+            "--config",
+            str(root / "sky-kueue.yaml"),
+            "--lease-namespace",
+            "default",
+            "--reage-interval",
+            "5",
+            "--log-format",
+            "text",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=(root / "controller.log").open("w"),
+    )
+    try:
+        yield
+    finally:
+        controller.terminate()
+        controller.wait(30)
 
 
 @dataclass
@@ -322,7 +367,7 @@ class WorkloadHistory:
 
 
 def _drive(
-    box: Sandbox,
+    world: Any,
     env: dict[str, str],
     home: pathlib.Path,
     state: pathlib.Path,
@@ -331,7 +376,7 @@ def _drive(
     image: ImageBuild | None = None,
 ) -> None:
     history = WorkloadHistory()
-    box.store.add_commit_hook(history, WORKLOADS)
+    world.record_workloads(history)
     check = sky(env, "check", "kubernetes")
     enabled = "Kubernetes: enabled" in check.stdout
     evidence.record("SkyPilot API server with the sky-kueue policy; sky check", f"Kubernetes enabled: {enabled}")
@@ -349,11 +394,12 @@ def _drive(
 
     dev_pod = _wait(
         "team-b's pod to be admitted and Running",
-        lambda: next((p for p in _pods(box, "team-b") if (p.get("status") or {}).get("phase") == "Running"), None),
+        lambda: next((p for p in world.pods("team-b") if (p.get("status") or {}).get("phase") == "Running"), None),
     )
     labels = dev_pod["metadata"]["labels"]
     dev_group = labels["kueue.x-k8s.io/pod-group-name"]
-    dev_workload = box.store.get(WORKLOADS, dev_group, "team-b")
+    dev_workload = world.workload(dev_group, "team-b")
+    assert dev_workload is not None, f"no Workload {dev_group} for team-b's running pod"
     evidence.record(
         "team-b's pod: Kueue labels from the policy, admitted by Kueue, bound and Running",
         f"pod {dev_pod['metadata']['name']} queue={labels.get('kueue.x-k8s.io/queue-name')} "
@@ -366,12 +412,13 @@ def _drive(
         "SkyPilot to exec into the pod and sync its runtime files",
         lambda: "setup_runtime_on_cluster" in _latest_provision_log(home),
     )
-    assert box.kubelet is not None
-    if options.containers:
+    if options.runs_containers:
         # Asked inside the container: its writable layer changes under a walk from outside.
-        synced = _exec(box, "team-b", dev_pod["metadata"]["name"], "ls -d ~/.sky/.runtime_files/*/*.whl")
+        synced = _exec(world, "team-b", dev_pod["metadata"]["name"], "ls -d ~/.sky/.runtime_files/*/*.whl")
     else:
-        synced = str(sorted(str(p.relative_to(box.kubelet.root)) for p in box.kubelet.root.rglob("*.whl")))
+        kubelet_root = world.kubelet_root
+        assert kubelet_root is not None
+        synced = str(sorted(str(p.relative_to(kubelet_root)) for p in kubelet_root.rglob("*.whl")))
     evidence.record("SkyPilot ran commands in the pod (kubectl exec) and rsynced its wheel", f"files: {synced}")
 
     prod = sky(env, "jobs", "launch", "-y", "-d", str(options.task("team-a-gpu-train.yaml", "team-a-train.yaml")))
@@ -384,7 +431,7 @@ def _drive(
     evidence.record(
         "team-a's prod job arrives; Kueue preempts team-b (pods deleted)",
         f"Workload {dev_group}: Preempted {_conditions(victim)['Preempted']}; team-b pods left: "
-        f"{[p['metadata']['name'] for p in _pods(box, 'team-b')]}",
+        f"{[p['metadata']['name'] for p in world.pods('team-b')]}",
     )
 
     def recorded() -> dict[str, Any] | None:
@@ -394,8 +441,8 @@ def _drive(
     evidence.record("the sky-kueue controller recorded the preemption", json.dumps(job, sort_keys=True)[:400])
 
     def relaunched() -> dict[str, Any] | None:
-        for pod in _pods(box, "team-b"):
-            workload = _workload_of(box, "team-b", pod)
+        for pod in world.pods("team-b"):
+            workload = workload_of(world, "team-b", pod)
             if workload is not None and workload["metadata"]["uid"] != dev_workload["metadata"]["uid"]:
                 return workload
         return None
@@ -407,7 +454,7 @@ def _drive(
     )
 
     def aged() -> dict[str, Any] | None:
-        workload = box.store.try_get(WORKLOADS, again["metadata"]["name"], "team-b")
+        workload = world.workload(again["metadata"]["name"], "team-b")
         return workload if workload is not None and _effective_priority(workload) > DEV_BASE_PRIORITY else None
 
     raised = _wait("the controller to age the relaunched Workload", aged)
@@ -416,8 +463,8 @@ def _drive(
         f"effective priority {DEV_BASE_PRIORITY} -> {_effective_priority(raised)} "
         f"(spec.priority {raised['spec'].get('priority')}, annotations {raised['metadata'].get('annotations')})",
     )
-    if options.containers:
-        _drive_to_success(box, env, home, state, evidence, dev_job_id, prod_job_id, dev_workload["metadata"]["uid"])
+    if options.runs_containers:
+        _drive_to_success(world, env, home, state, evidence, dev_job_id, prod_job_id, dev_workload["metadata"]["uid"])
         return
     queue = sky(env, "jobs", "queue")
     evidence.record("SkyPilot's view of the jobs", " | ".join(queue.stdout.strip().splitlines()[-3:]))
@@ -480,10 +527,11 @@ def _job_reached(
     return probe
 
 
-def _exec(box: Sandbox, namespace: str, pod: str, script: str) -> str:
+def _exec(world: Any, namespace: str, pod: str, script: str) -> str:
     """``kubectl exec`` into a pod's container (as SkyPilot does); its output, or why it failed."""
+    kubectl = ["kubectl", "--kubeconfig", str(world.kubeconfig_path), "-n", namespace]
     result = subprocess.run(
-        ["kubectl", "--kubeconfig", str(box.kubeconfig_path), "-n", namespace, "exec", pod, "--", "bash", "-c", script],
+        [*kubectl, "exec", pod, "--", "bash", "-c", script],
         capture_output=True,
         text=True,
         timeout=120,
@@ -494,7 +542,7 @@ def _exec(box: Sandbox, namespace: str, pod: str, script: str) -> str:
 
 
 def _drive_to_success(
-    box: Sandbox,
+    world: Any,
     env: dict[str, str],
     home: pathlib.Path,
     state: pathlib.Path,
@@ -519,8 +567,8 @@ def _drive_to_success(
     )
 
     def admitted_relaunch() -> tuple[dict[str, Any], dict[str, Any]] | None:
-        for pod in _pods(box, "team-b"):
-            workload = _workload_of(box, "team-b", pod)
+        for pod in world.pods("team-b"):
+            workload = workload_of(world, "team-b", pod)
             if workload is None or workload["metadata"]["uid"] == first_dev_uid:
                 continue
             statuses = (pod.get("status") or {}).get("containerStatuses") or []
@@ -548,7 +596,7 @@ def _drive_to_success(
         CONTAINER_STAGE_TIMEOUT_SECONDS,
     )
     inside = _exec(
-        box,
+        world,
         "team-b",
         pod["metadata"]["name"],
         "ls /tmp/apt_ssh_setup_complete /tmp/ray_skypilot_installation_complete /tmp/env_setup_complete; "
@@ -627,22 +675,23 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    unknown = [a for a in args if a != "--containers"]
-    if unknown:
-        print(f"e2e: unknown argument(s) {' '.join(unknown)} (usage: skypilot_loop [--containers])", file=sys.stderr)
+    unknown = [a for a in args if a not in ("--containers", "--real")]
+    if unknown or len(args) > 1:
+        print(f"e2e: bad argument(s) {' '.join(args)} (usage: skypilot_loop [--containers | --real])", file=sys.stderr)
         return 2
-    options = LoopOptions(containers="--containers" in args)
+    options = LoopOptions(containers="--containers" in args, real="--real" in args)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     if shutil.which("socat") is None or shutil.which("nc") is None:
         print("e2e: socat and nc are needed (bash scripts/host-tools.sh installs them)", file=sys.stderr)
         return 2
-    if options.containers and os.geteuid() != 0:
-        print("e2e: --containers runs pods in namespaces of their own and needs root", file=sys.stderr)
+    if options.runs_containers and os.geteuid() != 0:
+        print(f"e2e: {args[0]} runs pods' containers and needs root", file=sys.stderr)
         return 2
     evidence = Evidence()
     started = time.monotonic()
     print(policy_banner(), flush=True)
-    with tempfile.TemporaryDirectory(prefix="sky-kueue-e2e-") as tmp:
+    # the real cluster's state directory: under /tmp (not $TMPDIR) keeps its paths short
+    with tempfile.TemporaryDirectory(prefix="sky-kueue-e2e-", dir="/tmp" if options.real else None) as tmp:
         try:
             run(pathlib.Path(tmp), evidence, options)
         except StageFailed as failure:

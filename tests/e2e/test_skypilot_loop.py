@@ -93,7 +93,16 @@ def test_options_pick_the_e2e_tasks_for_containers() -> None:
 
 def test_unknown_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert skypilot_loop.main(["--bogus"]) == 2
-    assert "unknown argument(s) --bogus" in capsys.readouterr().err
+    assert "bad argument(s) --bogus" in capsys.readouterr().err
+    assert skypilot_loop.main(["--containers", "--real"]) == 2  # one mode at a time
+    assert "usage: skypilot_loop [--containers | --real]" in capsys.readouterr().err
+
+
+def test_real_options_pick_the_scaled_tasks_and_run_containers() -> None:
+    options = LoopOptions(real=True)
+    chosen = options.task("team-b-cpu-dev.yaml", "team-b-dev.yaml")
+    assert options.runs_containers and chosen == skypilot_loop.E2E_TASKS / "real" / "team-b-dev.yaml"
+    assert chosen.is_file()
 
 
 def test_the_loop_says_which_aging_policy_it_runs(tmp_path: pathlib.Path) -> None:

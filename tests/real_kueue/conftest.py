@@ -8,6 +8,7 @@ it, with the component's log named; it never skips them.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +37,41 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         cluster.up()
     except ClusterError as err:
         pytest.fail(f"the real cluster did not start: {err}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.down()
+
+
+#: The taint the real-node cluster puts on its KWOK nodes: only pods that tolerate it (the tests'
+#: SkyPilot-shaped pods) land there, so everything else (the controller's pods) runs on the real node.
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+#: Images the real node imports at start: the Debian base (test pods) and the controller's image.
+REAL_NODE_IMAGES = ("debian:bookworm", "ghcr.io/sky-kueue/sky-kueue:0.1.0")
+
+
+@pytest.fixture(scope="session")
+def real_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """A second real cluster: 2 KWOK nodes (tainted) and a real node (kubelet, containerd; root)."""
+    from sky_kueue.sandbox.containers import recipes_controller
+
+    if recipes_controller.CONTROLLER is None:
+        pytest.fail("the controller's image is built from a checkout; this is not one", pytrace=False)
+    try:
+        binaries = build.ensure_built(versions.load_pins())
+    except build.BuildError as err:
+        pytest.fail(f"the real cluster cannot be built: {err}", pytrace=False)
+    # under /tmp: the node's paths (overlay mounts, sockets) stay short
+    cluster = RealCluster(
+        Path(tempfile.mkdtemp(prefix="real-node-", dir="/tmp")), binaries, real_node=True, node_images=REAL_NODE_IMAGES
+    )
+    try:
+        cluster.up()
+        core = cluster.core()
+        for node in core.list_node(label_selector="type=kwok").items:
+            core.patch_node(node.metadata.name, {"spec": {"taints": [KWOK_TAINT]}})
+    except ClusterError as err:
+        pytest.fail(f"the real cluster with a real node did not start: {err}", pytrace=False)
     try:
         yield cluster
     finally:
