@@ -68,7 +68,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings, get_policy
@@ -119,6 +119,11 @@ LANE_RECIPES: dict[str, tuple[tuple[LaneScope, int, int, str | None], ...]] = {
 LANE_BASE_POLICIES = ("baseline", "rank", policies.SAFE_PLACE)
 #: The resubmission policy whose priorities order the lanes.
 LANE_ORDER_POLICY = "rank"
+#: The burst mode's policy also shown in the lane table, judged on the lane's targets (the default
+#: for a team with burst clouds).
+LANE_BURST_POLICY = "rank+predicted"
+#: The modes whose rows are also judged on :func:`no_harm`.
+NO_HARM_MODES = ("in-cluster", "lane")
 BURST_POLICIES = ("baseline", "rank", "rank+safe", "rank+predicted", policies.SAFE_PLACE)
 #: Burst settings shown beside the default: the policy bursts after this many preemptions.
 BURST_ALTERNATIVE_PREEMPTIONS = 2
@@ -155,6 +160,8 @@ class Row:
     policy: str
     figures: dict[str, Any]
     met: dict[str, bool]
+    #: In the cluster and the lane modes: the no-harm checks of :func:`no_harm` (issue 39 item 3).
+    no_harm: dict[str, bool] = field(default_factory=dict)
 
 
 def _cause_figures(prefix: str, split: CauseSplit) -> dict[str, int]:
@@ -234,6 +241,33 @@ def _in_cluster(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
         "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
         "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
         "starved": f["starved"] <= b["starved"],
+    }
+
+
+#: Issue 39 item 3's question, "does the default do no harm?": each against SkyPilot alone on the
+#: same trace and seed (:func:`no_harm`).
+NO_HARM_CRITERIA = (
+    "max_preemptions",
+    "starved",
+    "in_queue_preemptions",
+    "inverted_preemptions",
+    "high_p95",
+    "goodput",
+)
+
+
+def no_harm(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
+    """Whether ``f`` does no harm against the baseline ``b``: no job preempted more often than
+    the baseline's most-preempted one, no more starved jobs, in-queue or inverted preemptions,
+    the high class's p95 wait within +5 % (or +60 s), goodput within one point."""
+    high_limit = max(b["high_p95_wait_s"] * (1 + HIGH_P95_MAX_INCREASE), b["high_p95_wait_s"] + HIGH_P95_SLACK_SECONDS)
+    return {
+        "max_preemptions": f["max_preemptions"] <= b["max_preemptions"],
+        "starved": f["starved"] <= b["starved"],
+        "in_queue_preemptions": f["in_queue_preemptions"] <= b["in_queue_preemptions"],
+        "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
+        "high_p95": f["high_p95_wait_s"] <= high_limit,
+        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
     }
 
 
@@ -405,7 +439,18 @@ def rows_of(seeds: list[int], planned: list[tuple[Key, SweepRun]], results: list
                         met = _burst(figures, base)
                     elif policy != "baseline" and mode == "lane":
                         met = _lane_met(policy_metrics, metrics[key]["baseline"], high)
-                    rows.append(Row(name, seed, mode, policy, figures, met))
+                    harm = no_harm(figures, base) if policy != "baseline" and mode in NO_HARM_MODES else {}
+                    rows.append(Row(name, seed, mode, policy, figures, met, harm))
+            lane_key, burst_key = (name, seed, "lane", None), (name, seed, "burst", None)
+            burst_policy = metrics.get(burst_key, {}).get(LANE_BURST_POLICY)
+            if lane_key in metrics and burst_policy is not None:
+                # The burst default beside the lanes, on the lane targets and against the same SkyPilot alone.
+                lane_base = metrics[lane_key]["baseline"]
+                base = _figures(lane_base, high, load)
+                figures = _figures(burst_policy, high, load)
+                met = _lane_met(burst_policy, lane_base, high)
+                label = f"{LANE_BURST_POLICY} (burst)"
+                rows.append(Row(name, seed, "lane", label, figures, met, no_harm(figures, base)))
             for key in metrics:
                 if key[:3] == (name, seed, "reserve") and key[3] is not None:
                     for policy, policy_metrics in metrics[key].items():
@@ -427,15 +472,39 @@ def run(
     """All rows, in (trace, seed) order, computed by ``workers`` processes (default: every
     usable core); the same rows whatever the number (:mod:`sky_kueue.sim.sweep`)."""
     planned = plan(seeds, extra=extra, in_cluster_only=in_cluster_only, team_variants=team_variants)
-    done = 0
+    unique, where = deduplicated([r for _, r in planned])
+    done, total = 0, len(unique)
 
     def progress(result: SweepResult) -> None:
         nonlocal done
         done += 1
-        print(f"{done}/{len(planned)} runs", file=sys.stderr, end="\r" if done < len(planned) else "\n", flush=True)
+        print(f"{done}/{total} runs", file=sys.stderr, end="\r" if done < total else "\n", flush=True)
 
-    results = run_sweep([r for _, r in planned], workers=workers, weight=_weight, on_done=progress)
-    return rows_of(seeds, planned, results)
+    done_unique = run_sweep(unique, workers=workers, weight=_weight, on_done=progress)
+    return rows_of(seeds, planned, [done_unique[i] for i in where])
+
+
+def deduplicated(runs: list[SweepRun]) -> tuple[list[SweepRun], list[int]]:
+    """The distinct runs of ``runs`` and, for each run, the index of its distinct run.
+
+    Why: the in-cluster and lane modes both run SkyPilot alone, ``rank`` and ``safe-place`` on the
+    same trace, seed and configuration; a run is a pure function of those
+    (:mod:`sky_kueue.sim.sweep`), so each is made once (with its records if any mode keeps them)."""
+    index: dict[tuple[TraceSpec, str, SimConfig], int] = {}
+    unique: list[SweepRun] = []
+    where: list[int] = []
+    for run in runs:
+        key = (run.trace, run.policy.name, run.config)
+        found = index.get(key)
+        if found is None:
+            index[key] = found = len(unique)
+            unique.append(run)
+        elif unique[found].policy != run.policy:
+            raise ValueError(f"two different policies are both named {run.policy.name!r}")
+        elif run.keep_records and not unique[found].keep_records:
+            unique[found] = replace(unique[found], keep_records=True)
+        where.append(found)
+    return unique, where
 
 
 def _spread(rows: list[Row], key: str) -> str:
@@ -516,7 +585,51 @@ def markdown(rows: list[Row]) -> str:
         out.append("\nin-cluster, where the most-preempted job's preemptions come from:\n")
         out.append(causes_markdown(rows))
     out.append("\n" + verdicts(rows))
+    if any(r.no_harm for r in rows):
+        out.append("\nno harm (each against SkyPilot alone on the same trace and seed):\n")
+        out.append(no_harm_markdown(rows))
     return "\n".join(out)
+
+
+#: The figure behind each no-harm criterion, and its short name in the table.
+_NO_HARM_FIGURES = {
+    "max_preemptions": ("max_preemptions", "max"),
+    "starved": ("starved", "starved"),
+    "in_queue_preemptions": ("in_queue_preemptions", "in-queue"),
+    "inverted_preemptions": ("inverted_preemptions", "inverted"),
+    "high_p95": ("high_p95_wait_s", "high p95"),
+    "goodput": ("goodput_pct", "goodput"),
+}
+
+
+def no_harm_markdown(rows: list[Row]) -> str:
+    """Per mode and policy judged on :func:`no_harm`: the runs doing no harm, and every harm as
+    ``trace seed: criterion policy's/baseline's`` (the default's question, issue 39 item 3)."""
+    bases = {(r.trace, r.seed, r.mode): r.figures for r in rows if r.policy == "baseline"}
+    lines = [
+        "| mode | policy | runs doing no harm | where it harms (seed: criterion, policy / SkyPilot alone) |",
+        "| --- | --- | --- | --- |",
+    ]
+    seen: list[tuple[str, str]] = []
+    for r in rows:
+        if r.no_harm and (r.mode, r.policy) not in seen:
+            seen.append((r.mode, r.policy))
+    for mode, policy in seen:
+        mine = [r for r in rows if r.mode == mode and r.policy == policy and r.no_harm]
+        ok = sum(1 for r in mine if all(r.no_harm.values()))
+        by_trace: dict[str, list[str]] = {}
+        for r in mine:
+            base = bases[(r.trace, r.seed, r.mode)]
+            harms = []
+            for criterion, fine in r.no_harm.items():
+                if not fine:
+                    key, short = _NO_HARM_FIGURES[criterion]
+                    harms.append(f"{short} {r.figures[key]:,} / {base[key]:,}")
+            if harms:
+                by_trace.setdefault(r.trace, []).append(f"s{r.seed} " + ", ".join(harms))
+        where = "; ".join(f"{trace}: " + "; ".join(cells) for trace, cells in by_trace.items()) or "-"
+        lines.append(f"| {mode} | {policy} | {ok}/{len(mine)} | {where} |")
+    return "\n".join(lines)
 
 
 def _range(values: list[float]) -> str:
@@ -602,6 +715,7 @@ def report(seeds: list[int], rows: list[Row]) -> dict[str, Any]:
         "seeds": seeds,
         "rows": [r.__dict__ for r in rows],
         "all_criteria_met": {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.met.values()) for r in rows if r.met},
+        "no_harm": {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.no_harm.values()) for r in rows if r.no_harm},
     }
 
 
