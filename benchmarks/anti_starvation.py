@@ -86,9 +86,25 @@ TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("dev-starvation", "dev-starvation", {}),
     ("synthetic-0.85", "synthetic", {"jobs": 2_000, "load": 0.85}),
     ("synthetic-0.7", "synthetic", {"jobs": 2_000, "load": 0.7}),
+    ("kueue-perf", "kueue-perf", {}),
 )
+#: Kueue's performance-test mix (15,000 jobs; about 45 s a run on an idle core, 10-20x a storm's):
+#: only SkyPilot alone, ``rank``, :data:`RANK_CAPPED`, the lanes and ``rank+predicted`` run on it
+#: (its medium jobs all starve under every policy, README "Does aging end starvation?").
+PERF_TRACE = "kueue-perf"
+PERF_POLICIES: dict[str, tuple[str, ...]] = {
+    "in-cluster": ("baseline", "rank"),
+    "lane": ("baseline", "rank"),
+    "burst": ("baseline", "rank+predicted"),
+}
 DEFAULT_SEEDS = "0,1,2,3,4"
 IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", policies.SAFE_PLACE)
+#: ``rank`` with ``aging.parameters.rank_max_preemptions`` set (the fix for its closed loop on the
+#: perf mix, ``tests/sim/test_rank_loop.py``): a job preempted more often waits in arrival order.
+RANK_CAP = 2
+RANK_CAPPED = policies.RegistryPolicy(
+    name=f"rank cap={RANK_CAP}", policy=get_policy("rank"), settings=AgingSettings(rank_max_preemptions=RANK_CAP)
+)
 #: ``--team``: the safe-relaunch rule's team-scoped nominal reservation, measured not to pay
 #: (benchmarks/README.md), so off by default to keep the run under 10 minutes.
 TEAM_POLICY = "rank+team"
@@ -128,7 +144,7 @@ BURST_POLICIES = ("baseline", "rank", "rank+safe", "rank+predicted", policies.SA
 #: Burst settings shown beside the default: the policy bursts after this many preemptions.
 BURST_ALTERNATIVE_PREEMPTIONS = 2
 #: Traces judged on the no-harm criteria and the starved count only (issue 24's Done means).
-NO_HARM_ONLY_TRACES = frozenset({"synthetic-0.85", "synthetic-0.7"})
+NO_HARM_ONLY_TRACES = frozenset({"synthetic-0.85", "synthetic-0.7", PERF_TRACE})
 #: The in-cluster criteria that ask for an improvement (the others ask for no harm).
 IMPROVEMENT_CRITERIA = ("relaunch_starved", "max_preemptions", "p99_inflation")
 CHECKPOINT_POLICIES = ("baseline", "rank")
@@ -309,7 +325,7 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
 
 def _in_cluster_policies(settings: AgingSettings, *, team_variants: bool) -> list[str | policies.ResubmissionPolicy]:
     """The in-cluster policies; with ``team_variants`` also ``rank+team`` and its :data:`TEAM_VARIANTS`."""
-    named: list[str | policies.ResubmissionPolicy] = list(IN_CLUSTER_POLICIES)
+    named: list[str | policies.ResubmissionPolicy] = [*IN_CLUSTER_POLICIES, RANK_CAPPED]
     if not team_variants:
         return named
     named.append(TEAM_POLICY)
@@ -361,7 +377,19 @@ def _modes(trace: str, extra: bool, in_cluster_only: bool, team_variants: bool) 
         modes.append(
             ("checkpoint", list(CHECKPOINT_POLICIES), {"checkpoint_every_s": CHECKPOINT_EVERY_SECONDS}, AgingSettings())
         )
+    if trace == PERF_TRACE:
+        return [
+            (mode, [p for p in names if _on_perf(mode, p)], changes, settings)
+            for mode, names, changes, settings in modes
+        ]
     return modes
+
+
+def _on_perf(mode: str, policy: str | policies.ResubmissionPolicy) -> bool:
+    """Whether ``policy`` runs in ``mode`` on the perf mix (:data:`PERF_POLICIES`)."""
+    if isinstance(policy, str):
+        return policy in PERF_POLICIES.get(mode, ())
+    return policy is RANK_CAPPED or getattr(policy, "lane", None) is not None
 
 
 #: A sweep run's place in the tables: (trace label, seed, mode, reserve-after seconds or None).
@@ -395,7 +423,9 @@ def plan(
 
 
 def _weight(run: SweepRun) -> float:
-    """Longest first: the dev-starvation and synthetic runs take several times a storm's."""
+    """Longest first: the perf mix's runs take 10-20x a storm's, dev-starvation's and synthetic's several times."""
+    if run.trace.source == PERF_TRACE:
+        return 2.0
     return 0.0 if run.trace.source.startswith("reclaim") else 1.0
 
 
@@ -447,7 +477,7 @@ def rows_of(seeds: list[int], planned: list[tuple[Key, SweepRun]], results: list
                 # The burst default beside the lanes, on the lane targets and against the same SkyPilot alone.
                 lane_base = metrics[lane_key]["baseline"]
                 base = _figures(lane_base, high, load)
-                figures = _figures(burst_policy, high, load)
+                figures = _figures(burst_policy, high, load) | {"lane_gpus": 0, "lane_misfits": 0}
                 met = _lane_met(burst_policy, lane_base, high)
                 label = f"{LANE_BURST_POLICY} (burst)"
                 rows.append(Row(name, seed, "lane", label, figures, met, no_harm(figures, base)))
@@ -555,6 +585,7 @@ def markdown(rows: list[Row]) -> str:
             "load",
             "max_preemptions",
             "relaunch_starved",
+            "starved",
             "p50_wait_after_preemption_s",
             "p99_wait_after_preemption_s",
             "goodput_pct",
@@ -612,7 +643,9 @@ def no_harm_markdown(rows: list[Row]) -> str:
     ]
     seen: list[tuple[str, str]] = []
     for r in rows:
-        if r.no_harm and (r.mode, r.policy) not in seen:
+        # a policy of both modes ran once (:func:`deduplicated`): shown with the in-cluster ones
+        shown = (r.mode, r.policy) in seen or (r.mode == "lane" and ("in-cluster", r.policy) in seen)
+        if r.no_harm and not shown:
             seen.append((r.mode, r.policy))
     for mode, policy in seen:
         mine = [r for r in rows if r.mode == mode and r.policy == policy and r.no_harm]
