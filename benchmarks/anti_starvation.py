@@ -68,7 +68,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings, get_policy
@@ -86,9 +86,25 @@ TRACES: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("dev-starvation", "dev-starvation", {}),
     ("synthetic-0.85", "synthetic", {"jobs": 2_000, "load": 0.85}),
     ("synthetic-0.7", "synthetic", {"jobs": 2_000, "load": 0.7}),
+    ("kueue-perf", "kueue-perf", {}),
 )
+#: Kueue's performance-test mix (15,000 jobs; about 45 s a run on an idle core, 10-20x a storm's):
+#: only SkyPilot alone, ``rank``, :data:`RANK_CAPPED`, the lanes and ``rank+predicted`` run on it
+#: (its medium jobs all starve under every policy, README "Does aging end starvation?").
+PERF_TRACE = "kueue-perf"
+PERF_POLICIES: dict[str, tuple[str, ...]] = {
+    "in-cluster": ("baseline", "rank"),
+    "lane": ("baseline", "rank"),
+    "burst": ("baseline", "rank+predicted"),
+}
 DEFAULT_SEEDS = "0,1,2,3,4"
 IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", policies.SAFE_PLACE)
+#: ``rank`` with ``aging.parameters.rank_max_preemptions`` set (the fix for its closed loop on the
+#: perf mix, ``tests/sim/test_rank_loop.py``): a job preempted more often waits in arrival order.
+RANK_CAP = 2
+RANK_CAPPED = policies.RegistryPolicy(
+    name=f"rank cap={RANK_CAP}", policy=get_policy("rank"), settings=AgingSettings(rank_max_preemptions=RANK_CAP)
+)
 #: ``--team``: the safe-relaunch rule's team-scoped nominal reservation, measured not to pay
 #: (benchmarks/README.md), so off by default to keep the run under 10 minutes.
 TEAM_POLICY = "rank+team"
@@ -119,11 +135,16 @@ LANE_RECIPES: dict[str, tuple[tuple[LaneScope, int, int, str | None], ...]] = {
 LANE_BASE_POLICIES = ("baseline", "rank", policies.SAFE_PLACE)
 #: The resubmission policy whose priorities order the lanes.
 LANE_ORDER_POLICY = "rank"
+#: The burst mode's policy also shown in the lane table, judged on the lane's targets (the default
+#: for a team with burst clouds).
+LANE_BURST_POLICY = "rank+predicted"
+#: The modes whose rows are also judged on :func:`no_harm`.
+NO_HARM_MODES = ("in-cluster", "lane")
 BURST_POLICIES = ("baseline", "rank", "rank+safe", "rank+predicted", policies.SAFE_PLACE)
 #: Burst settings shown beside the default: the policy bursts after this many preemptions.
 BURST_ALTERNATIVE_PREEMPTIONS = 2
 #: Traces judged on the no-harm criteria and the starved count only (issue 24's Done means).
-NO_HARM_ONLY_TRACES = frozenset({"synthetic-0.85", "synthetic-0.7"})
+NO_HARM_ONLY_TRACES = frozenset({"synthetic-0.85", "synthetic-0.7", PERF_TRACE})
 #: The in-cluster criteria that ask for an improvement (the others ask for no harm).
 IMPROVEMENT_CRITERIA = ("relaunch_starved", "max_preemptions", "p99_inflation")
 CHECKPOINT_POLICIES = ("baseline", "rank")
@@ -155,6 +176,8 @@ class Row:
     policy: str
     figures: dict[str, Any]
     met: dict[str, bool]
+    #: In the cluster and the lane modes: the no-harm checks of :func:`no_harm` (issue 39 item 3).
+    no_harm: dict[str, bool] = field(default_factory=dict)
 
 
 def _cause_figures(prefix: str, split: CauseSplit) -> dict[str, int]:
@@ -237,6 +260,33 @@ def _in_cluster(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
     }
 
 
+#: Issue 39 item 3's question, "does the default do no harm?": each against SkyPilot alone on the
+#: same trace and seed (:func:`no_harm`).
+NO_HARM_CRITERIA = (
+    "max_preemptions",
+    "starved",
+    "in_queue_preemptions",
+    "inverted_preemptions",
+    "high_p95",
+    "goodput",
+)
+
+
+def no_harm(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
+    """Whether ``f`` does no harm against the baseline ``b``: no job preempted more often than
+    the baseline's most-preempted one, no more starved jobs, in-queue or inverted preemptions,
+    the high class's p95 wait within +5 % (or +60 s), goodput within one point."""
+    high_limit = max(b["high_p95_wait_s"] * (1 + HIGH_P95_MAX_INCREASE), b["high_p95_wait_s"] + HIGH_P95_SLACK_SECONDS)
+    return {
+        "max_preemptions": f["max_preemptions"] <= b["max_preemptions"],
+        "starved": f["starved"] <= b["starved"],
+        "in_queue_preemptions": f["in_queue_preemptions"] <= b["in_queue_preemptions"],
+        "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
+        "high_p95": f["high_p95_wait_s"] <= high_limit,
+        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
+    }
+
+
 def _judged_in_cluster(trace: str, f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
     """The in-cluster criteria issue 24 applies to ``trace`` (:data:`NO_HARM_ONLY_TRACES`)."""
     met = _in_cluster(f, b)
@@ -275,7 +325,7 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
 
 def _in_cluster_policies(settings: AgingSettings, *, team_variants: bool) -> list[str | policies.ResubmissionPolicy]:
     """The in-cluster policies; with ``team_variants`` also ``rank+team`` and its :data:`TEAM_VARIANTS`."""
-    named: list[str | policies.ResubmissionPolicy] = list(IN_CLUSTER_POLICIES)
+    named: list[str | policies.ResubmissionPolicy] = [*IN_CLUSTER_POLICIES, RANK_CAPPED]
     if not team_variants:
         return named
     named.append(TEAM_POLICY)
@@ -327,7 +377,19 @@ def _modes(trace: str, extra: bool, in_cluster_only: bool, team_variants: bool) 
         modes.append(
             ("checkpoint", list(CHECKPOINT_POLICIES), {"checkpoint_every_s": CHECKPOINT_EVERY_SECONDS}, AgingSettings())
         )
+    if trace == PERF_TRACE:
+        return [
+            (mode, [p for p in names if _on_perf(mode, p)], changes, settings)
+            for mode, names, changes, settings in modes
+        ]
     return modes
+
+
+def _on_perf(mode: str, policy: str | policies.ResubmissionPolicy) -> bool:
+    """Whether ``policy`` runs in ``mode`` on the perf mix (:data:`PERF_POLICIES`)."""
+    if isinstance(policy, str):
+        return policy in PERF_POLICIES.get(mode, ())
+    return policy is RANK_CAPPED or getattr(policy, "lane", None) is not None
 
 
 #: A sweep run's place in the tables: (trace label, seed, mode, reserve-after seconds or None).
@@ -361,7 +423,9 @@ def plan(
 
 
 def _weight(run: SweepRun) -> float:
-    """Longest first: the dev-starvation and synthetic runs take several times a storm's."""
+    """Longest first: the perf mix's runs take 10-20x a storm's, dev-starvation's and synthetic's several times."""
+    if run.trace.source == PERF_TRACE:
+        return 2.0
     return 0.0 if run.trace.source.startswith("reclaim") else 1.0
 
 
@@ -405,7 +469,18 @@ def rows_of(seeds: list[int], planned: list[tuple[Key, SweepRun]], results: list
                         met = _burst(figures, base)
                     elif policy != "baseline" and mode == "lane":
                         met = _lane_met(policy_metrics, metrics[key]["baseline"], high)
-                    rows.append(Row(name, seed, mode, policy, figures, met))
+                    harm = no_harm(figures, base) if policy != "baseline" and mode in NO_HARM_MODES else {}
+                    rows.append(Row(name, seed, mode, policy, figures, met, harm))
+            lane_key, burst_key = (name, seed, "lane", None), (name, seed, "burst", None)
+            burst_policy = metrics.get(burst_key, {}).get(LANE_BURST_POLICY)
+            if lane_key in metrics and burst_policy is not None:
+                # The burst default beside the lanes, on the lane targets and against the same SkyPilot alone.
+                lane_base = metrics[lane_key]["baseline"]
+                base = _figures(lane_base, high, load)
+                figures = _figures(burst_policy, high, load) | {"lane_gpus": 0, "lane_misfits": 0}
+                met = _lane_met(burst_policy, lane_base, high)
+                label = f"{LANE_BURST_POLICY} (burst)"
+                rows.append(Row(name, seed, "lane", label, figures, met, no_harm(figures, base)))
             for key in metrics:
                 if key[:3] == (name, seed, "reserve") and key[3] is not None:
                     for policy, policy_metrics in metrics[key].items():
@@ -427,15 +502,39 @@ def run(
     """All rows, in (trace, seed) order, computed by ``workers`` processes (default: every
     usable core); the same rows whatever the number (:mod:`sky_kueue.sim.sweep`)."""
     planned = plan(seeds, extra=extra, in_cluster_only=in_cluster_only, team_variants=team_variants)
-    done = 0
+    unique, where = deduplicated([r for _, r in planned])
+    done, total = 0, len(unique)
 
     def progress(result: SweepResult) -> None:
         nonlocal done
         done += 1
-        print(f"{done}/{len(planned)} runs", file=sys.stderr, end="\r" if done < len(planned) else "\n", flush=True)
+        print(f"{done}/{total} runs", file=sys.stderr, end="\r" if done < total else "\n", flush=True)
 
-    results = run_sweep([r for _, r in planned], workers=workers, weight=_weight, on_done=progress)
-    return rows_of(seeds, planned, results)
+    done_unique = run_sweep(unique, workers=workers, weight=_weight, on_done=progress)
+    return rows_of(seeds, planned, [done_unique[i] for i in where])
+
+
+def deduplicated(runs: list[SweepRun]) -> tuple[list[SweepRun], list[int]]:
+    """The distinct runs of ``runs`` and, for each run, the index of its distinct run.
+
+    Why: the in-cluster and lane modes both run SkyPilot alone, ``rank`` and ``safe-place`` on the
+    same trace, seed and configuration; a run is a pure function of those
+    (:mod:`sky_kueue.sim.sweep`), so each is made once (with its records if any mode keeps them)."""
+    index: dict[tuple[TraceSpec, str, SimConfig], int] = {}
+    unique: list[SweepRun] = []
+    where: list[int] = []
+    for run in runs:
+        key = (run.trace, run.policy.name, run.config)
+        found = index.get(key)
+        if found is None:
+            index[key] = found = len(unique)
+            unique.append(run)
+        elif unique[found].policy != run.policy:
+            raise ValueError(f"two different policies are both named {run.policy.name!r}")
+        elif run.keep_records and not unique[found].keep_records:
+            unique[found] = replace(unique[found], keep_records=True)
+        where.append(found)
+    return unique, where
 
 
 def _spread(rows: list[Row], key: str) -> str:
@@ -486,6 +585,7 @@ def markdown(rows: list[Row]) -> str:
             "load",
             "max_preemptions",
             "relaunch_starved",
+            "starved",
             "p50_wait_after_preemption_s",
             "p99_wait_after_preemption_s",
             "goodput_pct",
@@ -516,7 +616,53 @@ def markdown(rows: list[Row]) -> str:
         out.append("\nin-cluster, where the most-preempted job's preemptions come from:\n")
         out.append(causes_markdown(rows))
     out.append("\n" + verdicts(rows))
+    if any(r.no_harm for r in rows):
+        out.append("\nno harm (each against SkyPilot alone on the same trace and seed):\n")
+        out.append(no_harm_markdown(rows))
     return "\n".join(out)
+
+
+#: The figure behind each no-harm criterion, and its short name in the table.
+_NO_HARM_FIGURES = {
+    "max_preemptions": ("max_preemptions", "max"),
+    "starved": ("starved", "starved"),
+    "in_queue_preemptions": ("in_queue_preemptions", "in-queue"),
+    "inverted_preemptions": ("inverted_preemptions", "inverted"),
+    "high_p95": ("high_p95_wait_s", "high p95"),
+    "goodput": ("goodput_pct", "goodput"),
+}
+
+
+def no_harm_markdown(rows: list[Row]) -> str:
+    """Per mode and policy judged on :func:`no_harm`: the runs doing no harm, and every harm as
+    ``trace seed: criterion policy's/baseline's`` (the default's question, issue 39 item 3)."""
+    bases = {(r.trace, r.seed, r.mode): r.figures for r in rows if r.policy == "baseline"}
+    lines = [
+        "| mode | policy | runs doing no harm | where it harms (seed: criterion, policy / SkyPilot alone) |",
+        "| --- | --- | --- | --- |",
+    ]
+    seen: list[tuple[str, str]] = []
+    for r in rows:
+        # a policy of both modes ran once (:func:`deduplicated`): shown with the in-cluster ones
+        shown = (r.mode, r.policy) in seen or (r.mode == "lane" and ("in-cluster", r.policy) in seen)
+        if r.no_harm and not shown:
+            seen.append((r.mode, r.policy))
+    for mode, policy in seen:
+        mine = [r for r in rows if r.mode == mode and r.policy == policy and r.no_harm]
+        ok = sum(1 for r in mine if all(r.no_harm.values()))
+        by_trace: dict[str, list[str]] = {}
+        for r in mine:
+            base = bases[(r.trace, r.seed, r.mode)]
+            harms = []
+            for criterion, fine in r.no_harm.items():
+                if not fine:
+                    key, short = _NO_HARM_FIGURES[criterion]
+                    harms.append(f"{short} {r.figures[key]:,} / {base[key]:,}")
+            if harms:
+                by_trace.setdefault(r.trace, []).append(f"s{r.seed} " + ", ".join(harms))
+        where = "; ".join(f"{trace}: " + "; ".join(cells) for trace, cells in by_trace.items()) or "-"
+        lines.append(f"| {mode} | {policy} | {ok}/{len(mine)} | {where} |")
+    return "\n".join(lines)
 
 
 def _range(values: list[float]) -> str:
@@ -602,6 +748,7 @@ def report(seeds: list[int], rows: list[Row]) -> dict[str, Any]:
         "seeds": seeds,
         "rows": [r.__dict__ for r in rows],
         "all_criteria_met": {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.met.values()) for r in rows if r.met},
+        "no_harm": {f"{r.trace}/{r.seed}/{r.mode}/{r.policy}": all(r.no_harm.values()) for r in rows if r.no_harm},
     }
 
 

@@ -77,9 +77,9 @@ def text(result: lane_sizing.LaneSweep) -> str:
         f"relaunch lane sweep on {result.trace} (seed {result.seed}); baseline (SkyPilot alone): "
         f"max preemptions {b.max_preemptions}, relaunch-starved {b.relaunch_starved}, wait after preemption "
         f"p50 {b.p50_wait_after_preemption_s:,} s p99 {b.p99_wait_after_preemption_s:,} s, goodput "
-        f"{b.goodput_pct}%, high p95 {b.high_p95_wait_s:,} s",
+        f"{b.goodput_pct}%, high p95 {b.high_p95_wait_s:,} s, starved {b.starved}",
         "",
-        "scope   GPUs  k  carved  max-pre  r-starved  p50 wait  p99 wait  goodput  high p95  misfits  missed",
+        "scope   GPUs  k  carved  max-pre  r-starved  p50 wait  p99 wait  goodput  high p95  starved  misfits  missed",
     ]
     for p in result.points:
         f = p.figures
@@ -89,7 +89,7 @@ def text(result: lane_sizing.LaneSweep) -> str:
         lines.append(
             f"{p.scope.value:<7} {p.gpus:>4} {p.after_preemptions:>2} {p.carved_gpus:>7} {f.max_preemptions:>8} "
             f"{f.relaunch_starved:>10} {f.p50_wait_after_preemption_s:>9,} {f.p99_wait_after_preemption_s:>9,} "
-            f"{f.goodput_pct:>7}% {f.high_p95_wait_s:>9,} {p.lane_misfits:>8}  {missed}"
+            f"{f.goodput_pct:>7}% {f.high_p95_wait_s:>9,} {f.starved:>8} {p.lane_misfits:>8}  {missed}"
         )
     lines.append("")
     best = result.recommended

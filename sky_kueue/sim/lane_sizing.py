@@ -64,6 +64,10 @@ class LaneFigures:
     p99_wait_after_preemption_s: int
     goodput_pct: float
     high_p95_wait_s: int
+    #: Every starved job (not a target: issue 39's targets count only relaunch-starved jobs, which a
+    #: small lane with k=1 does not reduce to starved ones: shown so the lane's cost to jobs
+    #: preempted once, and to fresh work, is seen beside its bound).
+    starved: int = 0
 
     def to_json(self) -> dict[str, float | int]:
         return dict(self.__dict__)
@@ -77,6 +81,7 @@ def figures(m: PolicyMetrics, high_class: str) -> LaneFigures:
         p99_wait_after_preemption_s=round(m.p99_wait_after_preemption_s),
         goodput_pct=round(100 * m.gpu_goodput, 1),
         high_p95_wait_s=round(m.classes[high_class].p95_wait_s),
+        starved=m.starved,
     )
 
 

@@ -117,3 +117,24 @@ def test_a_band_patch_lands_only_on_the_snapshot_it_was_planned_on() -> None:
     del obj["metadata"]["resourceVersion"]
     unversioned = plan_band_patch(workload_facts(obj), priority=92, level="waiting")
     assert unversioned.patch is None and "resourceVersion" in unversioned.reason
+
+
+def test_a_rank_cap_sends_a_job_preempted_more_often_back_to_the_fresh_level() -> None:
+    # rank_max_preemptions: ranked ahead while preempted at most that often, then in arrival order
+    # again (the closed loop of tests/sim/test_rank_loop.py).
+    capped = AgingSettings(rank_levels=8, protect_levels=8, rank_max_preemptions=2)
+    waiting = [RANK.decide(preempted(n), capped, 10_000.0).boost for n in range(5)]
+    assert waiting == [-8, -7, -6, -8, -8]
+    # Admitted Workloads and protection are untouched by the cap.
+    assert RANK.decide(preempted(4), capped, 10_000.0).admitted_boost == 0
+    assert KEEP_PLACE.decide(preempted(4), capped, 10_000.0).admitted_boost == -8 + 4
+    lines = RANK.decide(preempted(3), capped, 10_000.0).explanation()
+    assert any("more than rank_max_preemptions=2, back in arrival order" in line for line in lines)
+    # Unset (the default), every preemption counts, as before.
+    assert RANK.decide(preempted(4), SETTINGS, 10_000.0).boost == -8 + 4
+
+
+def test_a_rank_cap_must_be_a_count_of_at_least_one() -> None:
+    with pytest.raises(SettingsError, match="rank_max_preemptions: expected a value >= 1, got 0"):
+        AgingSettings.from_mapping({"rank_max_preemptions": 0})
+    assert AgingSettings.from_mapping({"rank_max_preemptions": 3}).rank_max_preemptions == 3

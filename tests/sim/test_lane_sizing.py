@@ -128,7 +128,9 @@ def test_lane_sweep_reports_the_curve_and_a_choice() -> None:
     assert all(p["lane_preempted"] == 0 for p in data["points"])
     assert all(p["max_preemptions"] <= 2 for p in data["points"] if p["lane_misfits"] == 0)
     assert data["closest"] is not None
-    assert set(data["baseline"]) >= {"max_preemptions", "p99_wait_after_preemption_s", "high_p95_wait_s"}
+    assert set(data["baseline"]) >= {"max_preemptions", "p99_wait_after_preemption_s", "high_p95_wait_s", "starved"}
+    # Every starved job is shown beside the relaunch-starved ones (a lane's cost to jobs preempted once).
+    assert all(p["starved"] >= p["relaunch_starved"] for p in [data["baseline"], *data["points"]])
 
 
 def test_lane_sweep_text_names_the_recommendation_or_the_closest() -> None:
@@ -138,6 +140,7 @@ def test_lane_sweep_text_names_the_recommendation_or_the_closest() -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "relaunch lane sweep on reclaim-storm" in result.output
+    assert " starved " in result.output.splitlines()[2]
     assert "recommended: rank+cohort-lane with 8 GPUs" in result.output or "closest: rank+cohort-lane" in result.output
 
 

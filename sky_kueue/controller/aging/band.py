@@ -89,9 +89,27 @@ class BandPolicy:
     def levels(self, preemptions: int, settings: AgingSettings) -> BandLevels:
         """The offsets for a job preempted ``preemptions`` times so far."""
         k, p = self.widths(settings)
-        pending = -p - k + min(preemptions, k - 1) if k > 0 else -p
+        pending = -p - k + min(self.ranked_preemptions(preemptions, settings), k - 1) if k > 0 else -p
         protected = max(preemptions - settings.protect_after_preemptions + 1, 0)
         return BandLevels(pending=pending, admitted=-p + min(protected, p), released=-p)
+
+    def _waiting_text(self, n: int, base: int, settings: AgingSettings) -> str:
+        k, p = self.widths(settings)
+        if not k:
+            return f"c - P = {base} - {p}"
+        ranked = self.ranked_preemptions(n, settings)
+        text = f"c - P - K + min(n, K - 1) = {base} - {p} - {k} + {min(ranked, k - 1)}"
+        if ranked != n:
+            cap = settings.rank_max_preemptions
+            text += f" (n counts as 0: more than rank_max_preemptions={cap}, back in arrival order)"
+        return text
+
+    @staticmethod
+    def ranked_preemptions(preemptions: int, settings: AgingSettings) -> int:
+        """The preemptions that count for the rank: all of them, or none once there are more than
+        ``rank_max_preemptions`` (the job then waits at the fresh arrivals' level)."""
+        cap = settings.rank_max_preemptions
+        return 0 if cap is not None and preemptions > cap else preemptions
 
     def decide(self, history: JobHistory, settings: AgingSettings, now: float) -> AgingDecision:
         history = history.as_of(now)
@@ -118,7 +136,7 @@ class BandPolicy:
             ExplanationStep(
                 "waiting",
                 f"{base + levels.pending}",
-                f"c - P - K + min(n, K - 1) = {base} - {p} - {k} + {min(n, k - 1)}" if k else f"c - P = {base} - {p}",
+                self._waiting_text(n, base, settings),
             ),
             ExplanationStep(
                 "admitted",

@@ -67,6 +67,11 @@ DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS: float | None = None
 #: Band policies (:mod:`sky_kueue.controller.aging.band`): priority levels below the class value
 #: that order waiting relaunches ahead of fresh arrivals.
 DEFAULT_RANK_LEVELS = 8
+#: Band policies: a job ranks ahead of its class's fresh arrivals only while it has been preempted
+#: at most this many times; after that its relaunches wait at the fresh arrivals' level, in
+#: arrival order (None: always ranked). Why a cap: see :mod:`sky_kueue.controller.aging.band`,
+#: "The closed loop".
+DEFAULT_RANK_MAX_PREEMPTIONS: int | None = None
 #: Band policies: priority levels below the class value that order readmitted relaunches as
 #: the last victims of their class.
 DEFAULT_PROTECT_LEVELS = 8
@@ -199,6 +204,7 @@ class AgingSettings:
     burst_after_preemptions: Preemptions | None = DEFAULT_BURST_AFTER_PREEMPTIONS
     burst_max_predicted_wait_seconds: PositiveSeconds | None = DEFAULT_BURST_MAX_PREDICTED_WAIT_SECONDS
     rank_levels: BandLevels = DEFAULT_RANK_LEVELS
+    rank_max_preemptions: Preemptions | None = DEFAULT_RANK_MAX_PREEMPTIONS
     protect_levels: BandLevels = DEFAULT_PROTECT_LEVELS
     protect_after_preemptions: Preemptions = DEFAULT_PROTECT_AFTER_PREEMPTIONS
     protect_seconds: PositiveSeconds | None = DEFAULT_PROTECT_SECONDS
