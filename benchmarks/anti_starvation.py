@@ -3,8 +3,10 @@
 For each trace and each seed, one run per policy on the same jobs; every figure is a policy
 against the ``baseline`` of the *same* trace and seed (SkyPilot without sky-kueue). Traces:
 the two reclaim storms, ``dev-starvation`` (a low-class team living on borrowed quota, owners
-returning every 5-40 min) and the calibrated synthetic trace at loads 0.85 and 0.7; each row
-carries the run's realised load. Modes:
+returning every 5-40 min), the calibrated synthetic trace at loads 0.85 and 0.7, and Kueue's
+performance-test mix (``kueue-perf``: only SkyPilot alone, ``rank``, ``rank cap=2``, the lanes and
+``rank+predicted``, :data:`PERF_POLICIES`; judged like the synthetic traces); each row carries the
+run's realised load. Modes:
 
 * ``in-cluster``: no bursting. Criteria (issue 24, "Done means"): on the storms and
   ``dev-starvation``, ``max_preemptions`` at most half of the baseline's (or at most 2),
@@ -13,9 +15,10 @@ carries the run's realised load. Modes:
   ``in_queue_preemptions`` and ``inverted_preemptions`` no more than the baseline, goodput at
   least the baseline's minus one point. On the synthetic traces the no-harm criteria (the
   last four) and ``starved`` no more than the baseline (:data:`NO_HARM_ONLY_TRACES`).
-  Policies: ``rank``, ``keep-place``, ``rank+safe`` and ``safe-place``
+  Policies: ``rank``, ``keep-place``, ``rank+safe``, ``safe-place``
   (``keep-place`` protecting only within nominal quota, with the safe-relaunch hold:
-  :data:`sky_kueue.sim.policies.SAFE_PLACE`).
+  :data:`sky_kueue.sim.policies.SAFE_PLACE`) and ``rank cap=2`` (``rank`` with
+  ``rank_max_preemptions: 2``, :data:`RANK_CAPPED`).
 * ``burst``: ``--allow-burst`` for the policies (baseline keeps SkyPilot's behaviour), with
   the default ``burst_after_preemptions`` (1) and, as ``<policy>@2``, with 2; ``rank+safe``
   and ``safe-place`` burst from a hold instead (when no safe place is predicted within the
@@ -33,7 +36,12 @@ carries the run's realised load. Modes:
   where the baseline has at most 2 else at least halved, p99 wait after preemption at least 3x
   lower, goodput within one point, high class p95 within +5 %). Each trace's lanes, one per team
   (``rank+lane``) and one per cohort (``rank+cohort-lane``), are the sizes ``sky-kueue simulate
-  --lane-sweep`` chose on seed 0 (:data:`LANE_RECIPES`).
+  --lane-sweep`` chose on seed 0 (:data:`LANE_RECIPES`). The burst mode's ``rank+predicted`` is
+  shown beside them on the same targets (``rank+predicted (burst)``).
+* **no harm** (issue 39 item 3: may this be the default?), every in-cluster and lane row
+  (:func:`no_harm`): no job preempted more often than SkyPilot alone's most-preempted one, no more
+  starved jobs, in-queue or inverted preemptions, the high class's p95 within +5 % (or +60 s) and
+  goodput within one point, each against SkyPilot alone on the same trace and seed.
 * with ``--team``, in the cluster: ``rank+team`` (``rank`` plus the safe-relaunch rule's
   team-scoped nominal reservation: a starved relaunch held for nominal quota also holds back its
   own team's pending work of its class or lower) and its variants ``rank+team/newer``,
@@ -59,7 +67,8 @@ Kueue's choice of victim inside a class cannot take them away.
 Run: ``.venv/bin/python benchmarks/anti_starvation.py [--seeds 0,1,2,3,4] [--jobs N]
 [--markdown] [--extra] [--team] [--in-cluster-only]`` (JSON on stdout; ``--markdown`` prints the tables instead). One
 simulator run (policy, trace, seed, mode) per task, on ``--jobs`` processes (default: every usable core;
-``--workers`` is the same option), with the same tables and JSON as ``--jobs 1`` (:mod:`sky_kueue.sim.sweep`).
+``--workers`` is the same option), with the same tables and JSON as ``--jobs 1`` (:mod:`sky_kueue.sim.sweep`);
+a run two modes share (same trace, seed, configuration and policy) is made once (:func:`deduplicated`).
 """
 
 from __future__ import annotations
@@ -131,6 +140,8 @@ LANE_RECIPES: dict[str, tuple[tuple[LaneScope, int, int, str | None], ...]] = {
     "dev-starvation": ((LaneScope.TEAM, 4, 2, None), (LaneScope.COHORT, 4, 2, None)),
     "synthetic-0.85": ((LaneScope.TEAM, 16, 1, None), (LaneScope.COHORT, 2, 1, None)),
     "synthetic-0.7": ((LaneScope.TEAM, 16, 2, None), (LaneScope.COHORT, 16, 1, None)),
+    # --lane-sweep-gpus 5,10,15 (a medium job asks for 5 GPUs, a queue's nominal quota is 20)
+    "kueue-perf": ((LaneScope.TEAM, 10, 2, None), (LaneScope.COHORT, 5, 1, None)),
 }
 LANE_BASE_POLICIES = ("baseline", "rank", policies.SAFE_PLACE)
 #: The resubmission policy whose priorities order the lanes.

@@ -41,10 +41,18 @@ With the defaults (8 + 8) classes 100 apart, or Kueue's example values, are far 
 
 The registered policies: ``keep-place`` (rank and protect), ``rank`` (rank
 only, admitted Workloads at ``c``) and ``protect`` (protect only, waiting at ``c - P``).
-Measured against SkyPilot alone (``benchmarks/anti_starvation.py``, seeds 0-2): ``rank`` does
-no harm on the reclaim storms and halves the wait after a preemption on the hot one;
-protection halves the maximum preemptions per job but loses more work, because the victim
-it spares is the one that had run least. In the controller
+Measured against SkyPilot alone (``benchmarks/anti_starvation.py``, seeds 0-4): ``rank`` cuts
+relaunch starvation and the wait after a preemption where relaunches starve (``dev-starvation``,
+the hot storm) and never delays the high class, but some runs of every trace see more starved
+jobs or a job preempted more often; protection halves the maximum preemptions per job on some
+runs but loses more work, because the victim it spares is the one that had run least.
+
+**The closed loop** (``tests/sim/test_rank_loop.py``): where a queue's quota is taken back faster
+than a job can finish (Kueue's perf mix: its own higher class every 1,200 s, 200-s gaps for a
+500-s job), ranking relaunches ahead of fresh arrivals readmits the same jobs into every doomed
+gap; the preemptions SkyPilot alone spreads over the class fall on a few jobs (49 against 8).
+``rank_max_preemptions`` (unset by default) sends a job preempted more often than that back to
+the fresh arrivals' level, in arrival order, which ends the loop at a cost where the rank helps. In the controller
 (:meth:`sky_kueue.controller.engine.AgingEngine.reconcile`) a band policy sets ``spec.priority``
 of every waiting *and* admitted Workload of a job to its level, each patch conditional on the
 snapshot's resourceVersion, so a level planned while the Workload waited never lands after
