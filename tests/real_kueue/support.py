@@ -36,6 +36,10 @@ TEAM_NAMESPACES = ("team-a", "team-b")
 #: How long a test waits for Kueue, the scheduler or KWOK to act (they act within seconds).
 ACT_SECONDS = 60.0
 POLL_SECONDS = 0.2
+#: Seconds between two admissions whose order Kueue must see: of equal-priority candidates it
+#: preempts the most recently admitted first, by a time with one-second steps, and breaks a tie
+#: by UID (``pkg/scheduler/preemption/common/ordering.go``), which is random.
+ADMISSION_GAP_SECONDS = 1.5
 
 
 def run_cli(env: dict[str, str], *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

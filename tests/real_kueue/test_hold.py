@@ -23,7 +23,7 @@ from sky_kueue.controller.manager import Controller
 from sky_kueue.controller.sqlite_store import SqliteHistoryStore
 from tests.controller.live_support import demo_aging
 from tests.controller.test_live_hold import hold_setup, team_b_holds
-from tests.real_kueue.support import KueueCluster, condition_true, conditions, running_controller
+from tests.real_kueue.support import ADMISSION_GAP_SECONDS, KueueCluster, condition_true, conditions, running_controller
 from tests.real_kueue.test_preemption import admitted, skypilot_pod
 
 DEV = "dev-1-fcd1e5cf"
@@ -49,6 +49,8 @@ def test_a_held_relaunch_carries_kueues_deactivation_traces_and_is_released_into
     own = skypilot_pod("own", "3", "team-b", "dev-priority", cpu="4")
     kueue.create_pod(own)
     kueue.wait_workload("team-b", own["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"], admitted, "admitted")
+    # the reclaim below must take dev (the most recent admission), never own: a clear second apart
+    time.sleep(ADMISSION_GAP_SECONDS)
     dev = skypilot_pod("dev", "1", "team-b", "dev-priority", cpu="4")
     kueue.create_pod(dev)
     first = kueue.wait_workload("team-b", DEV, admitted, "admitted, borrowing team-a's quota")

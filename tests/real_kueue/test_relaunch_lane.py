@@ -13,7 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.real_kueue.support import KUEUE_GROUP, REPO, KueueCluster, condition_true, conditions, run_cli
+from tests.real_kueue.support import (
+    ADMISSION_GAP_SECONDS,
+    KUEUE_GROUP,
+    REPO,
+    KueueCluster,
+    condition_true,
+    conditions,
+    run_cli,
+)
 from tests.real_kueue.test_preemption import admitted, skypilot_pod
 
 V = f"{KUEUE_GROUP}/v1beta2"
@@ -22,8 +30,6 @@ V = f"{KUEUE_GROUP}/v1beta2"
 HOLD_SECONDS = 15
 #: Kueue's Preempted reasons for a reclaim of borrowed quota.
 RECLAIMS = ("InCohortReclamation", "InCohortReclaimWhileBorrowing")
-#: Seconds between two admissions whose order Kueue must see (its timestamps have 1-s steps).
-ADMISSION_GAP_SECONDS = 1.5
 
 
 def cq(name: str, cpu: str, **extra: Any) -> dict[str, Any]:
