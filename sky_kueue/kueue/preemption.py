@@ -222,14 +222,22 @@ class FitCheck:
                 return False
         return True
 
+    def take(self, info: WorkloadInfo) -> None:
+        """Remove a candidate from the snapshot while the search tries it."""
+        self.snapshot.remove_workload(info)
+
+    def put(self, info: WorkloadInfo) -> None:
+        """Undo :meth:`take`."""
+        self.snapshot.add_workload(info)
+
     def fill_back(self, targets: list[Target], allow_borrowing: bool) -> list[Target]:
         for i in range(len(targets) - 2, -1, -1):
-            self.snapshot.add_workload(targets[i].info)
+            self.put(targets[i].info)
             if self.fits(allow_borrowing):
                 targets[i] = targets[-1]
                 targets.pop()
             else:
-                self.snapshot.remove_workload(targets[i].info)
+                self.take(targets[i].info)
         return targets
 
 
@@ -253,6 +261,16 @@ class _Search(FitCheck):
         self.spec = cq.spec
         self.frs = frs
         self.now = now
+
+    def take(self, info: WorkloadInfo) -> None:
+        """Only the candidate's usage: what the search asks while it tries candidates (whether
+        the preemptor fits, whether a queue is within its quota) reads usage alone, and every
+        candidate taken is put back before :meth:`run` returns. So the holders stay as they are
+        (and in their order), and the snapshot's sums need no update for each try."""
+        self.snapshot.remove_usage(info.cluster_queue, info.usage)
+
+    def put(self, info: WorkloadInfo) -> None:
+        self.snapshot.add_usage(info.cluster_queue, info.usage)
 
     # --- classification -------------------------------------------------------------
 
@@ -343,9 +361,18 @@ class _Search(FitCheck):
     def order(
         self, same: list[_Candidate], hierarchy: list[_Candidate], priority: list[_Candidate]
     ) -> list[_Candidate]:
-        """Kueue's candidate order: evicted first, then hierarchy, priority, own queue."""
+        """Kueue's candidate order: evicted first, then hierarchy, priority, own queue.
+
+        Without a custom comparison each list is sorted by :meth:`WorkloadInfo.candidate_order`:
+        :func:`candidate_sort_key` less its own-queue term, the same for every candidate of one
+        list (``same`` holds the preemptor's queue only, the others never hold it).
+        """
+        now = self.now
         for lst in (same, hierarchy, priority):
-            sort_candidates(lst, _info_of, self.cq.name, self.now, self.candidate_cmp)
+            if self.candidate_cmp is None:
+                lst.sort(key=lambda candidate: candidate.info.candidate_order(now))
+            else:
+                sort_candidates(lst, _info_of, self.cq.name, now, self.candidate_cmp)
         return (
             [c for c in hierarchy if c.info.evicted]
             + [c for c in priority if c.info.evicted]
@@ -496,25 +523,27 @@ class _Search(FitCheck):
                     into.priority = True
         return True
 
-    def rejects(self) -> bool:
-        """Whether :meth:`run` finds no targets because there are no candidates or because no
-        pass can fit (:meth:`_cannot_fit`), decided from the holders' sums (the snapshot's
-        buckets) without listing the candidates.
+    def viable_passes(self) -> tuple[bool, ...] | None:
+        """The passes of :meth:`run` that may fit (each whether it allows borrowing, in order),
+        decided from the holders' sums (the snapshot's buckets) without listing the candidates:
+        empty when there are no candidates or no pass can fit (:meth:`_cannot_fit`); None when a
+        queue's policy needs the candidates one by one (``LowerOrNewerEqualPriority`` compares
+        creation times).
 
         The same decision, not a bound: the candidates :meth:`collect` would list are exactly
         the holders counted here (same policy, priority and flavor/resource tests, per queue of
         the same walk), each pass's sums are the ones :meth:`_cannot_fit` adds up one candidate
         at a time (validity is per queue and lowest common cohort), and the passes are chosen by
-        the same rule. Most searches of a busy cluster end here (95 % on the throughput
-        benchmark's trace, issue 38), each of which listed and summed every holder of the
-        cohort tree. False when the search must run (or a policy needs the one-by-one path).
+        the same rule (:meth:`passes`). Most searches of a busy cluster end here with nothing
+        (95 % on the throughput benchmark's trace, issue 38), each of which listed and summed
+        every holder of the cohort tree.
         """
         requested = self.requests
         spec = self.spec
         same = _Sums(dict.fromkeys(requested, 0), dict.fromkeys(requested, 0))
         within = spec.preemption.within_cluster_queue
         if within is not o.PreemptionPolicy.NEVER and not self._add_sums(self.cq, True, False, same):
-            return False
+            return None
         valid = _Sums(dict.fromkeys(requested, 0), dict.fromkeys(requested, 0))
         invalid = _Sums(dict.fromkeys(requested, 0), dict.fromkeys(requested, 0))
         if self.cq.parent is not None and spec.preemption.reclaim_within_cohort is not o.PreemptionPolicy.NEVER:
@@ -522,16 +551,16 @@ class _Search(FitCheck):
             previous: tree.CohortNode | None = None
             for ancestor in self.cq.path_to_root():
                 if not self._subtree_sums(ancestor, ancestor, previous, advantage, valid, invalid):
-                    return False
+                    return None
                 fits, remaining = tree.quantities_fit_in_quota(ancestor, remaining)
                 advantage = advantage or fits
                 previous = ancestor
         if not same.count and not valid.count and not invalid.count:
-            return True
-        passes = self.passes(valid.hierarchy or invalid.hierarchy, valid.priority or invalid.priority)
+            return ()
         cq = self.cq
         own = same.every
-        for allow_borrowing in passes:
+        viable: list[bool] = []
+        for allow_borrowing in self.passes(valid.hierarchy or invalid.hierarchy, valid.priority or invalid.priority):
             others = valid.kept if allow_borrowing else valid.every
             for fr, value in requested.items():
                 if value > tree.cq_available(cq, fr) + own[fr] + others[fr]:
@@ -539,8 +568,8 @@ class _Search(FitCheck):
                 if not allow_borrowing and cq.borrowing_with(fr, value - own[fr]):
                     break
             else:
-                return False  # this pass may fit: the search must run
-        return True
+                viable.append(allow_borrowing)
+        return tuple(viable)
 
     def _valid_group(self, cq: tree.ClusterQueueNode, lca: tree.CohortNode) -> bool:
         """:meth:`_valid` without borrowing for any candidate of ``cq`` under ``lca``."""
@@ -565,32 +594,33 @@ class _Search(FitCheck):
         return (True, False)
 
     def run(self) -> list[Target]:
-        if self.rejects():
+        passes = self.viable_passes()
+        if passes == ():
             return []
         same, hierarchy, priority = self.collect()
-        if not same and not hierarchy and not priority:
-            return []
-        unordered = same + hierarchy + priority
-        passes = [
-            allow for allow in self.passes(bool(hierarchy), bool(priority)) if not self._cannot_fit(unordered, allow)
-        ]
-        if not passes:
-            return []
+        if passes is None:
+            if not same and not hierarchy and not priority:
+                return []
+            unordered = same + hierarchy + priority
+            candidate_passes = self.passes(bool(hierarchy), bool(priority))
+            passes = tuple(allow for allow in candidate_passes if not self._cannot_fit(unordered, allow))
+            if not passes:
+                return []
         candidates = self.order(same, hierarchy, priority)
         for allow_borrowing in passes:
             targets: list[Target] = []
             for cand in candidates:
                 if not self._valid(cand, allow_borrowing):
                     continue
-                self.snapshot.remove_workload(cand.info)
+                self.take(cand.info)
                 targets.append(Target(cand.info, cand.variant.reason))
                 if self.fits(allow_borrowing):
                     targets = self.fill_back(targets, allow_borrowing)
                     for t in targets:
-                        self.snapshot.add_workload(t.info)
+                        self.put(t.info)
                     return targets
             for t in targets:
-                self.snapshot.add_workload(t.info)
+                self.put(t.info)
         return []
 
 

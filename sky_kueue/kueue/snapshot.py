@@ -12,7 +12,7 @@ Two things keep a large snapshot cheap (issue 38), without changing any answer:
   pays for the queues its preemption searches touched, not for every holder of the cluster;
 * per ClusterQueue, the holders' usage is also kept summed by (assigned flavor/resources,
   priority) in :class:`Bucket`\\ s, so the preemption search can tell from a handful of sums
-  that no set of victims can make room (:meth:`sky_kueue.kueue.preemption._Search.rejects`)
+  that no set of victims can make room (:meth:`sky_kueue.kueue.preemption._Search.viable_passes`)
   instead of visiting every holder.
 """
 

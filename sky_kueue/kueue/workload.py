@@ -77,6 +77,9 @@ def queue_order_timestamp(wl: o.Workload) -> datetime:
     return wl.creation_timestamp
 
 
+#: (evicted last, priority, minus the admission time in seconds, UID): see
+#: :meth:`WorkloadInfo.candidate_order`.
+CandidateOrder = tuple[int, int, float, str]
 #: Scheduling shapes whose hash is kept (a cluster has few distinct ones).
 SCHEDULING_SHAPES_CACHED = 4096
 #: One pod set's part of a scheduling shape: name, template shape, count, sorted requests, minCount.
@@ -142,6 +145,8 @@ class WorkloadInfo:
     #: the workload as it was when this info was built: :attr:`hash` is of its shape then
     _hash_of: o.Workload | None = field(default=None, repr=False, compare=False)
     _hash: str | None = field(default=None, repr=False, compare=False)
+    #: :meth:`candidate_order` as last computed, with the priority and admission time it is of
+    _candidate_order: tuple[int, datetime, CandidateOrder] | None = field(default=None, repr=False, compare=False)
 
     @property
     def hash(self) -> str:
@@ -179,6 +184,25 @@ class WorkloadInfo:
         frs = frozenset((flavor, res) for ps in self.total_requests for res, flavor in ps.flavors.items())
         self._assigned_frs = (self.total_requests, frs)
         return frs
+
+    def candidate_order(self, now: datetime) -> CandidateOrder:
+        """Kueue's order of preemption candidates within one ClusterQueue
+        (``CandidatesOrdering`` without the queue and LocalQueue terms): evicted first, lower
+        priority, most recently admitted, UID; ``now`` stands in for an unknown admission time.
+
+        Kept per priority and admission time: the search sorts every candidate of a cohort
+        tree for every preemptor, and the key's parts do not change while the workload holds
+        quota.
+        """
+        reserved = self.reserved_at
+        if reserved is None:
+            return (0 if self.evicted else 1, self.priority, -now.timestamp(), self.uid)
+        cached = self._candidate_order
+        if cached is not None and cached[0] == self.priority and cached[1] is reserved:
+            return cached[2]
+        order = (0 if self.evicted else 1, self.priority, -reserved.timestamp(), self.uid)
+        self._candidate_order = (self.priority, reserved, order)
+        return order
 
     def uses_any(self, frs: set[FR] | frozenset[FR]) -> bool:
         """Whether the admitted workload uses any of ``frs`` (``WorkloadUsesResources``)."""

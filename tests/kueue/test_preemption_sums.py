@@ -1,7 +1,8 @@
 """The preemption search's summed verdict and the copy-on-write snapshot give the answers of
 the one-by-one path (issue 38: faster, not different).
 
-``_Search.rejects`` decides from per-queue sums that a search finds nothing; every search of
+``_Search.viable_passes`` decides from per-queue sums which passes of a search may fit (none:
+the search finds nothing); every search of
 the oracle scenarios and of simulated runs is checked against the candidates listed one by one
 (:meth:`_Search.collect` and :meth:`_Search._cannot_fit`, the path it replaces). The snapshot
 keeps a queue's holders only once a cycle changes them; after a cycle every queue's holders
@@ -27,13 +28,15 @@ ORACLE = Path(__file__).resolve().parent.parent / "oracle"
 SETS = ("seeds", "hier-public", "afs-public")
 
 
-def _one_by_one(search: p._Search) -> bool:
-    """The verdict of the path ``rejects`` stands in for: no candidates, or no pass can fit."""
+def _one_by_one(search: p._Search) -> tuple[bool, ...]:
+    """The passes the path ``viable_passes`` stands in for keeps: none without candidates, else
+    those :meth:`_Search._cannot_fit` does not rule out."""
     same, hierarchy, priority = search.collect()
     if not same and not hierarchy and not priority:
-        return True
+        return ()
     unordered = same + hierarchy + priority
-    return all(search._cannot_fit(unordered, allow) for allow in search.passes(bool(hierarchy), bool(priority)))
+    passes = search.passes(bool(hierarchy), bool(priority))
+    return tuple(allow for allow in passes if not search._cannot_fit(unordered, allow))
 
 
 def _needs_one_by_one(search: p._Search) -> bool:
@@ -49,14 +52,14 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     original = p._Search.run
 
     def run(search: p._Search) -> list[p.Target]:
-        rejects = search.rejects()
+        viable = search.viable_passes()
         if _needs_one_by_one(search):
-            assert rejects is False, "a policy comparing creation times is decided one by one"
+            assert viable is None, "a policy comparing creation times is decided one by one"
         else:
-            assert rejects == _one_by_one(search), f"{search.preemptor.key} in {search.cq.name}"
+            assert viable == _one_by_one(search), f"{search.preemptor.key} in {search.cq.name}"
         found = original(search)
-        assert not (rejects and found), "rejected, yet the search found targets"
-        counts["rejected" if rejects else "searched"] += 1
+        assert not (viable == () and found), "rejected, yet the search found targets"
+        counts["rejected" if viable == () else "searched"] += 1
         return found
 
     monkeypatch.setattr(p._Search, "run", run)
