@@ -85,7 +85,7 @@ from sky_kueue.controller.predicted_burst import PredictedWaitKind
 from sky_kueue.controller.safety_probe import MirrorRelaunchWait
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.kueue import api as kueue_api
-from sky_kueue.kueue import eta, loader, parse, predictor, validation, whatif
+from sky_kueue.kueue import compiled, eta, loader, parse, predictor, validation, whatif
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.scheduler import Engine
 from sky_kueue.mirror.kinds import ALL_KINDS, KindName
@@ -806,6 +806,12 @@ def markdown(process: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _model_build() -> str:
+    """Which model ran: the mypyc build (``compiled``) or the pure-Python modules (``pure``);
+    ``SKY_KUEUE_PURE=1`` measures the pure one (:mod:`sky_kueue.kueue.compiled`)."""
+    return "compiled" if compiled.in_use() else "pure"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip the scale-public set in 'oracle'")
@@ -842,11 +848,16 @@ def main() -> int:
             sys.stdout.write("\n")
         return 0
     if args.large_only:
-        json.dump({"large": _large()}, sys.stdout, indent=2)
+        json.dump({"model": _model_build(), "large": _large()}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     sets = tuple(s for s in SETS if not (args.quick and s == "scale-public"))
-    report: dict[str, object] = {"oracle": _oracle(sets), "large": _large(), "process": _process()}
+    report: dict[str, object] = {
+        "model": _model_build(),
+        "oracle": _oracle(sets),
+        "large": _large(),
+        "process": _process(),
+    }
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     report["peak_memory_mb"] = round(peak_kib / 1024, 1)
     report["peak_memory_target_mb"] = 300

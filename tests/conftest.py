@@ -1,4 +1,4 @@
-"""Suite-wide options: the real-Kueue tier runs only when asked for.
+"""Suite-wide options: the real-Kueue tier runs only when asked for; the model runs pure Python.
 
 The tests under ``tests/real_kueue`` need a real Kubernetes control plane and the real Kueue
 built from their Go modules (``sky-kueue real-cluster build``: tens of minutes the first time,
@@ -10,7 +10,14 @@ or started fails.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# The pure-Python model: tests patch its internals, which compiled classes do not allow, and
+# the processes they start inherit it. tests/sim/test_compiled_model.py runs the compiled
+# build on purpose (sky_kueue/kueue/compiled.py); SKY_KUEUE_PURE=0 runs the suite on the build.
+os.environ.setdefault("SKY_KUEUE_PURE", "1")
 
 REAL_KUEUE_MARK = "real_kueue"
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sky_kueue.kueue import objects as o
-from sky_kueue.kueue.workload import WorkloadInfo
+from sky_kueue.kueue.workload import QueueOrder, WorkloadInfo
 
 # Requeue reasons (``RequeueReason``).
 REQUEUE_FAILED_AFTER_NOMINATION = "FailedAfterNomination"
@@ -46,34 +46,51 @@ _IMMEDIATE_BEST_EFFORT = frozenset(
 #: A function giving an extra leading sort key (admission fair sharing's LocalQueue usage).
 UsageKeyFn = Callable[[WorkloadInfo], float]
 
-#: Rebuild the heap when stale entries exceed twice the live ones plus this many.
+#: Rebuild the heaps when stale entries exceed twice the live ones plus this many.
 HEAP_COMPACT_SLACK_ENTRIES = 64
 
-#: (order without the sticky flag, key, insertion number, info). The insertion number
-#: keeps the tuples of a re-inserted Workload distinct, so the heap never compares infos.
-_HeapEntry = tuple[tuple[int, Any, str], str, int, WorkloadInfo]
-
-
-def _heap_order(info: WorkloadInfo) -> tuple[int, Any, str]:
-    return (-info.priority, info.qts, info.uid)
+#: A heap entry: (order, key, insertion number, info). The insertion number keeps the tuples
+#: of a re-inserted Workload distinct, so the heap never compares infos.
+_HeapEntry = tuple[QueueOrder, str, int, WorkloadInfo]
 
 
 class ActiveSet(dict[str, WorkloadInfo]):
-    """The active Workloads by key, plus a lazily pruned heap of them in queue order.
+    """The active Workloads by key, plus lazily pruned heaps of them in queue order, one per
+    scheduling shape (:attr:`WorkloadInfo.hash`).
 
     A heap entry is live while the dict still maps its key to the very same info object;
     deletions leave stale entries behind, dropped when they surface or by :meth:`compact`.
+
+    Why one heap per shape: a BestEffortFIFO queue parks a whole shape at once when one of
+    its Workloads does not fit, and every deletion in the cohort tree brings every parked
+    Workload back (``queueInadmissibleWorkloads``). At the throughput benchmark's peaks that
+    moved 1,000+ Workloads through one heap per completion (issue 38: a quarter of the run).
+    Here a parked shape's heap is kept aside (:meth:`park_shape`) and put back whole when its
+    Workloads return (:meth:`restore`): the dict moves stay per Workload, the heap work is per
+    shape. The head is the first live entry over the shapes' heaps, the same Workload one heap
+    would give (the order is total: no two live entries share a key or a UID).
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self.heap: list[_HeapEntry] = []
+        self.heaps: dict[str, list[_HeapEntry]] = {}
+        #: Parked shapes: their heaps as they were, and the Workloads parked with them.
+        self.parked: dict[str, tuple[list[_HeapEntry], dict[str, WorkloadInfo]]] = {}
+        #: Entries in :attr:`heaps` (live or stale).
+        self.entries = 0
         self.inserted = 0
+
+    def _push(self, key: str, info: WorkloadInfo) -> None:
+        self.inserted += 1
+        self.entries += 1
+        heap = self.heaps.get(info.hash)
+        if heap is None:
+            heap = self.heaps[info.hash] = []
+        heapq.heappush(heap, (info.queue_order(), key, self.inserted, info))
 
     def __setitem__(self, key: str, info: WorkloadInfo) -> None:
         super().__setitem__(key, info)
-        self.inserted += 1
-        heapq.heappush(self.heap, (_heap_order(info), key, self.inserted, info))
+        self._push(key, info)
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self:
@@ -86,21 +103,79 @@ class ActiveSet(dict[str, WorkloadInfo]):
 
     def first(self) -> WorkloadInfo | None:
         """The live entry first in queue order (stale entries are dropped on the way)."""
-        heap = self.heap
-        while heap:
-            _, key, _, info = heap[0]
-            if self.get(key) is info:
-                return info
-            heapq.heappop(heap)
-        return None
+        best: _HeapEntry | None = None
+        emptied: list[str] = []
+        for shape, heap in self.heaps.items():
+            while heap:
+                entry = heap[0]
+                if self.get(entry[1]) is entry[3]:
+                    if best is None or entry < best:
+                        best = entry
+                    break
+                heapq.heappop(heap)
+                self.entries -= 1
+            if not heap:
+                emptied.append(shape)
+        for shape in emptied:
+            del self.heaps[shape]
+        return best[3] if best is not None else None
+
+    def park_shape(self, shape: str) -> list[tuple[str, WorkloadInfo]]:
+        """Remove the active Workloads of ``shape`` and keep their heap aside; returns them."""
+        heap = self.heaps.pop(shape, None)
+        if heap is None:
+            return []
+        self.entries -= len(heap)
+        moved: dict[str, WorkloadInfo] = {}
+        for _, key, _, info in heap:
+            if key not in moved and self.get(key) is info:
+                moved[key] = info
+        for key in moved:
+            super().__delitem__(key)
+        kept = self.parked.get(shape)
+        if kept is None:
+            self.parked[shape] = (heap, dict(moved))
+        else:
+            merged = kept[0] + heap
+            heapq.heapify(merged)
+            self.parked[shape] = (merged, {**kept[1], **moved})
+        return list(moved.items())
+
+    def restore(self, items: list[tuple[str, WorkloadInfo]]) -> None:
+        """Make ``items`` (parked Workloads) active again: the heaps kept for their shapes come
+        back whole, and only a Workload parked on its own gets a new entry."""
+        returning: set[str] = set()
+        for key, info in items:
+            super().__setitem__(key, info)
+            kept = self.parked.get(info.hash)
+            if kept is not None and kept[1].get(key) is info:
+                returning.add(info.hash)
+            else:
+                self._push(key, info)
+        for shape in returning:
+            heap, _ = self.parked.pop(shape)
+            self.entries += len(heap)
+            current = self.heaps.get(shape)
+            if current is None:
+                self.heaps[shape] = heap
+            else:
+                current.extend(heap)
+                heapq.heapify(current)
+        # A flush returns every parked Workload its queue selects; the rest get new entries
+        # when they return, so the heaps still kept would only hold stale entries.
+        self.parked.clear()
 
     def compact(self) -> None:
-        """Rebuilds the heap when stale entries outnumber live ones."""
-        if len(self.heap) > 2 * len(self) + HEAP_COMPACT_SLACK_ENTRIES:
+        """Rebuilds the heaps when stale entries outnumber live ones."""
+        if self.entries > 2 * len(self) + HEAP_COMPACT_SLACK_ENTRIES:
             start = self.inserted + 1
-            self.heap = [(_heap_order(info), key, start + i, info) for i, (key, info) in enumerate(self.items())]
+            self.heaps = {}
+            for i, (key, info) in enumerate(self.items()):
+                self.heaps.setdefault(info.hash, []).append((info.queue_order(), key, start + i, info))
+            for heap in self.heaps.values():
+                heapq.heapify(heap)
             self.inserted += len(self)
-            heapq.heapify(self.heap)
+            self.entries = len(self)
 
 
 @dataclass
@@ -179,16 +254,15 @@ class PendingQueue:
         self.inadmissible[info.key] = info
         if reason in (REQUEUE_NO_FIT, REQUEUE_PREEMPTION_NO_CANDIDATES) and self.best_effort:
             self.bulk_moved_hashes.add(info.hash)
-            shape = info.hash
-            for key in [k for k, other in self.active.items() if other.hash == shape]:
-                self.inadmissible[key] = self.active.pop(key)
+            for key, other in self.active.park_shape(info.hash):
+                self.inadmissible[key] = other
 
     def flush_inadmissible(self, namespace_ok: Callable[[WorkloadInfo], bool]) -> int:
         """Move parked workloads back to the active set (``queueInadmissibleWorkloads``)."""
         self.inadmissible_flush_cycle = self.pop_cycle
         self.bulk_moved_hashes.clear()
-        moved = 0
         selected: dict[str, bool] = {}  # the answer depends only on the namespace
+        returning: list[tuple[str, WorkloadInfo]] = []
         for key, info in list(self.inadmissible.items()):
             namespace = info.obj.namespace
             ok = selected.get(namespace)
@@ -197,9 +271,9 @@ class PendingQueue:
             if not ok:
                 continue
             del self.inadmissible[key]
-            self.active[key] = info
-            moved += 1
-        return moved
+            returning.append((key, info))
+        self.active.restore(returning)
+        return len(returning)
 
     def state_key(self) -> tuple[object, ...]:
         """The queue's state for the settle rule: members, parking and scan positions."""

@@ -213,7 +213,7 @@ class Engine:
         if info.priority == priority:
             return True
         info.obj = replace(info.obj, priority=priority)
-        info.priority = priority
+        self.snapshot.reprioritize(info, priority)
         if info.cluster_queue in self.shape.cqs:
             self.generation[info.cluster_queue] = self.generation.get(info.cluster_queue, 0) + 1
         self.requeue_tree(info.cluster_queue)

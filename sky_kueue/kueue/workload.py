@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.objects import FR
@@ -77,6 +77,15 @@ def queue_order_timestamp(wl: o.Workload) -> datetime:
     return wl.creation_timestamp
 
 
+#: (evicted last, priority, minus the admission time in seconds, UID): see
+#: :meth:`WorkloadInfo.candidate_order`.
+CandidateOrder = tuple[int, int, float, str]
+#: (minus priority, queue-order time in integer microseconds, UID): see
+#: :meth:`WorkloadInfo.queue_order`.
+QueueOrder = tuple[int, int, str]
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_MICROSECOND = timedelta(microseconds=1)
 #: Scheduling shapes whose hash is kept (a cluster has few distinct ones).
 SCHEDULING_SHAPES_CACHED = 4096
 #: One pod set's part of a scheduling shape: name, template shape, count, sorted requests, minCount.
@@ -142,6 +151,10 @@ class WorkloadInfo:
     #: the workload as it was when this info was built: :attr:`hash` is of its shape then
     _hash_of: o.Workload | None = field(default=None, repr=False, compare=False)
     _hash: str | None = field(default=None, repr=False, compare=False)
+    #: :meth:`candidate_order` as last computed, with the priority and admission time it is of
+    _candidate_order: tuple[int, datetime, CandidateOrder] | None = field(default=None, repr=False, compare=False)
+    #: :meth:`queue_order` as last computed, with the priority it is of
+    _queue_order: tuple[int, QueueOrder] | None = field(default=None, repr=False, compare=False)
 
     @property
     def hash(self) -> str:
@@ -179,6 +192,42 @@ class WorkloadInfo:
         frs = frozenset((flavor, res) for ps in self.total_requests for res, flavor in ps.flavors.items())
         self._assigned_frs = (self.total_requests, frs)
         return frs
+
+    def candidate_order(self, now: datetime) -> CandidateOrder:
+        """Kueue's order of preemption candidates within one ClusterQueue
+        (``CandidatesOrdering`` without the queue and LocalQueue terms): evicted first, lower
+        priority, most recently admitted, UID; ``now`` stands in for an unknown admission time.
+
+        Kept per priority and admission time: the search sorts every candidate of a cohort
+        tree for every preemptor, and the key's parts do not change while the workload holds
+        quota.
+        """
+        reserved = self.reserved_at
+        if reserved is None:
+            return (0 if self.evicted else 1, self.priority, -now.timestamp(), self.uid)
+        cached = self._candidate_order
+        if cached is not None and cached[0] == self.priority and cached[1] is reserved:
+            return cached[2]
+        order = (0 if self.evicted else 1, self.priority, -reserved.timestamp(), self.uid)
+        self._candidate_order = (self.priority, reserved, order)
+        return order
+
+    def queue_order(self) -> QueueOrder:
+        """Kueue's order within a ClusterQueue's heap, without the sticky flag: higher
+        priority, then earlier queue-order time, then UID.
+
+        The time as integer microseconds since the epoch (exact, and ordered as the datetimes
+        are), so that the heaps compare integers rather than datetimes; kept per priority, as
+        a queue pushes a Workload again each time it comes back from the parked set.
+        """
+        cached = self._queue_order
+        if cached is not None and cached[0] == self.priority:
+            return cached[1]
+        qts = self.qts
+        since = qts - (_UTC_EPOCH if qts.tzinfo is not None else _NAIVE_EPOCH)
+        order = (-self.priority, since // _MICROSECOND, self.uid)
+        self._queue_order = (self.priority, order)
+        return order
 
     def uses_any(self, frs: set[FR] | frozenset[FR]) -> bool:
         """Whether the admitted workload uses any of ``frs`` (``WorkloadUsesResources``)."""

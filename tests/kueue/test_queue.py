@@ -1,4 +1,5 @@
-"""The pending queue's heap gives exactly Kueue's order, through pushes, deletes and requeues."""
+"""The pending queue's heaps give exactly Kueue's order, through pushes, deletes, requeues, shapes
+parked together and flushes."""
 
 from __future__ import annotations
 
@@ -70,7 +71,10 @@ def test_heap_pops_in_the_same_order_as_a_full_scan() -> None:
                         del live[head.key]
             if step % 97 == 0:  # a deletion in the cohort returns every parked Workload
                 queue.flush_inadmissible(lambda info: True)
+            elif step % 89 == 0:  # ... that its namespace selector selects (none here)
+                queue.flush_inadmissible(lambda info: False)
             assert set(queue.active).isdisjoint(queue.inadmissible)
         assert popped > 300
         queue.pop()  # stale heap entries are pruned when a pop finds too many
-        assert len(queue.active.heap) <= 2 * len(queue.active) + q.HEAP_COMPACT_SLACK_ENTRIES
+        assert queue.active.entries == sum(len(heap) for heap in queue.active.heaps.values())
+        assert queue.active.entries <= 2 * len(queue.active) + q.HEAP_COMPACT_SLACK_ENTRIES

@@ -42,22 +42,24 @@ def test_relaunch_jitter_depends_on_the_seed() -> None:
 
 
 def test_the_preemption_shortcut_changes_no_decision(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The infeasibility bound skips searches that cannot succeed; with it switched off the
+    # The summed verdict (viable_passes: no candidates, or no pass can fit) skips searches that
+    # cannot succeed; with it switched off, and the one-by-one bound (_cannot_fit) with it, the
     # model must take exactly the same decisions, preemptions included.
     from sky_kueue.kueue import preemption
 
     trace = contended_trace(6)
     calls = {"pruned": 0}
-    original = preemption._Search._cannot_fit
+    original = preemption._Search.viable_passes
 
-    def counting(self: preemption._Search, candidates: list[preemption._Candidate], allow_borrowing: bool) -> bool:
-        pruned = original(self, candidates, allow_borrowing)
-        calls["pruned"] += pruned
-        return pruned
+    def counting(self: preemption._Search) -> tuple[bool, ...] | None:
+        passes = original(self)
+        calls["pruned"] += passes == ()
+        return passes
 
-    monkeypatch.setattr(preemption._Search, "_cannot_fit", counting)
+    monkeypatch.setattr(preemption._Search, "viable_passes", counting)
     with_bound = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "aging")]
     assert calls["pruned"] > 0, "the trace must exercise the shortcut"
+    monkeypatch.setattr(preemption._Search, "viable_passes", lambda self: None)
     monkeypatch.setattr(preemption._Search, "_cannot_fit", lambda self, candidates, allow_borrowing: False)
     without = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "aging")]
     for a, b in zip(with_bound, without, strict=True):

@@ -1,0 +1,67 @@
+"""The compiled model (mypyc, ``scripts/compile-model.sh``) gives the pure model's answers.
+
+Issue 38 allows compiling the model ahead of time only if both give identical results. The
+fast equivalence cases (``tests/sim/model_equivalence.py``: every benchmark trace, the ETA
+projection) run in a process that uses the build, and must match the digests recorded from
+the pure model before any speed-up; the oracle's seed scenarios must agree cycle by cycle.
+Skipped when this checkout has no build of its current sources (a machine without a C
+compiler, ``SKY_KUEUE_COMPILE=0``, or a model source edited since the last build).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sky_kueue.kueue import compiled
+from tests.sim import model_equivalence
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not compiled.build_matches(), reason="no compiled model for these sources"),
+]
+
+
+def _compiled_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != compiled.PURE_ENV}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_the_compiled_model_gives_the_recorded_digests() -> None:
+    code = (
+        "import sys\n"
+        "from sky_kueue.kueue import compiled\n"
+        "assert compiled.in_use(), 'the build was not used'\n"
+        "from tests.sim import model_equivalence\n"
+        "sys.exit(model_equivalence.main(['--check', '--tier', 'fast']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_compiled_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cases = len(model_equivalence.cases("fast"))
+    assert f"{cases}/{cases} identical" in proc.stderr
+
+
+def test_the_compiled_model_agrees_with_kueue_on_the_seed_scenarios() -> None:
+    code = (
+        "from sky_kueue.kueue import compiled\n"
+        "assert compiled.in_use(), 'the build was not used'\n"
+        "from tests.kueue import test_oracle\n"
+        "paths = test_oracle._scenarios(('seeds', 'hier-public'))\n"
+        "for path in paths:\n"
+        "    test_oracle._check(path)\n"
+        "print(len(paths))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_compiled_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert int(proc.stdout.strip()) == 36
