@@ -6,6 +6,12 @@ then cached) and start a cluster (about half a minute). The default run deselect
 says so in its summary; ``--real-kueue`` selects them (``.ci/run`` runs them as their own
 stage). Deselection, not skipping: a selected real-Kueue test whose cluster cannot be built
 or started fails.
+
+The ``long`` tier (``--long``) is the same: whole processes SIGKILLed through hundreds of
+preemptions, the controller installed from its manifests, the model's equivalence over the
+benchmark traces. Each takes tens of seconds of CPU, together more than the default run may
+spend (three minutes on two cores), so the default run deselects them and ``.ci/run`` runs them
+as their own stage.
 """
 
 from __future__ import annotations
@@ -20,6 +26,12 @@ import pytest
 os.environ.setdefault("SKY_KUEUE_PURE", "1")
 
 REAL_KUEUE_MARK = "real_kueue"
+LONG_MARK = "long"
+#: Each opt-in tier: its marker, the option that selects it, and what the summary calls it.
+TIERS = (
+    (REAL_KUEUE_MARK, "--real-kueue", "real-Kueue"),
+    (LONG_MARK, "--long", "long"),
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,23 +41,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="also run the real-Kueue tier (tests/real_kueue): builds and starts real Kubernetes and Kueue",
     )
+    parser.addoption(
+        "--long",
+        action="store_true",
+        default=False,
+        help="also run the long tier (crash fuzzing, the install from manifests, the model's equivalence)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--real-kueue"):
-        return
-    real = [item for item in items if item.get_closest_marker(REAL_KUEUE_MARK)]
-    if not real:
-        return
-    config.hook.pytest_deselected(items=real)
-    items[:] = [item for item in items if not item.get_closest_marker(REAL_KUEUE_MARK)]
-    config.stash[_DESELECTED] = len(real)
+    deselected: dict[str, int] = {}
+    for mark, option, _ in TIERS:
+        if config.getoption(option):
+            continue
+        tier = [item for item in items if item.get_closest_marker(mark)]
+        if not tier:
+            continue
+        config.hook.pytest_deselected(items=tier)
+        items[:] = [item for item in items if not item.get_closest_marker(mark)]
+        deselected[mark] = len(tier)
+    config.stash[_DESELECTED] = deselected
 
 
-_DESELECTED = pytest.StashKey[int]()
+_DESELECTED = pytest.StashKey[dict[str, int]]()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    count = config.stash.get(_DESELECTED, 0)
-    if count:
-        terminalreporter.write_line(f"{count} real-Kueue tests deselected: run them with --real-kueue (.ci/run does)")
+    deselected = config.stash.get(_DESELECTED, {})
+    for mark, option, name in TIERS:
+        count = deselected.get(mark, 0)
+        if count:
+            terminalreporter.write_line(f"{count} {name} tests deselected: run them with {option} (.ci/run does)")

@@ -364,6 +364,7 @@ class Driver:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("state_kind", ["sqlite", "kubernetes"])
 def test_sigkill_at_random_points_through_200_preemptions(tmp_path: Path, state_kind: str) -> None:
     rng = random.Random(RANDOM_SEED)

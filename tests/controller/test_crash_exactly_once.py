@@ -72,6 +72,7 @@ def dump(state: Path, cluster: Path) -> tuple[object, ...]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sigkill_anywhere_neither_loses_nor_repeats_an_aging_step(tmp_path: Path) -> None:
     state, cluster = tmp_path / "history.db", tmp_path / "cluster.db"
     kinds_hit: set[str] = set()

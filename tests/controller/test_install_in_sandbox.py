@@ -42,7 +42,7 @@ from sky_kueue.sandbox.workloads.service_accounts import user_name
 from .live_support import group_pod
 from .test_rbac import _allows, _key, _rules
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "configs" / "controller"

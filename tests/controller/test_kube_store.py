@@ -142,6 +142,7 @@ def test_a_missing_crd_or_namespace_is_reported_clearly(api_server: ApiServer) -
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_ten_thousand_preemptions_stay_under_the_size_bound_and_exactly_once(api_server: ApiServer) -> None:
     store = kubernetes_store(api_server, compact_at_bytes=TEST_COMPACT_AT_BYTES)
     largest = 0

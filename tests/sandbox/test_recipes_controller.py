@@ -55,6 +55,18 @@ def test_an_edited_source_gives_a_new_image_and_bytecode_does_not(tmp_path: path
     assert rc.controller_recipe(root).digest() != before.digest()
 
 
+def test_the_compiled_model_neither_changes_the_image_nor_goes_into_it(tmp_path: pathlib.Path) -> None:
+    root = _fake_checkout(tmp_path / "checkout")
+    before = rc.controller_recipe(root)
+    built = root / "sky_kueue" / "kueue" / "_compiled"
+    built.mkdir(parents=True)
+    (built / "scheduler.cpython-311-x86_64-linux-gnu.so").write_bytes(b"host build")
+    after = rc.controller_recipe(root)
+    assert after.digest() == before.digest()
+    # the sources are copied as a tree: the install step deletes the host's build before pip runs
+    assert any("-name _compiled" in step and step.index("_compiled") < step.index("install.sh") for step in after.steps)
+
+
 def test_no_recipe_outside_a_checkout(tmp_path: pathlib.Path) -> None:
     with pytest.raises(FileNotFoundError, match="built from a checkout"):
         rc.controller_recipe(tmp_path)

@@ -45,6 +45,7 @@ def test_fast_cases_match_the_recorded_model(case: equivalence.Case) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("case", equivalence.cases("slow"), ids=lambda c: c.name)
 def test_slow_cases_match_the_recorded_model(case: equivalence.Case) -> None:
     _check(case)

@@ -54,8 +54,10 @@ INSTALL_SCRIPT = pathlib.Path("configs/controller/install.sh")
 SOURCES = (pathlib.Path("pyproject.toml"), pathlib.Path("README.md"), pathlib.Path("sky_kueue"))
 #: The virtualenv ``install.sh`` creates (the Containerfile's PREFIX).
 PREFIX = "/opt/sky-kueue"
-#: Source files that do not go into the package (nor into the hash).
-_IGNORED_PARTS = frozenset({"__pycache__"})
+#: Source files that do not go into the package (nor into the hash): bytecode, and the
+#: compiled model (``sky_kueue/kueue/_compiled``: built for this host's interpreter by
+#: ``scripts/compile-model.sh``; the image runs the pure model).
+_IGNORED_PARTS = frozenset({"__pycache__", "_compiled"})
 _IGNORED_SUFFIXES = frozenset({".pyc", ".pyo"})
 
 
@@ -104,7 +106,7 @@ def controller_recipe(root: pathlib.Path = CHECKOUT) -> ImageRecipe:
             "apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null"
             " && apt-get clean && rm -rf /var/lib/apt/lists/*",
             # the Containerfile's install, from the checkout (pip builds the wheel, as its first stage)
-            f"find {build}/src -name __pycache__ -prune -exec rm -rf {{}} + ; "
+            f"find {build}/src \\( -name __pycache__ -o -name _compiled \\) -prune -exec rm -rf {{}} + ; "
             f"sh {build}/install.sh {build}/src {PREFIX} && rm -rf {build}",
         ),
         # The Containerfile's ENV, WORKDIR and ENTRYPOINT + CMD.
