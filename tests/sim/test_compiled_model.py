@@ -46,6 +46,15 @@ def _compiled_env() -> dict[str, str]:
     return env
 
 
+def _on_the_build(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a process that imports the compiled model; it must succeed."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_compiled_env(), capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 def test_the_compiled_model_gives_the_recorded_digests() -> None:
     code = (
         "import sys\n"
@@ -54,10 +63,7 @@ def test_the_compiled_model_gives_the_recorded_digests() -> None:
         "from tests.sim import model_equivalence\n"
         "sys.exit(model_equivalence.main(['--check', '--tier', 'fast']))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=_compiled_env(), capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = _on_the_build(code)
     cases = len(model_equivalence.cases("fast"))
     assert f"{cases}/{cases} identical" in proc.stderr
 
@@ -72,8 +78,5 @@ def test_the_compiled_model_agrees_with_kueue_on_the_seed_scenarios() -> None:
         "    test_oracle._check(path)\n"
         "print(len(paths))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=_compiled_env(), capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = _on_the_build(code)
     assert int(proc.stdout.strip()) == 36
