@@ -15,8 +15,9 @@ that would change the machine, and two pods would fight over port 22. Here every
 
 A pod starts when the Kueue emulation binds it (``binding.PodStarter``): the runtime reports
 ``ContainerCreating`` while its images are built (minutes for the first base build; a worker
-thread per pod does it, never an API request), ``ErrImagePull``/``ImagePullBackOff`` for an
-image no recipe maps to, then ``Running`` with ``podIP``; exits become ``terminated`` with
+thread per pod does it, never an API request), ``InvalidImageName`` for a reference that does
+not parse (:mod:`.image_reference`), ``ErrImagePull``/``ImagePullBackOff`` for an image no
+recipe maps to, then ``Running`` with ``podIP``; exits become ``terminated`` with
 exit codes, restarts follow ``restartPolicy`` with the kubelet's doubling back-off, and the
 phase becomes ``Succeeded``/``Failed`` as ``getPhase`` in
 ``kubernetes/pkg/kubelet/kubelet_pods.go`` decides. Resource requests are reported, not
@@ -46,7 +47,7 @@ from sky_kueue.sandbox.apiserver import errors
 from sky_kueue.sandbox.apiserver.clock import Clock, format_timestamp
 from sky_kueue.sandbox.apiserver.events import EventType, StoreEvent
 from sky_kueue.sandbox.apiserver.store import ObjectStore
-from sky_kueue.sandbox.containers import empty_dirs
+from sky_kueue.sandbox.containers import empty_dirs, image_reference
 from sky_kueue.sandbox.containers import images as images_module
 from sky_kueue.sandbox.containers.images import Image, ImageError, ImageStore
 from sky_kueue.sandbox.containers.network import NetworkError, PodAddress, PodNetwork
@@ -449,6 +450,11 @@ class PodRuntime:
         while pending and not record.stopping.is_set():
             still: list[ContainerState] = []
             for state in pending:
+                invalid = image_reference.invalid_reason(state.image_ref)
+                if invalid is not None:  # a kubelet never pulls it, and says so each sync
+                    state.waiting_reason, state.waiting_message = "InvalidImageName", invalid
+                    still.append(state)
+                    continue
                 try:
                     state.image = self.images.ensure(state.image_ref)
                     state.waiting_reason, state.waiting_message = "ContainerCreating", None
