@@ -763,9 +763,17 @@ def report(seeds: list[int], rows: list[Row]) -> dict[str, Any]:
     }
 
 
+def seeds_argument(text: str) -> list[int]:
+    """``--seeds``: comma-separated integers (argparse reports anything else in one line)."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma-separated seeds")
+    parser.add_argument("--seeds", type=seeds_argument, default=DEFAULT_SEEDS, help="comma-separated seeds")
     parser.add_argument(
         "--jobs",
         "--workers",
@@ -780,10 +788,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--team", action="store_true", help="also rank+team and its variants (in the cluster)")
     parser.add_argument("--markdown", action="store_true", help="print the README's tables instead of JSON")
     args = parser.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
+    seeds: list[int] = args.seeds
     started = time.perf_counter()
     if args.workers is not None and args.workers < 1:
         parser.error(f"--jobs: expected at least 1, got {args.workers}")

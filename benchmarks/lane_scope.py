@@ -24,7 +24,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from anti_starvation import DEFAULT_SEEDS, PERF_TRACE, TRACES  # benchmarks/ is first on sys.path
+from anti_starvation import DEFAULT_SEEDS, PERF_TRACE, TRACES, seeds_argument  # benchmarks/ is first on sys.path
 
 from sky_kueue.sim import lane_sizing
 from sky_kueue.sim.lane import LaneScope
@@ -134,17 +134,14 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default=DEFAULT_SEEDS, help="comma-separated seeds")
+    parser.add_argument("--seeds", type=seeds_argument, default=DEFAULT_SEEDS, help="comma-separated seeds")
     parser.add_argument("--jobs", type=int, default=None, help=f"processes (default: {usable_cores()})")
     parser.add_argument("--markdown", action="store_true", help="a table instead of JSON")
     args = parser.parse_args(argv)
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        parser.error(f"--seeds: expected comma-separated integers, got {args.seeds!r}")
+    seeds: list[int] = args.seeds
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs: expected at least 1, got {args.jobs}")
     workers = args.jobs or usable_cores()
-    if workers < 1:
-        parser.error(f"--jobs: expected at least 1, got {workers}")
     started = time.perf_counter()
     jobs = [(label, source, extra, seed) for label, source, extra in TRACES if label != PERF_TRACE for seed in seeds]
     with ProcessPoolExecutor(max_workers=workers) as pool:

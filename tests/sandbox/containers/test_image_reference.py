@@ -7,24 +7,16 @@ a kubelet refuses it before any pull, the sandbox had run it.
 from __future__ import annotations
 
 import pathlib
-import time
-from typing import Any
 
 import pytest
 
-from sky_kueue.sandbox.apiserver.clock import SystemClock
-from sky_kueue.sandbox.apiserver.events import StoreEvent
-from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers.image_reference import NAME_MAX_CHARS, invalid_reason
-from sky_kueue.sandbox.containers.images import ImageStore
-from sky_kueue.sandbox.containers.network import PodNetwork
 from sky_kueue.sandbox.containers.recipes_skypilot import UPSTREAM_REFERENCES
-from sky_kueue.sandbox.containers.runtime import PodRuntime
 from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES
+from tests.sandbox.containers.pod_waiting import waiting_states
 
-#: The runtime writes a pod's first waiting state within this (it builds nothing here).
-WAIT_SECONDS = 20.0
-POLL_SECONDS = 0.02
+#: Past the runtime's first three image retries (0.5 s, 1 s, 2 s after each other).
+RETRIES_SECONDS = 4.0
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
@@ -77,35 +69,11 @@ def test_a_pod_naming_an_unparsable_image_waits_as_invalid_image_name_and_builds
     tmp_path: pathlib.Path,
 ) -> None:
     bad = "docker:skypilot-sandbox/cpu:offline"
-    store = ObjectStore()
-    pod = store.create(
-        "pods",
-        {
-            "metadata": {"name": "prefixed", "namespace": "default"},
-            "spec": {"containers": [{"name": "ray", "image": bad}]},
-        },
+    # past three of the runtime's image retries (0.5 s, then doubling): never a pull
+    waiting = waiting_states(
+        tmp_path, bad, lambda seen: any(w["reason"] != "ContainerCreating" for w in seen), then_seconds=RETRIES_SECONDS
     )
-    waiting: list[dict[str, Any]] = []
-
-    def record(event: StoreEvent) -> None:
-        for status in (event.obj.get("status") or {}).get("containerStatuses") or []:
-            state = status["state"].get("waiting")
-            if state:
-                waiting.append(dict(state))
-
-    store.add_commit_hook(record, "pods")
-    runtime = PodRuntime(
-        store, tmp_path / "pods", ImageStore(tmp_path / "images"), PodNetwork(tmp_path), SystemClock(), lambda p, c: {}
-    )
-    try:
-        runtime.start_pod(pod, None)
-        deadline = time.monotonic() + WAIT_SECONDS
-        while len(waiting) < 2 and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-    finally:
-        runtime.shutdown()
     refused = [w for w in waiting if w["reason"] != "ContainerCreating"]
     assert refused, waiting
-    assert {w["reason"] for w in refused} == {"InvalidImageName"}, waiting  # never ErrImagePull or a back-off
-    assert refused[0]["message"] == invalid_reason(bad)
+    assert refused == [{"reason": "InvalidImageName", "message": invalid_reason(bad)}], waiting
     assert not (tmp_path / "images").exists()  # nothing was looked up or built

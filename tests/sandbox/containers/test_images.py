@@ -5,26 +5,16 @@ says how to get the image when a hint is registered for it (the controller's, wi
 from __future__ import annotations
 
 import pathlib
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from sky_kueue.sandbox.apiserver.clock import SystemClock
-from sky_kueue.sandbox.apiserver.events import StoreEvent
-from sky_kueue.sandbox.apiserver.store import ObjectStore
 from sky_kueue.sandbox.containers import images, recipes_controller
 from sky_kueue.sandbox.containers import recipe as recipes
 from sky_kueue.sandbox.containers.images import ImageError, ImageNotFound, ImageStore, cache_dir
-from sky_kueue.sandbox.containers.network import PodNetwork
 from sky_kueue.sandbox.containers.recipe import ImageRecipe
-from sky_kueue.sandbox.containers.runtime import PodRuntime
 from tests.sandbox.containers.conftest import needs_containers
-
-#: The runtime retries a failed pull after 0.5 s: ImagePullBackOff comes well within this.
-WAIT_SECONDS = 20.0
-POLL_SECONDS = 0.02
+from tests.sandbox.containers.pod_waiting import waiting_states
 
 
 def test_the_cache_directory_comes_from_the_parameter_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,33 +89,11 @@ def test_without_the_controller_recipe_the_pods_waiting_message_says_why(
     no_controller_recipe: None, tmp_path: pathlib.Path
 ) -> None:
     # The runtime's kubelet side only: the image fails before any network or container is made.
-    store = ObjectStore()
-    pod = store.create(
-        "pods",
-        {
-            "metadata": {"name": "controller", "namespace": "default"},
-            "spec": {"containers": [{"name": "controller", "image": recipes_controller.CONTROLLER_IMAGE_REFERENCE}]},
-        },
+    waiting = waiting_states(
+        tmp_path,
+        recipes_controller.CONTROLLER_IMAGE_REFERENCE,
+        lambda seen: any(w["reason"] == "ImagePullBackOff" for w in seen),
     )
-    waiting: list[dict[str, Any]] = []
-
-    def record(event: StoreEvent) -> None:
-        for status in (event.obj.get("status") or {}).get("containerStatuses") or []:
-            state = status["state"].get("waiting")
-            if state and (not waiting or waiting[-1] != state):
-                waiting.append(dict(state))
-
-    store.add_commit_hook(record, "pods")
-    runtime = PodRuntime(
-        store, tmp_path / "pods", ImageStore(tmp_path / "images"), PodNetwork(tmp_path), SystemClock(), lambda p, c: {}
-    )
-    try:
-        runtime.start_pod(pod, None)
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not any(w["reason"] == "ImagePullBackOff" for w in waiting) and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-    finally:
-        runtime.shutdown()
     reasons = [w["reason"] for w in waiting]
     assert "ErrImagePull" in reasons and "ImagePullBackOff" in reasons, waiting
     for state in waiting:
