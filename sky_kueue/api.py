@@ -24,6 +24,7 @@ from sky_kueue.skypilot.cluster_view import build_views, load_manifests, view_fr
 from sky_kueue.skypilot.config import PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.decision import Rejection
 from sky_kueue.skypilot.engine import PolicyResult
+from sky_kueue.skypilot.task_reader import NotRead, read_task
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 TaskLike = Any  # sky.Task | Mapping[str, Any] | str | os.PathLike[str]
@@ -33,13 +34,24 @@ class LaunchRejected(ValueError):
     """The sky-kueue policy rejected the task; the message says why and what to change."""
 
 
-def _task_dict(task: TaskLike) -> dict[str, Any]:
+def _task_dict(task: TaskLike, *, own_reader: bool = False) -> dict[str, Any]:
+    """The task as ``Task.to_yaml_config()`` gives it. A path is read by sky-kueue's own task
+    reader when ``own_reader`` (a plan only: seconds faster, no SkyPilot import; what it does
+    not read goes to SkyPilot's parser, with the same answer), else by SkyPilot's parser.
+
+    Raises:
+        TaskFileError: ``own_reader`` and the file cannot be read (missing, unreadable, too large).
+    """
     if isinstance(task, Mapping):
         return dict(task)
     if isinstance(task, (str, os.PathLike)):
+        if own_reader:
+            read = read_task(os.fspath(task))
+            if not isinstance(read, NotRead):
+                return read
         import sky
 
-        loaded: dict[str, Any] = sky.Task.from_yaml(str(task)).to_yaml_config()
+        loaded: dict[str, Any] = sky.Task.from_yaml(os.fspath(task)).to_yaml_config()
         return loaded
     to_config = getattr(task, "to_yaml_config", None)
     if callable(to_config):
@@ -67,9 +79,11 @@ def _plan(
     priority: str | None,
     config: PluginConfig | str | os.PathLike[str] | None,
     snapshot: Sequence[str | os.PathLike[str]] | None,
+    *,
+    own_reader: bool,
 ) -> tuple[PolicyResult, dict[str, Any]]:
     plugin_config, view = _context(config, snapshot)
-    task_dict = _task_dict(task)
+    task_dict = _task_dict(task, own_reader=own_reader)
     identity = current_identity()
     result = plan_as_client(identity, task_dict, plugin_config, view, team=team, priority=priority)
     return result, {"identity": identity.to_dict(), **launch_mod.summary(result)}
@@ -95,8 +109,9 @@ def predict(
         ConfigError: the plugin config is missing or invalid.
         ManifestError: a snapshot cannot be read.
         IdentityError: SkyPilot cannot tell who the current user is.
+        TaskFileError: a task path cannot be read (missing, unreadable, too large).
     """
-    _, described = _plan(task, team, priority, config, snapshot)
+    _, described = _plan(task, team, priority, config, snapshot, own_reader=True)
     return described
 
 
@@ -119,9 +134,10 @@ def launch(
         LaunchRejected: the policy rejected the task.
         ConfigError: the plugin config is missing or invalid.
         IdentityError: SkyPilot cannot tell who the current user is.
-        Exception: whatever SkyPilot raises while submitting.
+        TaskFileError: ``dry_run`` and a task path cannot be read.
+        Exception: whatever SkyPilot raises (reading the task, submitting).
     """
-    result, described = _plan(task, team, priority, config, snapshot)
+    result, described = _plan(task, team, priority, config, snapshot, own_reader=dry_run)
     if isinstance(result.decision, Rejection):
         raise LaunchRejected(result.decision.message)
     if not dry_run:

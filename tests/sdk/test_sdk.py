@@ -60,3 +60,43 @@ def test_hooks_run_in_order_and_a_failing_one_does_not_stop_the_rest() -> None:
     finally:
         remove_broken()
         hooks.unregister(hooks.HookEvent.PREEMPTED, record)
+
+
+def test_predict_reads_a_task_file_as_skypilot_would_without_importing_it(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump(_task("team-b", "2")))
+    code = (
+        "import json, sys\n"
+        "import sky_kueue\n"
+        f"got = sky_kueue.predict({str(task)!r}, config={str(CONFIG)!r}, snapshot=[{str(SEED)!r}])\n"
+        "print(json.dumps({'got': got, 'sky': 'sky' in sys.modules}))\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "SKYPILOT_USER": "bob"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["sky"] is False, "predict on a task file imported SkyPilot"
+    import sky
+
+    # the same plan as from SkyPilot's own parser (what predict read a path with before)
+    parsed = sky.Task.from_yaml(str(task)).to_yaml_config()
+    expected = sky_kueue.predict(parsed, config=CONFIG, snapshot=[SEED])
+    assert out["got"]["decision"] == expected["decision"] == "placed"
+    for key in ("team", "local_queue", "priority_class", "prediction", "task"):
+        assert out["got"][key] == expected[key], key
+
+
+def test_predict_on_a_missing_task_file_says_so() -> None:
+    from sky_kueue.skypilot.task_reader import TaskFileError
+
+    with pytest.raises(TaskFileError):
+        sky_kueue.predict(REPO / "no-such-task.yaml", config=CONFIG, snapshot=[SEED])
