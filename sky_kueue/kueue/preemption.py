@@ -658,7 +658,7 @@ def simulate_preemption(
     if not found:
         borrow, _ = tree.lowest_subtree_that_fits(cq, fr, value)
         return Possibility.NO_CANDIDATES, borrow
-    revert = snapshot.simulate_usage_removal(t.info for t in found)
+    revert = snapshot.simulate_usage_removal([t.info for t in found])
     borrow, _ = tree.lowest_subtree_that_fits(cq, fr, value)
     revert()
     if any(t.info.cluster_queue == cq_name for t in found):
