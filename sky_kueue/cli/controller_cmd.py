@@ -22,6 +22,7 @@ exits with code 2; never a traceback.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -89,6 +90,13 @@ def controller() -> None:
     help="Re-age waiting Workloads every this many seconds (default 300).",
 )
 @click.option("--no-reage", is_flag=True, help="Age Workloads only when they change, never periodically.")
+@click.option(
+    "--config-poll-interval",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Read the config file every this many seconds; when it changed to a valid config, start "
+    "again from it (a team added, a ConfigMap updated). 0: never (default 10).",
+)
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 @options.metrics_options()
@@ -110,6 +118,7 @@ def run(
     priority_boost_gate: str,
     reage_interval: float | None,
     no_reage: bool,
+    config_poll_interval: float | None,
     log_format: str,
     log_level: str,
     metrics_port: int | None,
@@ -120,23 +129,28 @@ def run(
         raise UserError("--no-reage and --reage-interval contradict each other; give one")
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.aging import SettingsError
-    from sky_kueue.controller.config_file import ConfigFileError, load_controller_config
+    from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
+    from sky_kueue.controller.config_watch import CONFIG_POLL_SECONDS, ConfigWatch
     from sky_kueue.controller.events import Observer
-    from sky_kueue.controller.hold_config import load_hold_teams
+    from sky_kueue.controller.hold_config import HoldTeams, load_hold_teams
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
     from sky_kueue.controller.lane_moves import LaneEntryLog
     from sky_kueue.controller.manager import REAGE_INTERVAL_SECONDS, Controller, ControllerSettings
-    from sky_kueue.controller.metric_teams import load_metric_teams
+    from sky_kueue.controller.metric_teams import MetricTeams, load_metric_teams
     from sky_kueue.controller.metrics import ControllerMetrics
     from sky_kueue.skypilot.config import resolve_config_path
 
     spec = state_option_module.parse(state_text)
 
-    try:
-        loaded = load_controller_config(resolve_config_path(config_path))
+    def read_config(path: Path | None) -> tuple[ControllerConfig, HoldTeams, MetricTeams | None]:
+        loaded = load_controller_config(resolve_config_path(path))
         holds = load_hold_teams(loaded.path)  # teams.<t>.safe_after_preemptions / safe_max_hold_seconds
         # The metrics' team labels and burst prices (teams.<t>.burst.price_per_gpu_hour_usd).
         metric_teams = load_metric_teams(loaded.path) if metrics_port is not None else None
+        return loaded, holds, metric_teams
+
+    try:
+        loaded, holds, metric_teams = read_config(config_path)
     except ConfigFileError as err:
         raise UserError(str(err)) from None
     try:
@@ -171,7 +185,7 @@ def run(
     settings = ControllerSettings(
         lease=lease_settings,
         namespace=namespace,
-        pod_namespaces=loaded.team_namespaces,  # read at start: a team added later needs a restart
+        pod_namespaces=loaded.team_namespaces,  # read at start; a changed config starts it again
         priority_boost_gate=gate,
         reage_interval_seconds=None if no_reage else (reage_interval or REAGE_INTERVAL_SECONDS),
     )
@@ -213,9 +227,17 @@ def run(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    import logging
-
     log = logging.getLogger("sky_kueue.controller")
+
+    def config_problem(path: Path) -> str | None:
+        try:
+            read_config(path)
+        except ConfigFileError as err:
+            return str(err)
+        return None
+
+    poll = CONFIG_POLL_SECONDS if config_poll_interval is None else config_poll_interval
+    watch = ConfigWatch(loaded.path, config_problem, stop.set, poll_seconds=poll) if poll > 0 else None
     log.info(
         "controller starting",
         extra={
@@ -238,14 +260,35 @@ def run(
             }
         },
     )
+    if watch is not None:
+        watch.start()
     try:
         ctl.run(stop)
     finally:
+        if watch is not None:
+            watch.stop()
         if metrics_server is not None:
             metrics_server.stop()
         recorder.close()
         opened.close()
+    if watch is not None and watch.changed:
+        _restart(log, lease_settings.identity)
     log.info("controller stopped", extra={"fields": {"identity": lease_settings.identity}})
+
+
+def _restart(log: logging.Logger, identity: str) -> None:
+    """Start this same command again in this process (same PID: the pod keeps running), so
+    that everything the config says is read anew; the session has ended and released its
+    Lease, and nothing is held in memory that the history store does not have."""
+    log.info("controller restarting to read its config", extra={"fields": {"identity": identity}})
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, sys.orig_argv)
+    except OSError as exc:  # its supervisor (the pod's restartPolicy) starts it again
+        message = f"the config changed and the controller could not restart itself ({exc}); start it again"
+        raise UserError(message) from None
 
 
 def _hold_document(hold: HoldRecord | None) -> dict[str, Any] | None:
