@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,17 @@ class Installed:
 
     def logs(self) -> str:
         return "\n".join(f"--- {r.name} ({r.log})\n" + "\n".join(r.lines()[-40:]) for r in self.replicas)
+
+
+def _status(call: Callable[[], object]) -> int:
+    """The HTTP status the API server answered ``call`` with (200 when it succeeded)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        call()
+    except ApiException as err:
+        return int(err.status)
+    return 200
 
 
 def _token_kubeconfig(kueue: KueueCluster, account: str, path: Path) -> Path:
@@ -430,12 +441,7 @@ def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(instal
                 ),
             ),
         ):
-            try:
-                call()
-            except ApiException as err:
-                refused[what] = int(err.status)
-            else:
-                refused[what] = 200
+            refused[what] = _status(call)
         core = client.CoreV1Api(api)
         for what, call in (
             ("pod list outside", lambda: core.list_namespaced_pod(OUTSIDE)),
@@ -447,12 +453,7 @@ def test_a_write_outside_the_team_namespaces_is_refused_by_the_api_server(instal
             ),
             ("pod list everywhere", lambda: core.list_pod_for_all_namespaces(limit=1)),
         ):
-            try:
-                call()
-            except ApiException as err:
-                refused[what] = int(err.status)
-            else:
-                refused[what] = 200
+            refused[what] = _status(call)
         assert refused == {
             "patch": 403,
             "delete": 403,
@@ -501,7 +502,6 @@ def test_the_home_clusters_history_writer_may_write_job_histories_and_nothing_el
     update), and the API server refuses it every Workload, pod and Lease of the home cluster."""
     from kubernetes import client
     from kubernetes import config as kube_config
-    from kubernetes.client.exceptions import ApiException
 
     from sky_kueue.controller.history import PreemptionRecord, StepDecision
     from sky_kueue.controller.keys import EpisodeKey
@@ -534,10 +534,5 @@ def test_the_home_clusters_history_writer_may_write_job_histories_and_nothing_el
             lambda: custom.delete_namespaced_custom_object(*JOBHISTORY[:2], NAMESPACE, JOBHISTORY[2], "managed-job.1"),
         ),
     ):
-        try:
-            call()
-        except ApiException as err:
-            refused[what] = int(err.status)
-        else:
-            refused[what] = 200
+        refused[what] = _status(call)
     assert refused == dict.fromkeys(refused, 403), refused
