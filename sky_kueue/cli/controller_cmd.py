@@ -39,6 +39,7 @@ from sky_kueue.cli import state_option as state_option_module
 from sky_kueue.cli.errors import UserError
 from sky_kueue.cli.state_option import cluster_options, history_cluster_options, state_option
 from sky_kueue.controller import liveness
+from sky_kueue.controller.config_watch import CONFIG_POLL_SECONDS
 from sky_kueue.controller.history import HoldRecord, StoreError
 from sky_kueue.controller.leader import DEFAULT_RETRY_PERIOD_SECONDS
 from sky_kueue.controller.state_spec import OpenedState, StateKind, pod_namespace
@@ -93,9 +94,10 @@ def controller() -> None:
 @click.option(
     "--config-poll-interval",
     type=click.FloatRange(min=0),
-    default=None,
+    default=CONFIG_POLL_SECONDS,
+    show_default=True,
     help="Read the config file every this many seconds; when it changed to a valid config, start "
-    "again from it (a team added, a ConfigMap updated). 0: never (default 10).",
+    "again from it (a team added, a ConfigMap updated). 0: never.",
 )
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
@@ -118,7 +120,7 @@ def run(
     priority_boost_gate: str,
     reage_interval: float | None,
     no_reage: bool,
-    config_poll_interval: float | None,
+    config_poll_interval: float,
     log_format: str,
     log_level: str,
     metrics_port: int | None,
@@ -130,7 +132,7 @@ def run(
     from sky_kueue.controller import leader, logs
     from sky_kueue.controller.aging import SettingsError
     from sky_kueue.controller.config_file import ConfigFileError, ControllerConfig, load_controller_config
-    from sky_kueue.controller.config_watch import CONFIG_POLL_SECONDS, ConfigWatch
+    from sky_kueue.controller.config_watch import ConfigWatch
     from sky_kueue.controller.events import Observer
     from sky_kueue.controller.hold_config import HoldTeams, load_hold_teams
     from sky_kueue.controller.kube_events import WorkloadEventRecorder
@@ -236,8 +238,11 @@ def run(
             return str(err)
         return None
 
-    poll = CONFIG_POLL_SECONDS if config_poll_interval is None else config_poll_interval
-    watch = ConfigWatch(loaded.path, config_problem, stop.set, poll_seconds=poll) if poll > 0 else None
+    watch = (
+        ConfigWatch(loaded.path, config_problem, stop.set, poll_seconds=config_poll_interval)
+        if config_poll_interval > 0
+        else None
+    )
     log.info(
         "controller starting",
         extra={
