@@ -79,12 +79,9 @@ UPSTREAM_REFERENCES = (
 
 
 def _offline_catalog_references() -> tuple[str, ...]:
-    """The sandbox catalog's image ids, with and without SkyPilot's ``docker:`` prefix."""
-    found: list[str] = []
-    for _, image_id in KUBERNETES_IMAGES:
-        bare = image_id.removeprefix("docker:")
-        found.extend((bare, image_id))
-    return tuple(found)
+    """The sandbox catalog's image ids (plain references: a ``docker:`` prefix never reaches a
+    lookup, the runtime refuses it first as ``InvalidImageName``, :mod:`.image_reference`)."""
+    return tuple(image_id for _, image_id in KUBERNETES_IMAGES)
 
 
 def skypilot_version() -> str:
