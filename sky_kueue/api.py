@@ -24,7 +24,7 @@ from sky_kueue.skypilot.cluster_view import build_views, load_manifests, view_fr
 from sky_kueue.skypilot.config import PluginConfig, load_config, resolve_config_path
 from sky_kueue.skypilot.decision import Rejection
 from sky_kueue.skypilot.engine import PolicyResult
-from sky_kueue.skypilot.task_reader import NotRead, read_task
+from sky_kueue.skypilot.task_reader import own_task
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
 TaskLike = Any  # sky.Task | Mapping[str, Any] | str | os.PathLike[str]
@@ -46,8 +46,8 @@ def _task_dict(task: TaskLike, *, own_reader: bool = False) -> dict[str, Any]:
         return dict(task)
     if isinstance(task, (str, os.PathLike)):
         if own_reader:
-            read = read_task(os.fspath(task))
-            if not isinstance(read, NotRead):
+            read = own_task(os.fspath(task))
+            if read is not None:
                 return read
         import sky
 

@@ -18,7 +18,6 @@ SkyPilot itself, with the same output, only slower; ``-v`` says which field.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ from sky_kueue.skypilot.history_source import HistorySource
 from sky_kueue.skypilot.kubeconfig_contexts import kubeconfig_contexts
 from sky_kueue.skypilot.launch import submit, summary
 from sky_kueue.skypilot.runtime_estimate import source_description
-from sky_kueue.skypilot.task_reader import NotRead, TaskFileError, read_task
+from sky_kueue.skypilot.task_reader import TaskFileError, own_task
 from sky_kueue.skypilot.task_yaml import (
     KUBERNETES_CLOUD,
     Infra,
@@ -56,8 +55,6 @@ from sky_kueue.skypilot.view import ClusterView, ContextHealth, ContextViews, Sh
 
 #: Exit code when the policy rejects the task (docs/exit-codes.md).
 EXIT_REJECTED = 1
-
-logger = logging.getLogger(__name__)
 
 
 @click.command("launch")
@@ -232,12 +229,11 @@ def _read_task(path: Path, *, own_reader: bool) -> dict[str, Any]:
     reader first when ``own_reader`` (a dry run), else (or for what it leaves) SkyPilot's."""
     if own_reader:
         try:
-            read = read_task(path)
+            read = own_task(path)
         except TaskFileError as exc:
             errors.fail(f"{path}: not a valid SkyPilot task: {exc}")
-        if not isinstance(read, NotRead):
+        if read is not None:
             return read
-        logger.debug("%s is read by SkyPilot's parser: %s", path, read.reason)
     return skypilot_task(path)
 
 

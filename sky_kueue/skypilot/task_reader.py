@@ -29,6 +29,7 @@ Per field, what it does not read:
 from __future__ import annotations
 
 import copy
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ ENV_REFERENCE = "$"
 #: Where SkyPilot keeps the task's own text.
 USER_YAML_KEY = "_user_specified_yaml"
 WHAT = "SkyPilot task YAML"
+logger = logging.getLogger(__name__)
 
 
 class TaskFileError(ValueError):
@@ -82,6 +84,21 @@ def read_task(path: str | Path) -> dict[str, Any] | NotRead:
     except UnicodeDecodeError:
         return NotRead("the file is not UTF-8")
     return task_from_text(_text_mode_newlines(text))
+
+
+def own_task(path: str | Path) -> dict[str, Any] | None:
+    """:func:`read_task`, or None when SkyPilot's parser must read the file (the reason is
+    logged at debug level, which ``-v`` shows): the one place a caller asks "can we skip
+    importing SkyPilot for this task?".
+
+    Raises:
+        TaskFileError: the file cannot be read (see the module docstring).
+    """
+    read = read_task(path)
+    if isinstance(read, NotRead):
+        logger.debug("%s is read by SkyPilot's parser: %s", path, read.reason)
+        return None
+    return read
 
 
 def task_from_text(text: str) -> dict[str, Any] | NotRead:

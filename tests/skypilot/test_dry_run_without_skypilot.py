@@ -15,7 +15,6 @@ from click.testing import CliRunner
 
 from sky_kueue.cli import launch_cmd
 from sky_kueue.cli.main import cli
-from sky_kueue.skypilot.task_reader import NotRead
 from tests.skypilot.builders import DEMO_CONFIG, REPO, SEED_SCENARIO, TEMPLATES
 from tests.skypilot.conftest import SkyEnv
 
@@ -66,7 +65,7 @@ def test_the_answer_is_the_one_skypilots_parser_gives(
 ) -> None:
     runner = CliRunner(mix_stderr=False)
     ours = runner.invoke(cli, dry_run_args(task, "-o", output))
-    monkeypatch.setattr(launch_cmd, "read_task", lambda path: NotRead("forced"))
+    monkeypatch.setattr(launch_cmd, "own_task", lambda path: None)  # SkyPilot's parser reads it
     skypilots = runner.invoke(cli, dry_run_args(task, "-o", output))
     assert (ours.exit_code, ours.stdout, ours.stderr) == (skypilots.exit_code, skypilots.stdout, skypilots.stderr)
     if output == "json":
