@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sky_kueue.inputs import files
+from sky_kueue.inputs.errors import InputError
 from sky_kueue.skypilot import skypilot_files
 from sky_kueue.skypilot.request import UserIdentity
 from sky_kueue.skypilot.runtime_estimate import PastRun
@@ -164,11 +166,10 @@ def _user_id(environ: Mapping[str, str]) -> str | None:
     named = environ.get(USER_ID_ENV)
     if named is not None and _USER_HASH_RE.fullmatch(named):
         return named
-    path = os.path.expanduser(USER_HASH_PATH)
-    try:
-        with open(path, "rb") as handle:
-            stored = handle.read(MAX_USER_HASH_BYTES).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
+    try:  # a bounded read that a FIFO or a device at the path cannot block (inputs.files)
+        data = files.read_bytes(os.path.expanduser(USER_HASH_PATH), "SkyPilot user hash", MAX_USER_HASH_BYTES)
+        stored = data.decode("utf-8").strip()
+    except (InputError, UnicodeDecodeError):
         return None
     return stored if _USER_HASH_RE.fullmatch(stored) else None
 
@@ -195,11 +196,7 @@ def client_skypilot_config() -> dict[str, Any]:
             return read
     from sky import skypilot_config
 
-    loaded: dict[str, Any] = dict(skypilot_config.to_dict())
-    for key in skypilot_files.NOT_SENT_KEYS:
-        loaded.pop(key, None)
-    loaded["active_workspace"] = skypilot_config.get_active_workspace()
-    return loaded
+    return skypilot_files.as_sent(skypilot_config.to_dict(), str(skypilot_config.get_active_workspace()))
 
 
 def plan_as_client(

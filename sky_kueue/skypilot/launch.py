@@ -22,6 +22,7 @@ from sky_kueue.skypilot.engine import PolicyResult, evaluate
 from sky_kueue.skypilot.placement import Standing
 from sky_kueue.skypilot.request import JOBS_LAUNCH, PolicyRequest, UserIdentity
 from sky_kueue.skypilot.runtime_estimate import PastRun
+from sky_kueue.skypilot.skypilot_files import K8S_MERGED_KEYS
 from sky_kueue.skypilot.task_yaml import candidates, resource_group, with_candidates
 from sky_kueue.skypilot.view import ClusterView, ContextViews
 
@@ -165,22 +166,19 @@ def placement_rows(decision: Placement) -> list[dict[str, Any]]:
     ]
 
 
-#: ``kubernetes`` keys SkyPilot merges list item by list item (``merge_k8s_configs``), so laying
-#: the user's own value over itself would repeat its unnamed items (``tolerations``); the policy
-#: never writes them in the SkyPilot config (pod labels go on the task's candidates).
-K8S_LIST_MERGED_KEYS = ("pod_config", "custom_metadata")
-
-
 def submission_overrides(result: PolicyResult) -> dict[str, Any]:
     """What :func:`submit` lays over SkyPilot's loaded config: the ``kubernetes`` section the
     policy returned (each cluster's namespace and queue in its scope), without
-    :data:`K8S_LIST_MERGED_KEYS`. The planned config is the user's own plus the policy's
-    changes, so laying it over the user's config sets exactly those changes; SkyPilot replaces
+    :data:`~sky_kueue.skypilot.skypilot_files.K8S_MERGED_KEYS` (SkyPilot merges them list item by
+    list item, so laying the user's own value over itself would repeat unnamed items such as
+    ``tolerations``; the policy never writes them in the SkyPilot config). The planned config is
+    the user's own plus the policy's changes, so laying it over the user's config sets exactly
+    those changes; SkyPilot replaces
     the other lists and merges mappings, which repeats nothing."""
     kubernetes = result.skypilot_config.get("kubernetes")
     if not isinstance(kubernetes, Mapping):
         return {}
-    return {"kubernetes": {k: copy.deepcopy(v) for k, v in kubernetes.items() if k not in K8S_LIST_MERGED_KEYS}}
+    return {"kubernetes": {k: copy.deepcopy(v) for k, v in kubernetes.items() if k not in K8S_MERGED_KEYS}}
 
 
 def submit(result: PolicyResult, name: str | None = None) -> Any:

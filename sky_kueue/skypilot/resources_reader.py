@@ -41,6 +41,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sky_kueue.skypilot.task_yaml import KUBERNETES_CLOUD as KUBERNETES
+from sky_kueue.skypilot.task_yaml import OVERRIDES_KEY
+
 #: Keys of one candidate (and of the shared part of ``any_of``/``ordered``) read here.
 CANDIDATE_KEYS = frozenset(
     {"infra", "cloud", "region", "instance_type", "cpus", "memory", "accelerators", "labels", "priority_class"}
@@ -50,13 +53,10 @@ CANDIDATE_KEYS = frozenset(
 GROUP_KEYS = ("any_of", "ordered")
 #: SkyPilot's alias of ``accelerators`` (``RESOURCE_CONFIG_ALIASES`` in ``sky/resources.py``).
 ACCELERATORS_ALIAS = "gpus"
-#: The per-candidate key SkyPilot stores a task's ``config:`` block under.
-OVERRIDES_KEY = "_cluster_config_overrides"
 #: ``job_recovery`` keys read here (SkyPilot also has ``recover_on_exit_codes`` and plugin keys).
 JOB_RECOVERY_KEYS = frozenset({"strategy", "max_restarts_on_errors"})
 #: The strategy name that means "no recovery" (SkyPilot drops ``job_recovery`` for it).
 NO_RECOVERY = "none"
-KUBERNETES = "kubernetes"
 #: Contexts SkyPilot keeps for its SSH node pools (``to_str`` drops this prefix when writing).
 SSH_CONTEXT_PREFIX = "ssh-"
 _WILDCARD = "*"

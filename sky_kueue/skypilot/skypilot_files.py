@@ -41,7 +41,8 @@ from sky_kueue.inputs.errors import InputError
 from sky_kueue.inputs.files import read_text
 from sky_kueue.inputs.yaml_reader import load_one
 from sky_kueue.mirror.kubeconfig import DEFAULT_KUBECONFIG_PATH, IN_CLUSTER_ENV, KUBECONFIG_ENV
-from sky_kueue.skypilot.cluster_discovery import allowed_contexts_setting, allows_all_contexts
+from sky_kueue.skypilot.cluster_discovery import ALL_CONTEXTS, allowed_contexts_setting, allows_all_contexts
+from sky_kueue.skypilot.resources_reader import SSH_CONTEXT_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +54,6 @@ GLOBAL_CONFIG_PATH = "~/.sky/config.yaml"
 PROJECT_CONFIG_PATH = ".sky.yaml"
 #: ``constants.SKYPILOT_DEFAULT_WORKSPACE``.
 DEFAULT_WORKSPACE = "default"
-#: ``kubernetes.allowed_contexts`` value that enables every kubeconfig context.
-ALL_CONTEXTS = "all"
-#: Contexts SkyPilot keeps for its SSH node pools and never enables as Kubernetes.
-SSH_CONTEXT_PREFIX = "ssh-"
 
 
 #: Set in SkyPilot's API server, whose config is the server's (``ENV_VAR_IS_SKYPILOT_SERVER``).
@@ -127,11 +124,16 @@ def request_config(environ: Mapping[str, str]) -> dict[str, Any] | None:
             return None
     merged: dict[str, Any] = {}
     for layer in layers:
-        merged = _overlay(merged, {k: v for k, v in layer.items() if k != "db"})
-    for key in NOT_SENT_KEYS:
-        merged.pop(key, None)
-    merged["active_workspace"] = active_workspace(merged)
-    return merged
+        merged = _overlay(merged, layer)
+    return as_sent(merged, active_workspace(merged))
+
+
+def as_sent(config: Mapping[str, Any], workspace: str) -> dict[str, Any]:
+    """``config`` as a client request carries it: without :data:`NOT_SENT_KEYS`, with
+    ``active_workspace`` set to ``workspace``."""
+    sent = {key: value for key, value in config.items() if key not in NOT_SENT_KEYS}
+    sent["active_workspace"] = workspace
+    return sent
 
 
 def active_workspace(config: Mapping[str, Any]) -> str:
