@@ -251,51 +251,42 @@ def _with_floor(f: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _no_worse(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
+    """The checks every judgement here shares, each against the baseline ``b``: no more starved
+    jobs, in-queue or inverted preemptions, the high class's p95 wait within +5 % (or +60 s),
+    goodput within one point."""
+    high_limit = max(b["high_p95_wait_s"] * (1 + HIGH_P95_MAX_INCREASE), b["high_p95_wait_s"] + HIGH_P95_SLACK_SECONDS)
+    return {
+        "starved": f["starved"] <= b["starved"],
+        "in_queue_preemptions": f["in_queue_preemptions"] <= b["in_queue_preemptions"],
+        "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
+        "high_p95": f["high_p95_wait_s"] <= high_limit,
+        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
+    }
+
+
 def _in_cluster(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
     rs_ok = (
         f["relaunch_starved"] == 0
         if b["relaunch_starved"] <= 2
         else (f["relaunch_starved"] * RELAUNCH_STARVED_REDUCTION <= b["relaunch_starved"])
     )
-    high_limit = max(b["high_p95_wait_s"] * (1 + HIGH_P95_MAX_INCREASE), b["high_p95_wait_s"] + HIGH_P95_SLACK_SECONDS)
+    shared = _no_worse(f, b)
     return {
         "relaunch_starved": rs_ok,
         "max_preemptions": f["max_preemptions"]
         <= max(MAX_PREEMPTIONS_FRACTION * b["max_preemptions"], MAX_PREEMPTIONS_ENOUGH),
         "p99_inflation": f["p99_inflation"] < b["p99_inflation"] or f["p99_inflation"] == b["p99_inflation"] == 0,
-        "high_p95": f["high_p95_wait_s"] <= high_limit,
-        "in_queue_preemptions": f["in_queue_preemptions"] <= b["in_queue_preemptions"],
-        "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
-        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
-        "starved": f["starved"] <= b["starved"],
+        # in this order: the README's "criteria missed" breaks ties by it
+        **{k: shared[k] for k in ("high_p95", "in_queue_preemptions", "inverted_preemptions", "goodput", "starved")},
     }
-
-
-#: Issue 39 item 3's question, "does the default do no harm?": each against SkyPilot alone on the
-#: same trace and seed (:func:`no_harm`).
-NO_HARM_CRITERIA = (
-    "max_preemptions",
-    "starved",
-    "in_queue_preemptions",
-    "inverted_preemptions",
-    "high_p95",
-    "goodput",
-)
 
 
 def no_harm(f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:
-    """Whether ``f`` does no harm against the baseline ``b``: no job preempted more often than
-    the baseline's most-preempted one, no more starved jobs, in-queue or inverted preemptions,
-    the high class's p95 wait within +5 % (or +60 s), goodput within one point."""
-    high_limit = max(b["high_p95_wait_s"] * (1 + HIGH_P95_MAX_INCREASE), b["high_p95_wait_s"] + HIGH_P95_SLACK_SECONDS)
-    return {
-        "max_preemptions": f["max_preemptions"] <= b["max_preemptions"],
-        "starved": f["starved"] <= b["starved"],
-        "in_queue_preemptions": f["in_queue_preemptions"] <= b["in_queue_preemptions"],
-        "inverted_preemptions": f["inverted_preemptions"] <= b["inverted_preemptions"],
-        "high_p95": f["high_p95_wait_s"] <= high_limit,
-        "goodput": f["goodput_pct"] >= b["goodput_pct"] - GOODPUT_MAX_LOSS_POINTS,
-    }
+    """Issue 39 item 3's question, "does the default do no harm?": whether ``f`` does no harm
+    against SkyPilot alone ``b`` on the same trace and seed: no job preempted more often than
+    the baseline's most-preempted one, and :func:`_no_worse`."""
+    return {"max_preemptions": f["max_preemptions"] <= b["max_preemptions"], **_no_worse(f, b)}
 
 
 def _judged_in_cluster(trace: str, f: dict[str, Any], b: dict[str, Any]) -> dict[str, bool]:

@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from anti_starvation import DEFAULT_SEEDS, PERF_TRACE, TRACES, seeds_argument  # benchmarks/ is first on sys.path
+from anti_starvation import DEFAULT_SEEDS, PERF_TRACE, TRACES, _spec, seeds_argument  # benchmarks/ is first on sys.path
 
 from sky_kueue.sim import lane_sizing
 from sky_kueue.sim.lane import LaneScope
 from sky_kueue.sim.simulator import SimConfig
-from sky_kueue.sim.sweep import TraceSpec, usable_cores
+from sky_kueue.sim.sweep import START_METHOD, usable_cores
 
 #: The figures compared, and whether a higher value is better.
 FIGURES: tuple[tuple[str, bool], ...] = (
@@ -41,8 +42,8 @@ FIGURES: tuple[tuple[str, bool], ...] = (
 )
 
 
-def _sweep(label: str, source: str, args: dict[str, Any], seed: int) -> dict[str, Any]:
-    trace = TraceSpec(source, seed, jobs=args.get("jobs"), load=args.get("load")).build()
+def _sweep(label: str, seed: int) -> dict[str, Any]:
+    trace = _spec(label, seed).build()
     result = lane_sizing.sweep(trace, SimConfig(seed=seed))
     return {**result.to_json(), "trace": label}
 
@@ -143,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs: expected at least 1, got {args.jobs}")
     workers = args.jobs or usable_cores()
     started = time.perf_counter()
-    jobs = [(label, source, extra, seed) for label, source, extra in TRACES if label != PERF_TRACE for seed in seeds]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    jobs = [(label, seed) for label, _, _ in TRACES if label != PERF_TRACE for seed in seeds]
+    # spawned, as every sweep of the simulator's (sky_kueue.sim.sweep): no forked threads or locks
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(START_METHOD)) as pool:
         sweeps = list(pool.map(_sweep, *zip(*jobs, strict=True)))
     result = summary(sweeps)
     wall = time.perf_counter() - started
