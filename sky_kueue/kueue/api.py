@@ -9,6 +9,9 @@ so a Kueue upgrade that renames something is a one-line change. Pure constants; 
 from __future__ import annotations
 
 KUEUE_GROUP = "kueue.x-k8s.io"
+#: The label the API server sets on every Namespace to its name, which a ClusterQueue's
+#: ``namespaceSelector`` can match.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 #: The visibility API (pending-workload positions), ``apis/visibility/v1beta1``.
 VISIBILITY_GROUP = f"visibility.{KUEUE_GROUP}"
 #: Served Workload versions, preferred first (v1beta2 is the storage version since Kueue

@@ -31,15 +31,13 @@ from kubernetes.client.exceptions import ApiException
 
 from sky_kueue.kueue import objects as model
 from sky_kueue.kueue import parse
+from sky_kueue.kueue.api import NAMESPACE_NAME_LABEL
 from sky_kueue.mirror import connection, kinds
 from sky_kueue.mirror.backoff import ONE_SHOT_POLICY, RetryPolicy, Sleep, retrying
 from sky_kueue.mirror.discovery import KueueApi
 from sky_kueue.mirror.errors import explain, is_transient, list_retryable
 from sky_kueue.mirror.source import LIST_PAGE_SIZE_OBJECTS, KindSource
 from sky_kueue.mirror.store import MirrorStore, normalize
-
-#: Label Kubernetes sets on every namespace (used when namespaces are synthesized).
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

@@ -36,6 +36,7 @@ from typing import Any
 from sky_kueue.inputs import files, yaml_reader
 from sky_kueue.inputs.errors import InputError
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.kueue.api import NAMESPACE_NAME_LABEL
 from sky_kueue.skypilot import background_logs, cluster_discovery, runtime_annotations, runtime_estimate
 from sky_kueue.skypilot.config import PluginConfig
 from sky_kueue.skypilot.config_view import ConfigClusterView
@@ -66,8 +67,6 @@ NEVER_FITS_MARKER = "maximum capacity"
 #: QuotaReserved=False reasons that no amount of waiting changes (``flavorassigner``).
 NEVER_FITS_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
 
-#: Label Kubernetes puts on every namespace; used when a snapshot lacks the Namespace.
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 _WORKLOAD_API_VERSION = kueue_api.API_VERSION_V1BETA1
 _WORKLOAD_PRIORITY_CLASS_SOURCE = kueue_api.WORKLOAD_PRIORITY_CLASS_SOURCE

@@ -34,6 +34,7 @@ from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
 from sky_kueue.kueue import quantity
+from sky_kueue.kueue.api import NAMESPACE_NAME_LABEL
 from sky_kueue.mirror.lanes import LANE_LABEL
 from sky_kueue.skypilot.setup_spec import LaneSpec, TeamsSpec
 
@@ -49,7 +50,6 @@ LANE_PREEMPTION: dict[str, Any] = {
     "borrowWithinCohort": {"policy": "Never"},
     "withinClusterQueue": "Never",
 }
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 #: (flavor, resource) -> amount (CPU in millicores, other resources in base units).
 Amounts = dict[tuple[str, str], int]

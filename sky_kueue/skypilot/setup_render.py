@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from sky_kueue.kueue import api as kueue_api
+from sky_kueue.kueue.api import NAMESPACE_NAME_LABEL
 from sky_kueue.skypilot.setup_lane import RenderedLane, add_lanes
 from sky_kueue.skypilot.setup_spec import QueueSpec, TeamSpec, TeamsSpec
 
 KUEUE_API_VERSION = kueue_api.API_VERSION_V1BETA1
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 ZERO_QUANTITY = "0"
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 #: The controller's ServiceAccount as configs/controller installs it (namespace, name).
