@@ -197,11 +197,11 @@ class ScenarioAgreement:
 
 def compare(result: HarnessResult, recorded: dict[str, Any]) -> ScenarioAgreement:
     """Compare the harness's decisions with a recorded ``expected/*.json`` outcome."""
-    settled = oracle_agreement.compare(as_live_outcome(result), recorded, "recorded")
+    settled = oracle_agreement.compare(as_live_outcome(result), recorded, "recorded", live_name="harness")
     ours = [_cycle_decisions(c) for c in result.outcome["cycles"]]
     theirs = [_cycle_decisions(c) for c in recorded.get("cycles", [])]
     first = bool(ours) and bool(theirs) and ours[0] == theirs[0]
-    differences = [d.replace(" live", " harness") for d in settled.differences]
+    differences = list(settled.differences)
     for index, (mine, want) in enumerate(zip(ours, theirs, strict=False)):
         if mine != want:
             differences.append(f"cycle {index}: admissions or preemptions differ")

@@ -113,13 +113,14 @@ def reference_decisions(outcome: dict[str, Any]) -> tuple[dict[str, Any], dict[s
     return admitted, preempted
 
 
-def compare(live: LiveOutcome, reference: dict[str, Any], name: str) -> Agreement:
+def compare(live: LiveOutcome, reference: dict[str, Any], name: str, live_name: str = "live") -> Agreement:
     """Compare ``live`` with ``reference`` (an oracle outcome, recorded or predicted).
 
     Args:
         live: what the live Kueue did.
         reference: an ``expected/*.json`` or ``predict --output json`` document.
         name: how the differences name the reference (``recorded``, ``predict``).
+        live_name: how they name ``live`` (``harness`` when Kueue's scheduler ran in the harness).
     """
     differences: list[str] = []
     live_final = live.final()
@@ -129,7 +130,7 @@ def compare(live: LiveOutcome, reference: dict[str, Any], name: str) -> Agreemen
         if ref_set - live_set:
             differences.append(f"{key} only in {name}: {', '.join(sorted(ref_set - live_set))}")
         if live_set - ref_set:
-            differences.append(f"{key} only live: {', '.join(sorted(live_set - ref_set))}")
+            differences.append(f"{key} only {live_name}: {', '.join(sorted(live_set - ref_set))}")
     final_agrees = not differences
     ref_admitted, ref_preempted = reference_decisions(reference)
     for key in sorted(set(ref_admitted) & set(live.admitted)):
@@ -137,14 +138,14 @@ def compare(live: LiveOutcome, reference: dict[str, Any], name: str) -> Agreemen
         if want["clusterQueue"] != got.cluster_queue or want["podSets"] != got.pod_sets:
             differences.append(
                 f"flavors of {key}: {name} {want['clusterQueue']} {_flavors(want['podSets'])}, "
-                f"live {got.cluster_queue} {_flavors(got.pod_sets)}"
+                f"{live_name} {got.cluster_queue} {_flavors(got.pod_sets)}"
             )
     for key in sorted(set(ref_preempted) & set(live.preempted)):
         want_p, got_p = ref_preempted[key], live.preempted[key]
         if (want_p["by"], want_p["reason"]) != (got_p.by, got_p.reason):
             differences.append(
                 f"preemption of {key}: {name} by {want_p['by']} ({want_p['reason']}), "
-                f"live by {got_p.by} ({got_p.reason})"
+                f"{live_name} by {got_p.by} ({got_p.reason})"
             )
     return Agreement(final_agrees, not differences, tuple(differences))
 
