@@ -196,16 +196,6 @@ class _Sums:
         self.priority = False
 
 
-def _within(node: tree.QuotaNode, frs: frozenset[FR]) -> bool:
-    """:meth:`tree.QuotaNode.within_quota` as a loop (the summed search asks it per queue)."""
-    quota = node.subtree_quota
-    usage = node.usage
-    for fr in frs:  # noqa: SIM110 - a loop: all() over a generator costs a frame per call
-        if quota.get(fr, 0) < usage.get(fr, 0):
-            return False
-    return True
-
-
 class FitCheck:
     """Does the preemptor fit in its ClusterQueue once some candidates are gone?"""
 
@@ -389,15 +379,7 @@ class _Search(FitCheck):
             return True
         if allow_borrowing and candidate.variant is Variant.RECLAIM_WITHOUT_BORROWING:
             return False
-        node = self.snapshot.cq(candidate.info.cluster_queue)
-        if node.within_quota(self.frs):
-            return False
-        for ancestor in node.path_to_root():
-            if ancestor is candidate.lca:
-                break
-            if ancestor.within_quota(self.frs):
-                return False
-        return True
+        return self._valid_group(self.snapshot.cq(candidate.info.cluster_queue), candidate.lca)
 
     def _cannot_fit(self, candidates: list[_Candidate], allow_borrowing: bool) -> bool:
         """Whether a pass must fail even if it removed every candidate valid now.
@@ -505,12 +487,12 @@ class _Search(FitCheck):
         (:meth:`_valid_group`). False: a queue needs the candidates one by one."""
         frs = self.frs
         for child in cohort.child_cohorts:
-            if child is skip or _within(child, frs):
+            if child is skip or child.within_quota(frs):
                 continue
             if not self._subtree_sums(child, lca, skip, advantage, valid, invalid):
                 return False
         for child_cq in cohort.child_cqs:
-            if child_cq is self.cq or not child_cq.active or _within(child_cq, frs):
+            if child_cq is self.cq or not child_cq.active or child_cq.within_quota(frs):
                 continue
             into = valid if self._valid_group(child_cq, lca) else invalid
             before = into.count
@@ -571,15 +553,15 @@ class _Search(FitCheck):
                 viable.append(allow_borrowing)
         return tuple(viable)
 
-    def _valid_group(self, cq: tree.ClusterQueueNode, lca: tree.CohortNode) -> bool:
+    def _valid_group(self, cq: tree.ClusterQueueNode, lca: tree.CohortNode | None) -> bool:
         """:meth:`_valid` without borrowing for any candidate of ``cq`` under ``lca``."""
         frs = self.frs
-        if _within(cq, frs):
+        if cq.within_quota(frs):
             return False
         for ancestor in cq.path_to_root():
             if ancestor is lca:
                 break
-            if _within(ancestor, frs):
+            if ancestor.within_quota(frs):
                 return False
         return True
 

@@ -56,8 +56,16 @@ class QuotaNode:
         return self.borrowing_with(fr, 0)
 
     def within_quota(self, frs: Iterator[FR] | set[FR] | frozenset[FR]) -> bool:
-        """Kueue's ``IsWithinNominalInResources``: usage <= subtree quota for every fr."""
-        return all(self.subtree_quota.get(fr, 0) >= self.usage.get(fr, 0) for fr in frs)
+        """Kueue's ``IsWithinNominalInResources``: usage <= subtree quota for every fr.
+
+        A loop, not ``all()`` over a generator, which costs a frame per call: the preemption
+        search asks it for every queue it walks."""
+        quota = self.subtree_quota
+        usage = self.usage
+        for fr in frs:  # noqa: SIM110
+            if quota.get(fr, 0) < usage.get(fr, 0):
+                return False
+        return True
 
     def path_to_root(self) -> Iterator[CohortNode]:
         node = self.parent
