@@ -300,6 +300,11 @@ class HoldKeeper:
         if k is None or history.preemption_count < k:
             return None  # cheap exit before the predictor runs
         facts = detection.workload
+        if facts.is_pod_group and any(p.key.workload_uid == facts.uid for p in history.preemptions):
+            # The preempted pod group itself, between its pods' end and Kueue's Finished: it is
+            # never admitted again (SkyPilot's pods are not retriable in their group); the
+            # relaunch is a new Workload.
+            return None
         own = self._probe.placement(facts, team.cluster, protected_level)
         if own is None:
             return None

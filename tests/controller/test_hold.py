@@ -166,6 +166,25 @@ def test_below_k_preemptions_the_predictor_is_not_even_asked(store: SqliteHistor
     assert outcome.hold is None and probe.asked == []
 
 
+def test_the_preempted_pod_group_itself_is_never_held_only_its_relaunch(
+    store: SqliteHistoryStore, clock: ManualClock
+) -> None:
+    # Real Kueue: once the preempted group's pods are gone its Workload waits, quota released,
+    # until Kueue writes Finished; it is not a relaunch and is never admitted again.
+    actuator = RecordingActuator()
+    cluster = Cluster(clock)
+    engine = _engine(store, clock, ScriptedProbe(BORROWS), actuator, _team())
+    nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
+
+    dying = engine.reconcile(cluster.detect(cluster.pending("w0", 0), with_pods=False))
+    relaunch = engine.reconcile(cluster.detect(cluster.pending(nxt, 1_010)))
+
+    assert dying.hold is None
+    assert relaunch.hold is not None and relaunch.hold.action is HoldAction.HELD
+    history = store.load("managed-job/17")
+    assert history is not None and [h.workload_uid for h in history.holds] == [nxt]
+
+
 def test_a_team_that_may_burst_bursts_instead_of_holding_when_no_safe_place_is_predicted(
     store: SqliteHistoryStore, clock: ManualClock
 ) -> None:
