@@ -4,7 +4,7 @@ For each trace and each seed, one run per policy on the same jobs; every figure 
 against the ``baseline`` of the *same* trace and seed (SkyPilot without sky-kueue). Traces:
 the two reclaim storms, ``dev-starvation`` (a low-class team living on borrowed quota, owners
 returning every 5-40 min), the calibrated synthetic trace at loads 0.85 and 0.7, and Kueue's
-performance-test mix (``kueue-perf``: only SkyPilot alone, ``rank``, ``rank cap=2``, the lanes and
+performance-test mix (``kueue-perf``: only SkyPilot alone, the default, ``rank``, ``rank cap=2``, the lanes and
 ``rank+predicted``, :data:`PERF_POLICIES`; judged like the synthetic traces); each row carries the
 run's realised load. Modes:
 
@@ -17,7 +17,8 @@ run's realised load. Modes:
   last four) and ``starved`` no more than the baseline (:data:`NO_HARM_ONLY_TRACES`).
   Policies: ``rank``, ``keep-place``, ``rank+safe``, ``safe-place``
   (``keep-place`` protecting only within nominal quota, with the safe-relaunch hold:
-  :data:`sky_kueue.sim.policies.SAFE_PLACE`) and ``rank cap=2`` (``rank`` with
+  :data:`sky_kueue.sim.policies.SAFE_PLACE`), the controller's default settings
+  (:data:`DEFAULT_SETTINGS_POLICY`, policy ``none``) and ``rank cap=2`` (``rank`` with
   ``rank_max_preemptions: 2``, :data:`RANK_CAPPED`).
 * ``burst``: ``--allow-burst`` for the policies (baseline keeps SkyPilot's behaviour), with
   the default ``burst_after_preemptions`` (1) and, as ``<policy>@2``, with 2; ``rank+safe``
@@ -82,6 +83,7 @@ from typing import Any
 
 from sky_kueue.controller.aging import AgingSettings, get_policy
 from sky_kueue.controller.aging.safe_relaunch import TeamReservationScope
+from sky_kueue.controller.aging.settings import DEFAULT_POLICY_NAME
 from sky_kueue.sim import lane_sizing, policies
 from sky_kueue.sim.lane import LaneScope, LaneSettings
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, REPEAT_PREEMPTED_MIN, CauseSplit, PolicyMetrics
@@ -113,6 +115,11 @@ IN_CLUSTER_POLICIES = ("baseline", "rank", "keep-place", "rank+safe", policies.S
 RANK_CAP = 2
 RANK_CAPPED = policies.RegistryPolicy(
     name=f"rank cap={RANK_CAP}", policy=get_policy("rank"), settings=AgingSettings(rank_max_preemptions=RANK_CAP)
+)
+#: The controller's default settings (policy ``none``), measured like any policy: the no-harm table's
+#: answer to issue 39 item 3 is this row, run through the controller's path, not assumed.
+DEFAULT_SETTINGS_POLICY = policies.RegistryPolicy(
+    name=f"default ({DEFAULT_POLICY_NAME})", policy=get_policy(DEFAULT_POLICY_NAME), settings=AgingSettings()
 )
 #: ``--team``: the safe-relaunch rule's team-scoped nominal reservation, measured not to pay
 #: (benchmarks/README.md), so off by default to keep the run under 10 minutes.
@@ -327,7 +334,8 @@ def _burst_policies(settings: AgingSettings) -> list[str | policies.Resubmission
 
 def _in_cluster_policies(settings: AgingSettings, *, team_variants: bool) -> list[str | policies.ResubmissionPolicy]:
     """The in-cluster policies; with ``team_variants`` also ``rank+team`` and its :data:`TEAM_VARIANTS`."""
-    named: list[str | policies.ResubmissionPolicy] = [*IN_CLUSTER_POLICIES, RANK_CAPPED]
+    baseline, *others = IN_CLUSTER_POLICIES
+    named: list[str | policies.ResubmissionPolicy] = [baseline, DEFAULT_SETTINGS_POLICY, *others, RANK_CAPPED]
     if not team_variants:
         return named
     named.append(TEAM_POLICY)
@@ -391,7 +399,7 @@ def _on_perf(mode: str, policy: str | policies.ResubmissionPolicy) -> bool:
     """Whether ``policy`` runs in ``mode`` on the perf mix (:data:`PERF_POLICIES`)."""
     if isinstance(policy, str):
         return policy in PERF_POLICIES.get(mode, ())
-    return policy is RANK_CAPPED or getattr(policy, "lane", None) is not None
+    return policy in (RANK_CAPPED, DEFAULT_SETTINGS_POLICY) or getattr(policy, "lane", None) is not None
 
 
 #: A sweep run's place in the tables: (trace label, seed, mode, reserve-after seconds or None).

@@ -23,8 +23,8 @@ Both history stores are measured side by side in one run (``stores``): ``--state
 sqlite:PATH`` (fsynced SQLite transactions) and ``--state kubernetes`` (each history write a
 compare-and-swap PUT of the job's JobHistory object to the same sandbox API server), with
 ``kubernetes_to_sqlite`` ratios. The policy is pinned to ``bounded``, whose aging steps are
-stored (the default ``rank`` sets band levels and stores no step, which would not exercise
-the store). The top-level ``eviction_to_patch_ms`` and ``throughput`` are the SQLite
+stored (``rank`` sets band levels and stores no step, and the default ``none`` changes
+nothing, so neither would exercise the store). The top-level ``eviction_to_patch_ms`` and ``throughput`` are the SQLite
 store's, as before.
 
 ``metrics_cost``: what the Prometheus metrics cost the eviction -> patch delay. The SQLite

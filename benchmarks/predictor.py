@@ -829,14 +829,14 @@ def main() -> int:
         parser.error("--harness-sample must be 0 or more")
     if args.against_harness:
         try:
-            report = _against_harness(args.harness_sample)
+            against = _against_harness(args.harness_sample)
         except harness_build.HarnessError as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
         if args.markdown:
-            print(markdown_against_harness(report))
+            print(markdown_against_harness(against))
         else:
-            json.dump({"against_harness": report}, sys.stdout, indent=2)
+            json.dump({"against_harness": against}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         return 0
     if args.process_only or args.markdown:

@@ -12,7 +12,8 @@ Two parts, one JSON document on stdout (or ``--output FILE``):
   (no starved job, low class's max wait >= 5x lower, high class's p95 <= 5 % higher,
   utilisation within 1 point). ``ladder`` and ``age`` are the registry's alternatives: one
   counts preemptions only, the other waiting time only, so the table shows which part of
-  the default formula moves which figure; ``rank`` is the default policy.
+  the boost formula moves which figure; ``rank`` is the ordering policy to opt in to (the
+  default, ``none``, takes SkyPilot's own decisions).
 * ``anti_starvation``: issue 13's comparisons, the same rows as
   ``benchmarks/anti_starvation.py`` (reclaim storms and the calibrated synthetic trace,
   seeds :data:`ANTI_STARVATION_SEEDS`, every policy in-cluster, with bursting, with

@@ -53,7 +53,7 @@ Two scenarios:
   keeps returning; three runs (:data:`sky_kueue.cli.demo_config.RUNS`). Without aging each
   returning prod job preempts team-b again (a borrowing victim at priority <= 100 is fair game
   for ``borrowWithinCohort``), so the dev job never completes; the boost lifts its relaunch
-  above that threshold; under the default the gate predicts the sweep's 1,200-s wait and the
+  above that threshold; with ``rank`` and the burst settings the gate predicts the sweep's 1,200-s wait and the
   relaunch goes to the burst target.
 
 The sandbox is imported inside :meth:`_Run.run` only: this is a sandbox demo, and production
@@ -812,8 +812,8 @@ def _variant(result: RunResult, reference: RunResult) -> dict[str, Any]:
     }
 
 
-def _verdict(without: dict[str, Any], boost: dict[str, Any], default: dict[str, Any]) -> str:
-    a, b, d = without["team_b"], boost["team_b"], default["team_b"]
+def _verdict(without: dict[str, Any], boost: dict[str, Any], ranked: dict[str, Any]) -> str:
+    a, b, d = without["team_b"], boost["team_b"], ranked["team_b"]
     text = (
         f"without aging team-b was preempted {a['preemptions']} times and "
         + ("never finished" if a["starved"] else f"finished only at t={a['finished_at']} s")
@@ -821,7 +821,7 @@ def _verdict(without: dict[str, Any], boost: dict[str, Any], default: dict[str, 
         + f"{b['preemptions']} time(s) and "
         + ("still did not finish" if b["starved"] else f"finished at t={b['finished_at']} s")
         + f" (priority {b['final_priority']}, above the borrowWithinCohort threshold 100 the admin set to let "
-        + "prod take dev's borrowed quota); under the default, rank with team-b's burst target configured, "
+        + "prod take dev's borrowed quota); with rank and team-b's burst target configured, "
         + f"it was preempted {d['preemptions']} time(s), "
     )
     if d["starved"]:
@@ -851,7 +851,7 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
     started = time.monotonic()
     seed = run_seed(priority_boost=priority_boost)
     runs = [run_starvation(spec, priority_boost=priority_boost) for spec in demo_config.RUNS]
-    without, boost, default = (_variant(run, runs[0]) for run in runs)
+    without, boost, ranked = (_variant(run, runs[0]) for run in runs)
     preempted = sorted({e.workload for e in seed.events if e.type is TimelineKind.PREEMPTED})
     admitted: list[str] = []
     for event in seed.events:
@@ -883,8 +883,8 @@ def run_demo(*, priority_boost: bool = False) -> dict[str, Any]:
                 "scenario": starvation_scenario(),
                 "without_aging": without,
                 "with_aging": boost,
-                "with_rank": default,
-                "verdict": _verdict(without, boost, default),
+                "with_rank": ranked,
+                "verdict": _verdict(without, boost, ranked),
             },
             "elapsed_seconds": round(time.monotonic() - started, 2),
         },

@@ -8,7 +8,8 @@ same jobs on the same ClusterQueues with the same seed; ratios are against the
 
 Examples::
 
-    sky-kueue simulate --trace kueue-perf --policies baseline,aging --jobs 3000
+    sky-kueue simulate --trace kueue-perf --policies baseline,rank --jobs 3000
+    sky-kueue simulate --trace dev-starvation --config sky-kueue.yaml --policies baseline,aging
     sky-kueue simulate --trace jobs.csv --config sky-kueue.yaml --output json
     sky-kueue simulate --trace synthetic --aging-set max_age_seconds=3600 --plot waits.png
     sky-kueue simulate --trace reclaim-storm --policies baseline,rank+lane --lane-gpus 16 --lane-after 2
@@ -248,9 +249,10 @@ def _sweep(runs: list[SweepRun], loaded: list[Trace], workers: int | None, progr
 @click.option(
     "--policies",
     "policy_list",
-    default="baseline,aging",
+    default="baseline,rank",
     show_default=True,
-    help="Comma-separated: baseline, aging (the configured default), or a registered aging policy; any of them "
+    help="Comma-separated: baseline, aging (the configured policy: --config's aging.parameters.policy, or the "
+    "default none, which must equal baseline), or a registered aging policy; any of them "
     "with +safe (e.g. rank+safe) adds the safe-relaunch rule; safe-place is keep-place protecting only within "
     "nominal quota, with that rule; +lane (e.g. rank+lane) or +cohort-lane sends relaunches to a relaunch lane "
     "after --lane-after preemptions.",

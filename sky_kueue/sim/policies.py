@@ -10,8 +10,8 @@ job's own priority and nobody keeps a history.
 Names accepted by :func:`resolve`:
 
 * ``baseline``: SkyPilot today (no controller);
-* ``aging``: the controller's default policy (``settings.policy``, ``rank`` unless the
-  aging config says otherwise);
+* ``aging``: the controller's configured policy (``settings.policy``; the default ``none``,
+  which must match ``baseline``, unless the aging config says otherwise);
 * any registered aging policy by name (``bounded``, ``ladder``, ``age``, ``none``, ...).
   ``none`` runs the whole controller path but never boosts, so it must match
   ``baseline`` exactly: a check that the controller path alone changes nothing;

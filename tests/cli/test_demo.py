@@ -30,7 +30,7 @@ from sky_kueue.skypilot.labels import RUNTIME_SECONDS_ANNOTATION, RUNTIME_SOURCE
 REPO = Path(__file__).resolve().parents[2]
 DEV = "team-b/dev-1-fcd1e5cf"
 #: The most preemptions the default run may cost the dev job before it finishes elsewhere.
-DEFAULT_MAX_PREEMPTIONS = 1
+RANK_BURST_MAX_PREEMPTIONS = 1
 #: team-b's gate in the default run: the shipped cloud start-up + margin.
 GATE_THRESHOLD_SECONDS = 600 + 300
 
@@ -63,7 +63,7 @@ def test_each_run_differs_from_the_shipped_config_by_its_declared_changes_only(s
     emptied = {k for k in differing if any(d.startswith(f"{k}.") for d in declared)}  # `parameters: {}` filled
     assert differing - emptied == declared
     # what the product's loader makes of it
-    if spec.name == "default":
+    if spec.name == "rank-burst":
         assert config.aging.policy == "rank" and config.strategy == "KUEUE_AGING"
         assert config.aging.burst_after_preemptions == 1 and config.burst_contexts == {BURST_CONTEXT}
     else:
@@ -81,7 +81,7 @@ def test_the_default_runs_burst_changes_are_what_the_shipped_config_documents() 
         in documented
     )
     assert f"strategy: {changes['aging.strategy']}" in documented
-    assert demo_config.SEED_RUN.name == "default"
+    assert demo_config.SEED_RUN.name == "rank-burst"
 
 
 def test_a_change_under_a_missing_section_is_an_error() -> None:
@@ -132,7 +132,7 @@ def test_the_merged_kubeconfig_has_both_contexts(tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o077 == 0
 
 
-def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> None:
+def test_rank_with_burst_ends_the_dev_jobs_starvation_on_the_second_cluster() -> None:
     """The README's first command: two sandboxes, SkyPilot-like jobs, the controller, three runs."""
     proc = run("demo", "--output", "json")
     assert proc.returncode == 0, proc.stderr
@@ -154,7 +154,7 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
         "threshold_seconds": float(GATE_THRESHOLD_SECONDS),
         "wait": "any",
     }
-    # The seed, under the default: preempted by team-a's 120-s prod job; the gate predicts its
+    # The seed, under rank + burst: preempted by team-a's 120-s prod job; the gate predicts its
     # relaunch waits 120 s on-prem, under start-up + margin, so it is relaunched and finishes on-prem.
     dev_story = [(e["type"], e["cluster"]) for e in events if e["workload"] == DEV and e["type"] != "aged"]
     assert dev_story == [
@@ -179,7 +179,7 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
 
     starvation = final["starvation"]
     runs = {v["run"]: v for v in (starvation[k] for k in ("without_aging", "with_aging", "with_rank"))}
-    assert set(runs) == {"no-aging", "boost", "default"}
+    assert set(runs) == {"no-aging", "boost", "rank-burst"}
     for variant in runs.values():
         assert variant["changes"] and all(set(c) == {"key", "value", "why"} for c in variant["changes"])
         b = variant["team_b"]
@@ -197,24 +197,24 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
     boost = runs["boost"]["team_b"]
     assert not boost["starved"] and boost["finished_on"] == ONPREM_CONTEXT and boost["final_priority"] > 100
     assert runs["no-aging"]["burst_gate"] is None and runs["boost"]["burst_gate"] is None  # no burst section
-    # The default: starvation ends on the second cluster after at most the stated preemptions,
+    # rank + burst: starvation ends on the second cluster after at most the stated preemptions,
     # because the controller's gate predicts the queued sweep's wait, well above start-up + margin.
-    default = runs["default"]
-    dev = default["team_b"]
-    assert default["policy"] == "rank" and default["burst_gate"] == gate
+    ranked = runs["rank-burst"]
+    dev = ranked["team_b"]
+    assert ranked["policy"] == "rank" and ranked["burst_gate"] == gate
     assert not dev["starved"] and dev["finished_on"] == BURST_CONTEXT
-    assert 1 <= dev["preemptions"] <= DEFAULT_MAX_PREEMPTIONS
+    assert 1 <= dev["preemptions"] <= RANK_BURST_MAX_PREEMPTIONS
     assert dev["attempts"][0]["cluster"] == ONPREM_CONTEXT and dev["attempts"][-1]["cluster"] == BURST_CONTEXT
     assert dev["attempts"][-1]["outcome"] == "finished" and dev["attempts"][-1]["ended_at"] == dev["finished_at"]
     sweep_wait = f"predicted any on-prem wait {PROD_SWEEP_SIZE * PROD_RUN_SECONDS}s vs cloud start-up 600s"
     assert dev["burst"] is not None and sweep_wait in dev["burst"] and dev["burst"].endswith(": burst")
     last = dev["relaunches"][-1]
     assert last["burst"] and "the controller marked it for a cloud burst" in last["why"]
-    marks = [e for e in default["events"] if e["job"] == "managed-job/1" and e["type"] == "burst"]
+    marks = [e for e in ranked["events"] if e["job"] == "managed-job/1" and e["type"] == "burst"]
     assert len(marks) == 1 and "(predicted-on-prem-wait)" in marks[0]["detail"]
     assert marks[0]["t"] <= last["t"]  # marked before SkyPilot relaunched it
-    assert all(e["priority"] <= 100 for e in default["events"] if e["job"] == "managed-job/1")  # never left its class
-    assert default["team_a_finished"] == default["team_a_jobs"]  # prod lost nothing to it
+    assert all(e["priority"] <= 100 for e in ranked["events"] if e["job"] == "managed-job/1")  # never left its class
+    assert ranked["team_a_finished"] == ranked["team_a_jobs"]  # prod lost nothing to it
     assert f"finished on {BURST_CONTEXT}" in starvation["verdict"] and sweep_wait in starvation["verdict"]
     assert final["elapsed_seconds"] < 30
     # The README's demo paragraph states these figures.
@@ -239,13 +239,13 @@ def test_the_default_ends_the_dev_jobs_starvation_on_the_second_cluster() -> Non
     assert runs["boost"]["team_a_jobs"] - runs["boost"]["team_a_finished"] == sum(
         not d["finished"] for d in bounded["prod_delayed"]
     )
-    burst = default["cost"]["burst"]
-    dev_job = default["jobs"]["managed-job/1"]
+    burst = ranked["cost"]["burst"]
+    dev_job = ranked["jobs"]["managed-job/1"]
     ran = dev["attempts"][-1]["ended_at"] - dev["attempts"][-1]["admitted_at"]
     assert burst["cluster"] == BURST_CONTEXT and burst["seconds"] == ran
     assert burst["cpu_hours"] == round(int(dev_job["cpus"]) * ran / 3600, 3) and burst["gpu_hours"] == 0
     assert burst["cost_usd"] is None and burst["unpriced"] == "no-price"  # CPU-hours have no price setting
-    assert default["cost"]["prod_delayed"] == []
+    assert ranked["cost"]["prod_delayed"] == []
     assert f"two later prod jobs wait {bounded['prod_delay_seconds']} s longer" in readme
     # Every aging step says in words what it did.
     aged = [e for v in runs.values() for e in v["events"] if e["type"] == "aged"] + [
@@ -264,7 +264,7 @@ def test_demo_text_prints_the_three_runs_and_predict_only_keeps_the_model_demo()
     for words in (
         "no aging",
         "boost (bounded)",
-        "default (rank + burst)",
+        "rank + burst",
         "dev attempts",
         BURST_CONTEXT,
         "cloud start-up 600 s + margin 300 s = 900 s",

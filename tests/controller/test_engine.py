@@ -225,6 +225,31 @@ def test_record_only_decides_but_never_patches(store: SqliteHistoryStore, clock:
     assert outcome.step is not None and (outcome.step.state, outcome.step.boost) == (StepState.SKIPPED, 100)
 
 
+def _versioned(builder: WorkloadBuilder) -> Detection:
+    obj = builder.obj()
+    obj["metadata"]["resourceVersion"] = "41"  # a band level is written only with one
+    return classify(obj, [skypilot_pod(f"{GROUP}-head", GROUP, job_id="17")])
+
+
+@pytest.mark.parametrize(("policy", "patched"), [(None, False), ("rank", True)], ids=["default", "rank"])
+def test_the_default_settings_record_the_preemption_and_change_no_priority(
+    store: SqliteHistoryStore, clock: ManualClock, policy: str | None, patched: bool
+) -> None:
+    # Issue 39 item 3: the default (policy none) leaves Kueue's order as SkyPilot alone has it,
+    # where rank writes band levels (a fresh arrival below its class, the relaunch above it).
+    settings = AgingSettings() if policy is None else AgingSettings(policy=policy)
+    engine, actuator = engine_for(store, clock, settings=settings)
+    cluster = Cluster(clock)
+    engine.reconcile(_versioned(cluster.pending("w0", 0)))
+    nxt = preempt_and_relaunch(cluster, engine, "w0", 0)
+    engine.reconcile(_versioned(cluster.pending(nxt, 1_010)))
+    cluster.at(1_010 + 3_600)  # and while it waits, however long
+    engine.reconcile(_versioned(cluster.pending(nxt, 1_010)))
+    assert bool(actuator.patches) is patched
+    history = store.load("managed-job/17")
+    assert history is not None and len(history.preemptions) == 1
+
+
 def test_a_transient_failure_leaves_the_step_decided_and_the_next_reconcile_retries(
     store: SqliteHistoryStore, clock: ManualClock
 ) -> None:

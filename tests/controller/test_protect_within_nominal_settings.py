@@ -63,9 +63,9 @@ def test_a_policy_that_never_protects_is_refused_in_one_line(policy: str) -> Non
 
 
 def test_the_default_policy_is_refused_too_and_direct_construction_is_validated() -> None:
-    with pytest.raises(SettingsError, match=r"^aging\.protect_within_nominal: .* not to policy 'rank'$"):
+    with pytest.raises(SettingsError, match=r"^aging\.protect_within_nominal: .* not to policy 'none'$"):
         AgingSettings.from_mapping({"protect_within_nominal": True})
-    with pytest.raises(ValueError, match="not to policy 'rank'"):
+    with pytest.raises(ValueError, match="not to policy 'none'"):
         AgingSettings(protect_within_nominal=True)
     on = AgingSettings(policy="keep-place", protect_within_nominal=True)
     with pytest.raises(ValueError, match="not to policy 'bounded'"):
@@ -108,8 +108,8 @@ def test_sky_kueue_yaml_accepts_the_key_and_names_a_bad_value_with_its_line() ->
 
 
 def test_the_simulator_still_resolves_every_policy_with_default_settings() -> None:
-    # The simulator compares policies under one AgingSettings; the default (rank, setting off)
-    # stays valid, and a protecting settings object still serves a rank policy alongside.
+    # The simulator compares policies under one AgingSettings; the default settings (policy none,
+    # setting off) still serve rank, and a protecting settings object still serves a rank policy alongside.
     rank = policies.resolve("rank", AgingSettings())
     assert isinstance(rank, policies.RegistryPolicy) and rank.settings.protect_within_nominal is False
     for name in policies.names():

@@ -156,7 +156,7 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float = STAGE_TIMEO
     raise StageFailed(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-#: The aging settings the loop runs with instead of the shipped default (``rank``).
+#: The aging settings the loop runs with instead of the shipped default (``none``, which records only).
 AGING_PARAMETERS: dict[str, Any] = {"policy": "bounded", "preemptions_per_step": 1}
 
 
@@ -165,15 +165,16 @@ def policy_banner() -> str:
     settings = ", ".join(f"{k}: {v}" for k, v in AGING_PARAMETERS.items() if k != "policy")
     return (
         f"e2e: aging policy {AGING_PARAMETERS['policy']} ({settings}) on configs/sky-kueue-demo.yaml, not the "
-        "default rank: one preemption then raises the relaunch's priority above its class (the aged stage "
-        "below), where rank would only order it inside its class"
+        "default none (records only): one preemption then raises the relaunch's priority above its class "
+        "(the aged stage below), where none changes nothing and rank would only order it inside its class"
     )
 
 
 def plugin_config(root: pathlib.Path, context: str = CONTEXT) -> pathlib.Path:
     """The demo config with the boost policy ``bounded`` aging one step per preemption (the
-    default ``rank`` only orders a relaunch inside its class), so that a single preemption shows
-    in the relaunch's priority (tests/controller/test_live_band.py shows ``rank`` live)."""
+    default ``none`` changes no priority and ``rank`` only orders a relaunch inside its class),
+    so that a single preemption shows in the relaunch's priority
+    (tests/controller/test_live_band.py shows ``rank`` live)."""
     data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
     data["aging"]["parameters"] = dict(AGING_PARAMETERS)
     data["kubernetes"]["contexts"] = [context]

@@ -112,4 +112,4 @@ def test_the_loop_says_which_aging_policy_it_runs(tmp_path: pathlib.Path) -> Non
     policy = written["aging"]["parameters"]["policy"]
     banner = skypilot_loop.policy_banner()
     assert f"aging policy {policy} (preemptions_per_step: 1)" in banner
-    assert "not the default rank" in banner
+    assert "not the default none (records only)" in banner

@@ -1,4 +1,4 @@
-"""The default policy (``rank``, a band policy) under Kueue's priority reset: a waiting fresh
+"""The ordering policy ``rank`` (a band policy) under Kueue's priority reset: a waiting fresh
 arrival's band level sits below its class value; Kueue's restart puts it at the class value
 (level with the relaunches the band ranks above it) and the controller sets the level again."""
 
@@ -20,7 +20,9 @@ from tests.real_kueue.test_priority_reset import WATCH_SECONDS, PriorityLog
 
 @pytest.fixture
 def ranking(kueue: KueueCluster, tmp_path: Path) -> Iterator[Controller]:
-    with running_controller(kueue.cluster, tmp_path / "controller.db", AgingSettings(), identity="real-kueue-rank") as (
+    with running_controller(
+        kueue.cluster, tmp_path / "controller.db", AgingSettings(policy="rank"), identity="real-kueue-rank"
+    ) as (
         running,
         _,
     ):
@@ -28,7 +30,6 @@ def ranking(kueue: KueueCluster, tmp_path: Path) -> Iterator[Controller]:
 
 
 def test_a_band_level_reset_by_a_kueue_restart_is_set_again(kueue: KueueCluster, ranking: Controller) -> None:
-    assert AgingSettings().policy == "rank"
     seed(kueue)
     waiting = skypilot_pod("dev", "1", "team-b", "dev-priority", cpu="1")
     waiting["spec"]["containers"][0]["resources"] = {

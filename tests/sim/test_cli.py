@@ -20,7 +20,7 @@ def test_json_output_has_the_issue_layout() -> None:
     result = invoke("--trace", "kueue-perf", "--jobs", "90", "--output", "json", "--quiet", "--eta-sample", "5")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert set(data["policies"]) == {"baseline", "aging"}
+    assert set(data["policies"]) == {"baseline", "rank"}
     for policy in data["policies"].values():
         assert set(policy["classes"]) == {"low", "medium", "high"}
         for cls in policy["classes"].values():
@@ -33,7 +33,7 @@ def test_json_output_has_the_issue_layout() -> None:
             "bursts",
             "eta",
         } <= set(policy)
-    assert data["targets"]["aging"]["reference"] == "baseline"
+    assert data["targets"]["rank"]["reference"] == "baseline"
     assert data["trace"]["jobs"] == 90
 
 

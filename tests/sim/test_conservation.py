@@ -12,7 +12,7 @@ from sky_kueue.sim.results import JobOutcome
 from sky_kueue.sim.simulator import SimConfig, simulate
 
 
-@pytest.mark.parametrize("policy", ["baseline", "aging", "ladder"])
+@pytest.mark.parametrize("policy", ["baseline", "rank", "ladder"])
 def test_every_job_finishes_fails_or_is_still_there_at_the_horizon(policy: str) -> None:
     trace = synthetic.generate(
         synthetic.SyntheticParams(jobs=150, teams=3, gpus_per_team=8, load=1.5), random.Random(2)
@@ -40,5 +40,5 @@ def test_every_job_finishes_fails_or_is_still_there_at_the_horizon(policy: str) 
 
 def test_without_a_drain_limit_everything_ends() -> None:
     trace = kueue_perf.generate(kueue_perf.KueuePerfParams(cohorts=1, queues_per_cohort=2).scaled_to(60))
-    run = simulate(trace, policies.resolve("aging"), SimConfig(seed=0))
+    run = simulate(trace, policies.resolve("rank"), SimConfig(seed=0))
     assert Counter(j.outcome for j in run.jobs) == {JobOutcome.FINISHED: len(trace.jobs)}

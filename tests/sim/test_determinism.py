@@ -24,7 +24,7 @@ def test_same_seed_same_trace() -> None:
 
 def test_same_seed_same_run_for_every_policy() -> None:
     trace = contended_trace(5)
-    for name in ("baseline", "aging"):
+    for name in ("baseline", "rank"):
         first = simulate(trace, policies.resolve(name), SimConfig(seed=11))
         second = simulate(trace, policies.resolve(name), SimConfig(seed=11))
         assert first.jobs == second.jobs
@@ -57,11 +57,11 @@ def test_the_preemption_shortcut_changes_no_decision(monkeypatch: pytest.MonkeyP
         return passes
 
     monkeypatch.setattr(preemption._Search, "viable_passes", counting)
-    with_bound = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "aging")]
+    with_bound = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "rank")]
     assert calls["pruned"] > 0, "the trace must exercise the shortcut"
     monkeypatch.setattr(preemption._Search, "viable_passes", lambda self: None)
     monkeypatch.setattr(preemption._Search, "_cannot_fit", lambda self, candidates, allow_borrowing: False)
-    without = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "aging")]
+    without = [simulate(trace, policies.resolve(name), SimConfig(seed=3)) for name in ("baseline", "rank")]
     for a, b in zip(with_bound, without, strict=True):
         assert a.jobs == b.jobs
         assert a.cycles == b.cycles

@@ -206,7 +206,7 @@ KEEP_PLACE = register_policy(
 RANK = register_policy(
     BandPolicy(
         name="rank",
-        summary="inside the class: relaunches wait ahead of fresh arrivals, no protection once admitted (default)",
+        summary="inside the class: relaunches wait ahead of fresh arrivals, no protection once admitted",
         rank=True,
         protect=False,
     )

@@ -405,7 +405,7 @@ AGE = register_policy(
 NONE = register_policy(
     FoldPolicy(
         name="none",
-        summary="never boosts (the behaviour without this controller)",
+        summary="never boosts: records and explains preemptions only, as SkyPilot alone orders (default)",
         count_preemptions=False,
         use_age=False,
         anti_flapping=False,
