@@ -123,12 +123,21 @@ def route(lane: TeamLane | None, preemptions: int, requests: Mapping[str, int]) 
 def lane_config_overrides(local_queue: str, *, quota_queue: bool = False) -> dict[str, Any]:
     """``Resources.copy(_cluster_config_overrides=...)`` value queueing a relaunch in ``local_queue``.
 
-    Both places the admin policy writes a queue (``sky_kueue/skypilot/rewrite.py``): the pods'
-    ``kueue.x-k8s.io/queue-name`` label, which Kueue reads (SkyPilot 0.14.1 merges
-    ``kubernetes.pod_config`` over its own template, ``combine_pod_config_fields``), and
-    ``kubernetes.kueue.local_queue_name`` (also ``kubernetes.quota.queue`` when the task carries
-    that spelling, which SkyPilot prefers), so SkyPilot names the same queue. SkyPilot overlays
-    the override on the task's own (``Resources.copy``), keeping every other key.
+    Both places in the task where the admin policy writes a queue
+    (``sky_kueue/skypilot/rewrite.py``): the pods' ``kueue.x-k8s.io/queue-name`` label, which
+    Kueue reads, and ``kubernetes.kueue.local_queue_name`` (also ``kubernetes.quota.queue`` when
+    the task carries that spelling, which SkyPilot prefers), so SkyPilot names the same queue
+    (but see below). SkyPilot overlays the override on the task's own (``Resources.copy``),
+    keeping every other key.
+
+    The label is what decides: where the admin's config names a queue in the context's scope,
+    the policy writes the team's queue there, in the job's config, which beats a task's
+    ``config:`` (SkyPilot 0.14.1 ``sky/skypilot_config.py`` ``get_effective_queue_name``) and
+    which the relaunch cannot change. SkyPilot then names the team's queue and its template
+    labels the pods with it, but ``combine_pod_config_fields``
+    (``sky/provision/kubernetes/utils.py``) merges the task's ``pod_config`` over the template
+    last, so the pods still carry the lane's (``tests/controller/test_skypilot_plugin.py``
+    renders it).
     """
     kubernetes: dict[str, Any] = {
         "kueue": {"local_queue_name": local_queue},

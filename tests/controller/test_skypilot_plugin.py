@@ -787,3 +787,128 @@ def test_a_team_without_a_lane_keeps_its_queue(
     task = _placed_task(team="team-a", queue="team-a-lq")
     seen = _lane_relaunches(monkeypatch, _lane_config(tmp_path, 1), _state(tmp_path), task, 99, 3)
     assert [q[0][1] for q in seen] == ["team-a-lq"] * 3
+
+
+#: What the admin's own SkyPilot config says about the sandbox context's queue, by case.
+#: A context scope beats a task's ``config:`` when SkyPilot 0.14.1 resolves the queue
+#: (``sky/skypilot_config.py`` ``_get_effective_scoped_config_value``), so the policy writes the
+#: team's queue into such a scope (``sky_kueue/skypilot/rewrite.py`` ``_overwrite_queue``), where
+#: the strategy's override cannot reach: only the pods' label carries the lane there.
+ADMIN_CONTEXT_SCOPES: dict[str, dict[str, Any]] = {
+    "no queue": {},
+    "kueue.local_queue_name": {"kueue": {"local_queue_name": "admins-lq"}},
+    "quota.queue": {"quota": {"queue": "admins-lq"}},
+}
+
+
+@pytest.mark.parametrize("admin_scope", sorted(ADMIN_CONTEXT_SCOPES))
+def test_skypilot_renders_the_lane_relaunchs_pods_in_the_lanes_queue(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, admin_scope: str
+) -> None:
+    """The lane move as far as the pods SkyPilot would create, all through SkyPilot 0.14.1.
+
+    Why: the move only rewrites the task's ``config:``; whether Kueue sees the lane depends on
+    what SkyPilot renders from it under the config the admin policy returned. The job is
+    submitted through SkyPilot's policy path (``admin_policy_utils.apply``, ``jobs.launch``)
+    on the sandbox; the strategy recovers it (job 7, preempted twice, lane after 2); the
+    relaunch goes through ``execution.launch`` with ``_is_launched_by_jobs_controller`` as the
+    jobs controller's does, under the job's config without ``admin_policy``
+    (``sky/utils/controller_utils.py`` ``shared_controller_vars_to_fill`` removes it), and
+    ``dryrun`` stops it at the cluster config ``backend_utils.write_cluster_config`` renders
+    from ``kubernetes-ray.yml.j2``. Its template labels the pods with SkyPilot's resolved
+    queue, then ``combine_pod_config_fields`` (``sky/provision/kubernetes/utils.py``) merges
+    the effective ``kubernetes.pod_config`` over them, the task's override last, so the lane's
+    label wins even where a context scope makes SkyPilot resolve the team's queue. The task
+    names its image so that no catalog is downloaded.
+    """
+    import sky
+    from sky import execution, skypilot_config
+    from sky.backends import backend_utils
+    from sky.jobs import recovery_strategy
+    from sky.jobs import utils as jobs_utils
+    from sky.server.requests.request_names import AdminPolicyRequestName
+    from sky.utils import admin_policy_utils, annotations
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+    from sky_kueue.sandbox import seed
+    from sky_kueue.sandbox.sandbox import Sandbox
+    from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES
+    from sky_kueue.skypilot import cluster_view
+    from tests.skypilot.builders import CONTEXT
+
+    plugin_config = _lane_config(tmp_path, 2)
+    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(plugin_config))
+    monkeypatch.setenv("SKYPILOT_USER", "bob")  # team-b's user in the shipped config
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(plugin_config), str(_state(tmp_path))))
+    relaunches: list[Any] = []
+
+    async def relaunch(self: Any) -> float:
+        relaunches.append(self.dag)
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    rendered: list[str] = []
+    write_cluster_config = backend_utils.write_cluster_config
+
+    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        written: dict[str, Any] = write_cluster_config(*args, **kwargs)
+        rendered.append(written["ray"])
+        return written
+
+    monkeypatch.setattr(backend_utils, "write_cluster_config", recording)
+    submitted = sky.Task.from_yaml_config(
+        {
+            "name": "train",
+            "resources": {
+                "infra": "kubernetes",
+                "cpus": 2,
+                "image_id": f"docker:{KUBERNETES_IMAGES[0][1]}",
+                "labels": {"sky-kueue.io/team": "team-b"},
+            },
+            "run": "python train.py",
+        }
+    )
+    try:
+        with Sandbox(run_emulator=False) as box:
+            box.apply(seed.seed_cluster())
+            monkeypatch.setenv("KUBECONFIG", str(box.kubeconfig_path))
+            annotations.clear_request_level_cache()  # one request each, as on the API server
+            admins = skypilot_config.to_dict()
+            admins.set_nested(("admin_policy",), "sky_kueue.skypilot.policy.KueuePolicy")
+            admins.set_nested(("kubernetes", "allowed_contexts"), [CONTEXT])
+            if ADMIN_CONTEXT_SCOPES[admin_scope]:
+                admins.set_nested(("kubernetes", "context_configs", CONTEXT), ADMIN_CONTEXT_SCOPES[admin_scope])
+            with skypilot_config.replace_skypilot_config(admins):
+                dag, job_config = admin_policy_utils.apply(
+                    submitted, request_name=AdminPolicyRequestName("jobs.launch")
+                )
+            job_config.pop_nested(("admin_policy",), None)
+            asyncio.run(_executor(dag.tasks[0], job_id=7).recover())
+            (relaunched,) = relaunches
+            (candidate,) = relaunched.tasks[0].resources
+            with skypilot_config.replace_skypilot_config(job_config):
+                resolved = skypilot_config.get_effective_queue_name(
+                    "kubernetes", region=CONTEXT, override_configs=candidate.cluster_config_overrides
+                )
+                execution.launch(
+                    relaunched,
+                    cluster_name=jobs_utils.generate_managed_job_cluster_name("train", 7),
+                    dryrun=True,
+                    down=True,
+                    stream_logs=False,
+                    _is_launched_by_jobs_controller=True,
+                )
+    finally:
+        cluster_view.close_live_mirrors()
+
+    # SkyPilot's own queue setting: the lane's, unless a context scope names a queue (the
+    # team's, written there by the policy), whose label the pod_config merge then replaces.
+    assert resolved == ("team-b-lq" if ADMIN_CONTEXT_SCOPES[admin_scope] else "relaunch")
+    (path,) = rendered
+    cluster = yaml.safe_load(Path(path).read_text())
+    pod = cluster["available_node_types"][cluster["head_node_type"]]["node_config"]
+    labels = pod["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "relaunch"
+    assert labels["kueue.x-k8s.io/priority-class"] == "dev-aged-2"
+    assert cluster["provider"]["namespace"] == "team-b"  # where the lane's LocalQueue is
+    assert "team-b-lq" not in yaml.safe_dump(pod["metadata"])
