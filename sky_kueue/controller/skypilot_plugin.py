@@ -334,6 +334,15 @@ class AgingSource:
         Raises:
             ConfigFileError: the config is missing or invalid.
         """
+        return self.aged_class_for(recovery, current_class(task))
+
+    def aged_class_for(self, recovery: Recovery, label: str | None) -> tuple[PriorityClassRung | None, str]:
+        """:meth:`aged_class` for a task whose pods carry the class ``label`` (the admin policy,
+        which recomputes a relaunch's rung from the class the job was submitted with, uses this).
+
+        Raises:
+            ConfigFileError: the config is missing or invalid.
+        """
         config = self.config()
         settings: AgingSettings = config.aging
         ladder = settings.priority_class_ladder
@@ -343,7 +352,6 @@ class AgingSource:
         if isinstance(policy, BandPolicy):
             return None, f"policy {policy.name} keeps jobs inside their class (the controller sets band levels)"
         by_name = {r.name: r for r in ladder}
-        label = current_class(task)
         history, source, now = recovery.history, recovery.history_source, recovery.at
         base = history.base_priority
         if base is None:

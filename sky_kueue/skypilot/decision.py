@@ -9,17 +9,24 @@ returns a :class:`Placement` (what to write, applied by ``rewrite``), a :class:`
 Rules, in order:
 
 1. ``validate`` requests are never rejected and never labeled: SkyPilot discards their
-   mutations (``sky/server/server.py``, the ``/validate`` handler), and in SkyPilot 0.14.1 it
-   is the only request of a managed job's relaunch that reaches the server's policy (the
-   per-job config the jobs controller launches with has ``admin_policy`` removed,
-   ``sky/utils/controller_utils.py``); rejecting it would keep a preempted job in backoff
-   forever. Nothing is lost: whatever a validated request carries must pass a labeled
-   request (``launch``/``jobs.launch``) before anything is created.
-2. Nothing in the task exempts it. A ``SKYPILOT_MANAGED_JOB_ID`` env or a
-   ``skypilot-managed-job-id`` annotation is user input (anyone can write both), and so is the
-   ``jobs.launch_cluster`` request name (any client may send ``is_launched_by_jobs_controller``);
-   such requests are validated like any launch, with no leniency: in 0.14.1 a genuine relaunch
-   never reaches the policy under a labeled name, so leniency would only serve forgeries.
+   mutations (``sky/server/server.py``, the ``/validate`` handler); a relaunch's ``sdk.launch``
+   validates first (``sky/client/sdk.py``), and rejecting that would keep a preempted job in
+   backoff forever. Nothing is lost: whatever a validated request carries must pass a labeled
+   request (``launch``/``jobs.launch``/``jobs.launch_cluster``) before anything is created.
+2. Nothing in the task exempts it. A ``SKYPILOT_MANAGED_JOB_ID`` env, a
+   ``skypilot-managed-job-id`` annotation, the cluster name and the ``jobs.launch_cluster``
+   request name (``is_launched_by_jobs_controller`` is a field of the HTTP body,
+   ``sky/server/requests/payloads.py``) are all the caller's. A dedicated jobs controller
+   relaunches under a config without ``admin_policy`` (``sky/utils/controller_utils.py``), so
+   the policy never sees that relaunch; in jobs consolidation mode the controller relaunches
+   through the API server itself (``sky/jobs/recovery_strategy.py``, ``sdk.launch``), whose
+   policy sees it as ``jobs.launch_cluster`` with the ``KUEUE_AGING`` strategy's lane queue and
+   ladder rung. Such a request may keep them only by :func:`relaunch_grant`: from
+   ``request.relaunch``, the facts SkyPilot's own managed-jobs state and the strategy's history
+   give about the job it names (``managed_relaunch``: RECOVERING, the requesting user's, the
+   same task and cluster name, submitted for this team), the lane if the job is due it and the
+   rung the strategy computes, both recomputed here. Everything else is validated like any
+   launch; an unverifiable request's rejection says why it could not be verified.
 3. Only the request names in ``policy.labeled_requests`` (plus ``jobs.launch_cluster``) are
    labeled, and only tasks that can land on Kubernetes.
 4. The team comes from ``teams.resolve_team``; the queue, namespace and context always come
@@ -175,6 +182,8 @@ class Placement:
             is the one named by ``namespace``, ``local_queue`` and ``context``.
         expected_runtime: the task's expected run time and its source, written on its pods
             (``runtime_estimate``).
+        lane_queue: the team's relaunch-lane LocalQueue a verified relaunch keeps (rule 2):
+            candidates that name it stay there, the others get ``local_queue``; None otherwise.
     """
 
     team: str
@@ -193,6 +202,7 @@ class Placement:
     ranking: Ranking = NO_RANKING
     targets: tuple[TeamCluster, ...] = ()
     expected_runtime: RuntimeEstimate = NO_ESTIMATE
+    lane_queue: str | None = None
 
 
 Decision = Placement | Rejection | PassThrough
@@ -278,7 +288,10 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         ),
     )
 
-    problem = _check_ownership(choice, config, findings, clusters) or _check_pod_fields(choice, all_candidates)
+    grant = relaunch_grant(request, choice)
+    problem = _check_ownership(choice, config, findings, clusters, request, grant) or _check_pod_fields(
+        choice, all_candidates
+    )
     if problem is not None:
         return problem
     if findings.contexts and all(c.context is not None for c in clusters):
@@ -290,7 +303,7 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
     burst_label = _single_burst_label(findings)
     if isinstance(burst_label, Rejection):
         return burst_label
-    priority_class = _choose_priority_class(choice, findings)
+    priority_class = _choose_priority_class(choice, findings, request, grant)
     if isinstance(priority_class, Rejection):
         return priority_class
 
@@ -315,7 +328,13 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         _not_enabled(choice, cluster, enabled or ())
         if cluster.context in refused
         else _assess(
-            choice, cluster, views.lookup(cluster.context), demands, priority_class, burst_settings is not None
+            choice,
+            cluster,
+            views.lookup(cluster.context),
+            demands,
+            priority_class,
+            burst_settings is not None,
+            granted_class=grant.priority_class,
         )
         for cluster in clusters
     ]
@@ -346,6 +365,8 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         notes.append(f"burst: {plan.message}")
     if runtime.seconds is not None:
         notes.append(f"expected run time {runtime.seconds}s ({source_description(runtime.source)})")
+    if grant.note:
+        notes.append(grant.note)
     strategy = config.aging.strategy if config.aging.enabled and request.request_name == JOBS_LAUNCH else None
     if plan.action is BurstAction.KEEP_KUBERNETES and burst_settings is not None and strategy is not None:
         # The recovery strategy bursts a preempted job's relaunch by keeping only the task's
@@ -369,6 +390,7 @@ def decide(request: PolicyRequest, config: PluginConfig, view: ClusterView | Con
         ranking=ranking,
         targets=tuple(c.cluster for c in ranked) if ranked else (first,),
         expected_runtime=runtime,
+        lane_queue=grant.lane_queue if grant.lane_queue in findings.queues else None,
     )
 
 
@@ -402,6 +424,7 @@ def _assess(
     demands: list[WorkloadDemand],
     priority_class: str,
     may_burst: bool,
+    granted_class: str | None = None,
 ) -> tuple[ClusterAssessment, Rejection | None]:
     """Check and predict the task on one of the team's clusters.
 
@@ -418,7 +441,7 @@ def _assess(
         )
         return assessment, rejection
 
-    if priority_class not in cluster.allowed_priority_classes:
+    if priority_class not in cluster.allowed_priority_classes and priority_class != granted_class:
         return excluded(
             _reject(
                 RejectionCode.PRIORITY_NOT_ALLOWED,
@@ -571,7 +594,12 @@ def _add(target: set[str], value: object, lower: bool = False) -> None:
 
 
 def _check_ownership(
-    choice: TeamChoice, config: PluginConfig, findings: _Findings, clusters: tuple[TeamCluster, ...]
+    choice: TeamChoice,
+    config: PluginConfig,
+    findings: _Findings,
+    clusters: tuple[TeamCluster, ...],
+    request: PolicyRequest,
+    grant: RelaunchGrant,
 ) -> Rejection | None:
     """Reject a task that names a queue, namespace or context that is not its team's.
 
@@ -582,11 +610,11 @@ def _check_ownership(
     queues = {c.local_queue for c in clusters}
     namespaces = {c.namespace for c in clusters}
     first = clusters[0]
-    lane = _lane_queue_problem(choice, config, findings)
+    lane = _lane_queue_problem(choice, config, findings, request, grant)
     if lane is not None:
         return lane
     for queue in sorted(findings.queues):
-        if queue not in queues:
+        if queue not in queues and queue != grant.lane_queue:
             owner = next(
                 (
                     n
@@ -623,19 +651,22 @@ def _check_ownership(
     return None
 
 
-def _lane_queue_problem(choice: TeamChoice, config: PluginConfig, findings: _Findings) -> Rejection | None:
-    """Reject a task that names a relaunch lane's queue, its team's or another's.
+def _lane_queue_problem(
+    choice: TeamChoice, config: PluginConfig, findings: _Findings, request: PolicyRequest, grant: RelaunchGrant
+) -> Rejection | None:
+    """Reject a task that names a relaunch lane's queue, its team's or another's, unless it is the
+    verified relaunch of a job due its team's lane (rule 2, :func:`relaunch_grant`).
 
-    Why always: the lane is nominal quota no reclaim can take, kept for relaunches of jobs Kueue
-    preempted ``after_preemptions`` times. Only SkyPilot's own relaunch may enter it, and that
-    relaunch never passes the policy under a labeled request (rule 1: the jobs controller
-    launches without the admin policy); the ``KUEUE_AGING`` recovery strategy sets the lane's
-    queue on it from the job's history, read by SkyPilot's own job id. A labeled request that
-    names the lane cannot prove it is such a relaunch (rule 2), so none is let in.
+    Why: the lane is nominal quota no reclaim can take, kept for relaunches of jobs Kueue
+    preempted ``after_preemptions`` times. Only SkyPilot's own relaunch may enter it; the
+    ``KUEUE_AGING`` recovery strategy sets the lane's queue on it from the job's history. In
+    dedicated mode that relaunch never reaches the policy (rule 1); in consolidation mode it
+    does, as ``jobs.launch_cluster``, and only the facts SkyPilot's own state gives about the
+    job it names (``request.relaunch``) can let it in: the request itself proves nothing.
     """
     for queue in sorted(findings.queues):
         owners = [n for n, t in config.teams.items() if t.lane is not None and t.lane.local_queue == queue]
-        if not owners:
+        if not owners or queue == grant.lane_queue:
             continue
         own = choice.team.lane
         if own is not None and own.local_queue == queue:
@@ -648,9 +679,66 @@ def _lane_queue_problem(choice: TeamChoice, config: PluginConfig, findings: _Fin
             RejectionCode.LANE_QUEUE,
             f"the task asks for queue {queue!r}, {whose}: only SkyPilot's relaunch of a job Kueue preempted {after} "
             "enters it (sky-kueue's KUEUE_AGING recovery strategy moves it there). Remove the queue setting; "
-            "sky-kueue sets it",
+            f"sky-kueue sets it{_unverifiable(request)}",
         )
     return None
+
+
+def _unverifiable(request: PolicyRequest) -> str:
+    """Why a ``jobs.launch_cluster`` could not even be checked against SkyPilot's state (empty:
+    it was, or it is another request). A refused check adds nothing: the message stays the same."""
+    if request.request_name != JOBS_LAUNCH_CLUSTER:
+        return ""
+    relaunch = request.relaunch
+    if relaunch is None:
+        return (
+            " (sky-kueue cannot tell a managed job's relaunch from a forged one here: only the in-process "
+            "admin policy of an API server in jobs consolidation mode reads SkyPilot's managed-jobs state)"
+        )
+    if not relaunch.readable:
+        return f" (sky-kueue cannot tell a managed job's relaunch from a forged one here: {relaunch.problem})"
+    return ""
+
+
+@dataclass(frozen=True)
+class RelaunchGrant:
+    """What a verified relaunch of a managed job may carry beyond a launch (rule 2).
+
+    Attributes:
+        lane_queue: the team's relaunch-lane LocalQueue, when the job is due it.
+        priority_class: the ladder rung the recovery strategy gives the job, if any.
+        note: one line for the placement's notes.
+    """
+
+    lane_queue: str | None = None
+    priority_class: str | None = None
+    note: str = ""
+
+
+NO_GRANT = RelaunchGrant()
+
+
+def relaunch_grant(request: PolicyRequest, choice: TeamChoice) -> RelaunchGrant:
+    """The lane and rung a ``jobs.launch_cluster`` may keep: only what the job SkyPilot's own
+    state verified (``request.relaunch``, read by ``managed_relaunch``) is due, recomputed here
+    from its history, and only for the team it was submitted for."""
+    facts = request.relaunch
+    if request.request_name != JOBS_LAUNCH_CLUSTER or request.at_client_side or facts is None:
+        return NO_GRANT
+    if not facts.verified or facts.team != choice.name:
+        return NO_GRANT
+    lane = choice.team.lane
+    due = lane is not None and facts.preemptions >= lane.after_preemptions
+    lane_queue = lane.local_queue if due and lane is not None else None
+    if lane_queue is None and facts.aged_class is None:
+        return NO_GRANT
+    granted = [f"lane {lane_queue}"] if lane_queue else []
+    granted += [f"class {facts.aged_class}"] if facts.aged_class else []
+    note = (
+        f"relaunch of managed job {facts.job_id} verified in SkyPilot's state: {', '.join(granted)} "
+        f"({facts.preemptions} preemptions, {facts.history})"
+    )
+    return RelaunchGrant(lane_queue, facts.aged_class, note)
 
 
 def _check_pod_fields(choice: TeamChoice, all_candidates: list[dict[str, Any]]) -> Rejection | None:
@@ -706,22 +794,36 @@ def _bursts(team: TeamConfig, burst_label: str | None) -> bool:
     return burst_label == "true" or not team.burst.opt_in
 
 
-def _choose_priority_class(choice: TeamChoice, findings: _Findings) -> str | Rejection:
+def _choose_priority_class(
+    choice: TeamChoice, findings: _Findings, request: PolicyRequest, grant: RelaunchGrant
+) -> str | Rejection:
     """The task's class (or the team's default) if the team may use it; each cluster then
-    checks that it exists there (``_assess``)."""
+    checks that it exists there (``_assess``).
+
+    A verified relaunch (rule 2) may carry the rung its job is due: the recovery strategy puts
+    it on the pods' label while ``resources.priority_class`` keeps the class the job was
+    submitted with, so the rung wins over that one class the team may use.
+    """
     team = choice.team
     asked = sorted(findings.priority_classes)
+    granted = grant.priority_class
+    if granted is not None and granted in asked:
+        others = [c for c in asked if c != granted]
+        if len(others) <= 1 and all(c in team.priority_classes.allowed for c in others):
+            return granted
     if len(asked) > 1:
         return _reject(
             RejectionCode.PRIORITY_CONFLICT,
-            f"the task asks for several priority classes ({', '.join(asked)}); set only resources.priority_class",
+            f"the task asks for several priority classes ({', '.join(asked)}); set only resources.priority_class"
+            f"{_unverifiable(request)}",
         )
     chosen = asked[0] if asked else team.priority_classes.default
     allowed = team.priority_classes.allowed
     if chosen not in allowed:
         return _reject(
             RejectionCode.PRIORITY_NOT_ALLOWED,
-            f"priority class {chosen!r} is not allowed for team {choice.name!r} (allowed: {', '.join(allowed)})",
+            f"priority class {chosen!r} is not allowed for team {choice.name!r} (allowed: {', '.join(allowed)})"
+            f"{_unverifiable(request)}",
         )
     return chosen
 

@@ -18,6 +18,7 @@ and calls ``validate_and_mutate`` once per task of a request.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from sky import exceptions as sky_exceptions
 from sky.utils import registry as sky_registry
 
 from sky_kueue import __version__
+from sky_kueue.skypilot import managed_relaunch
 from sky_kueue.skypilot.client_identity import IdentityError, current_identity
 from sky_kueue.skypilot.config_cache import ConfigCache
 from sky_kueue.skypilot.decision import MESSAGE_PREFIX, PassThrough, Placement, Rejection
@@ -62,7 +64,7 @@ def to_policy_request(user_request: Any) -> PolicyRequest:
             identity = current_identity().user
         except IdentityError as exc:
             raise sky_exceptions.UserRequestRejectedByPolicy(f"{MESSAGE_PREFIX}{exc}") from None
-    return PolicyRequest(
+    request = PolicyRequest(
         task=user_request.task.to_yaml_config(),
         skypilot_config=plain(user_request.skypilot_config),
         request_name=str(getattr(user_request.request_name, "value", user_request.request_name)),
@@ -81,6 +83,9 @@ def to_policy_request(user_request: Any) -> PolicyRequest:
         ),
         enabled_contexts=None if at_client_side else skypilot_enabled_contexts(),
     )
+    # A server-side ``jobs.launch_cluster`` is checked against SkyPilot's own managed-jobs
+    # state in this process (``managed_relaunch``); the request itself proves nothing.
+    return dataclasses.replace(request, relaunch=managed_relaunch.check(request))
 
 
 def plain(value: Any) -> Any:

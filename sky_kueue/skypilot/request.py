@@ -54,6 +54,37 @@ class RequestOptions:
 
 
 @dataclass(frozen=True)
+class ManagedRelaunch:
+    """What SkyPilot's own managed-jobs state says of the job a ``jobs.launch_cluster`` names.
+
+    Filled in by the in-process policy on an API server in consolidation mode
+    (``managed_relaunch.check``), never from the request alone: the decision trusts only
+    these facts, read from SkyPilot's state and the controller's history in that process.
+
+    Attributes:
+        job_id: the managed job the request names (its task's ``SKYPILOT_MANAGED_JOB_ID``).
+        team: the team the job was submitted for (the policy's label in SkyPilot's stored DAG).
+        preemptions: the job's preemptions by the recovery strategy's own source.
+        aged_class: the ladder rung the strategy would give the relaunch, if any.
+        history: where ``preemptions`` came from (for notes).
+        problem: why the request is not verified as SkyPilot's relaunch (None: verified).
+        readable: False when the facts cannot be read where the policy runs at all.
+    """
+
+    job_id: int | None = None
+    team: str | None = None
+    preemptions: int = 0
+    aged_class: str | None = None
+    history: str = ""
+    problem: str | None = None
+    readable: bool = True
+
+    @property
+    def verified(self) -> bool:
+        return self.problem is None
+
+
+@dataclass(frozen=True)
 class PolicyRequest:
     """Everything the decision needs from one admin-policy call.
 
@@ -77,6 +108,8 @@ class PolicyRequest:
         kubeconfig_contexts: every context of the kubeconfig as kubectl merges it, read by
             the adapters when SkyPilot's ``allowed_contexts`` is ``all`` and SkyPilot itself
             cannot be asked (``kubeconfig_contexts``); None when not read.
+        relaunch: for a server-side ``jobs.launch_cluster``, what SkyPilot's own state says
+            of the managed job it names (``managed_relaunch``); None: not checked.
     """
 
     task: Mapping[str, Any]
@@ -89,6 +122,7 @@ class PolicyRequest:
     enabled_contexts: tuple[str, ...] | None = None
     past_runs: tuple[PastRun, ...] = ()
     kubeconfig_contexts: tuple[str, ...] | None = None
+    relaunch: ManagedRelaunch | None = None
 
     @property
     def workspace(self) -> str | None:

@@ -912,3 +912,182 @@ def test_skypilot_renders_the_lane_relaunchs_pods_in_the_lanes_queue(
     assert labels["kueue.x-k8s.io/priority-class"] == "dev-aged-2"
     assert cluster["provider"]["namespace"] == "team-b"  # where the lane's LocalQueue is
     assert "team-b-lq" not in yaml.safe_dump(pod["metadata"])
+
+
+def _skypilot_job(job_id: int, user_hash: str, dag: Any, recovering: bool) -> None:
+    """Managed job ``job_id`` in SkyPilot's own managed-jobs state (under the test's HOME), made
+    with ``sky.jobs.state``'s functions: submitted with ``dag`` (as the policy left it), started,
+    then RECOVERING (or still RUNNING)."""
+    import time
+
+    from sky.jobs import state
+    from sky.utils import dag_utils
+
+    if state.get_job_info_row(job_id) is not None:
+        return
+    state.set_job_info(job_id, "train", "default", "sky jobs launch", None, None, user_hash=user_hash)
+    state.set_pending(job_id, 0, "train", "1x[CPU:2]", "{}")
+    state.set_job_dag_yaml_content(job_id, dag_utils.dump_dag_to_yaml_str(dag))
+
+    async def noop(_: str) -> None:
+        return None
+
+    async def advance() -> None:
+        await state.set_starting_async(job_id, 0, "run", time.time(), "1x[CPU:2]", {}, noop)
+        await state.set_started_async(job_id, 0, time.time(), noop)
+        if recovering:
+            await state.set_recovering_async(job_id, 0, False, noop)
+
+    asyncio.run(advance())
+
+
+#: Consolidation-mode relaunch cases: (job id, SkyPilot job's owner, its team, RECOVERING?,
+#: the lane's after_preemptions, what the policy must answer). Job 7's controller history
+#: counts 2 preemptions (:func:`_record_job_7`), which age it to dev-aged-2.
+CONSOLIDATED_CASES: dict[str, tuple[int, str, str, bool, int, str]] = {
+    "genuine, due the lane": (7, "me", "team-b", True, 2, "lane"),
+    "genuine, not yet due the lane": (7, "me", "team-b", True, 3, "rung"),
+    "forged: job not RECOVERING": (8, "me", "team-b", False, 2, "lane-queue"),
+    "forged: another user's job": (9, "someone-else", "team-b", True, 2, "lane-queue"),
+    "forged: another team's job": (10, "me", "team-a", True, 2, "lane-queue"),
+    "forged rung: job not RECOVERING, lane not due": (8, "me", "team-b", False, 3, "priority-conflict"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONSOLIDATED_CASES))
+def test_in_consolidation_mode_only_skypilots_verified_relaunch_keeps_its_lane_and_rung(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """The relaunch as SkyPilot 0.14.1's consolidation mode runs it: through the server's own
+    ``admin_policy`` as ``jobs.launch_cluster``.
+
+    Why: there the jobs controller relaunches with ``sdk.launch(..., _is_launched_by_jobs_controller
+    =True)`` against the API server itself (``sky/jobs/recovery_strategy.py``), whose config keeps
+    ``admin_policy`` (only a dedicated controller's per-job config drops it,
+    ``sky/utils/controller_utils.py``), so the policy sees the strategy's lane queue and rung. It
+    lets them in only for a job SkyPilot's managed-jobs state (``sky/jobs/state.py``, created here
+    with its own functions under the test's HOME) shows RECOVERING, of the requesting user, with
+    the policy's team label in its stored DAG, and due the lane by the strategy's own history;
+    anything else naming the lane (or the rung) is refused as before. The same request is what
+    a client could forge: the job id, cluster name and flag are all the caller's.
+    """
+    import sky
+    from sky import exceptions as sky_exceptions
+    from sky import execution, skypilot_config
+    from sky.backends import backend_utils
+    from sky.jobs import recovery_strategy
+    from sky.jobs import utils as jobs_utils
+    from sky.server.requests.request_names import AdminPolicyRequestName
+    from sky.utils import admin_policy_utils, annotations, common_utils
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+    from sky_kueue.sandbox import seed
+    from sky_kueue.sandbox.sandbox import Sandbox
+    from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES
+    from sky_kueue.skypilot import cluster_view
+    from tests.skypilot.builders import CONTEXT
+
+    job_id, owner, team, recovering, after, expected = CONSOLIDATED_CASES[case]
+    plugin_config = _lane_config(tmp_path, after)
+    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(plugin_config))
+    monkeypatch.setenv("SKYPILOT_USER", "bob")  # team-b's user in the shipped config
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(plugin_config), str(_state(tmp_path))))
+    monkeypatch.setattr(jobs_utils, "is_consolidation_mode", lambda: True)
+    relaunches: list[Any] = []
+
+    async def relaunch(self: Any) -> float:
+        relaunches.append(self.dag)
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    rendered: list[str] = []
+    write_cluster_config = backend_utils.write_cluster_config
+
+    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        written: dict[str, Any] = write_cluster_config(*args, **kwargs)
+        rendered.append(written["ray"])
+        return written
+
+    monkeypatch.setattr(backend_utils, "write_cluster_config", recording)
+
+    def submitted(team_label: str) -> Any:
+        return sky.Task.from_yaml_config(
+            {
+                "name": "train",
+                "resources": {
+                    "infra": "kubernetes",
+                    "cpus": 2,
+                    "image_id": f"docker:{KUBERNETES_IMAGES[0][1]}",
+                    "labels": {"sky-kueue.io/team": team_label},
+                },
+                "run": "python train.py",
+            }
+        )
+
+    me = common_utils.get_user_hash()
+    error: Exception | None = None
+    try:
+        with Sandbox(run_emulator=False) as box:
+            box.apply(seed.seed_cluster())
+            box.apply(
+                [
+                    {
+                        "apiVersion": "kueue.x-k8s.io/v1beta1",
+                        "kind": "WorkloadPriorityClass",
+                        "metadata": {"name": name},
+                        "value": value,
+                    }
+                    for name, value in LADDER.items()
+                ]
+            )
+            monkeypatch.setenv("KUBECONFIG", str(box.kubeconfig_path))
+            annotations.clear_request_level_cache()
+            admins = skypilot_config.to_dict()
+            admins.set_nested(("admin_policy",), "sky_kueue.skypilot.policy.KueuePolicy")
+            admins.set_nested(("kubernetes", "allowed_contexts"), [CONTEXT])
+            with skypilot_config.replace_skypilot_config(admins):
+                dag, _ = admin_policy_utils.apply(
+                    submitted("team-b"), request_name=AdminPolicyRequestName("jobs.launch")
+                )
+                if team == "team-b":
+                    stored = dag
+                else:
+                    monkeypatch.setenv("SKYPILOT_USER", "alice")  # team-a's user
+                    stored, _ = admin_policy_utils.apply(
+                        submitted(team), request_name=AdminPolicyRequestName("jobs.launch")
+                    )
+                    monkeypatch.setenv("SKYPILOT_USER", "bob")
+                _skypilot_job(job_id, me if owner == "me" else owner, stored, recovering)
+                task = dag.tasks[0]
+                task.update_envs({"SKYPILOT_MANAGED_JOB_ID": str(job_id)})
+                asyncio.run(_executor(task, job_id=7).recover())
+                (relaunched,) = relaunches
+                # The server keeps its admin_policy (consolidation mode): the relaunch passes it.
+                try:
+                    execution.launch(
+                        relaunched,
+                        cluster_name=jobs_utils.generate_managed_job_cluster_name("train", job_id),
+                        dryrun=True,
+                        down=True,
+                        stream_logs=False,
+                        _is_launched_by_jobs_controller=True,
+                    )
+                except sky_exceptions.UserRequestRejectedByPolicy as exc:
+                    error = exc
+    finally:
+        cluster_view.close_live_mirrors()
+
+    if expected == "lane-queue":
+        assert error is not None and "relaunch lane" in str(error) and "'relaunch'" in str(error)
+        assert not rendered
+        return
+    if expected == "priority-conflict":
+        assert error is not None and "several priority classes (dev-aged-2, dev-priority)" in str(error)
+        return
+    assert error is None, error
+    (path,) = rendered
+    cluster = yaml.safe_load(Path(path).read_text())
+    labels = cluster["available_node_types"][cluster["head_node_type"]]["node_config"]["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == ("relaunch" if expected == "lane" else "team-b-lq")
+    assert labels["kueue.x-k8s.io/priority-class"] == "dev-aged-2"
+    assert labels["sky-kueue.io/team"] == "team-b"
