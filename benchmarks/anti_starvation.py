@@ -37,7 +37,8 @@ run's realised load. Modes:
   where the baseline has at most 2 else at least halved, p99 wait after preemption at least 3x
   lower, goodput within one point, high class p95 within +5 %). Each trace's lanes, one per team
   (``rank+lane``) and one per cohort (``rank+cohort-lane``), are the sizes ``sky-kueue simulate
-  --lane-sweep`` chose on seed 0 (:data:`LANE_RECIPES`). The burst mode's ``rank+predicted`` is
+  --lane-sweep`` chose on seed 0 (:data:`LANE_RECIPES`), and the per-team one again reclaiming
+  only from lower priorities (:data:`LANE_RECLAIM_VARIANT`). The burst mode's ``rank+predicted`` is
   shown beside them on the same targets (``rank+predicted (burst)``).
 * **no harm** (issue 39 item 3: may this be the default?), every in-cluster and lane row
   (:func:`no_harm`): no job preempted more often than SkyPilot alone's most-preempted one, no more
@@ -84,8 +85,9 @@ from typing import Any
 from sky_kueue.controller.aging import AgingSettings, get_policy
 from sky_kueue.controller.aging.safe_relaunch import TeamReservationScope
 from sky_kueue.controller.aging.settings import DEFAULT_POLICY_NAME
+from sky_kueue.kueue import objects as o
 from sky_kueue.sim import lane_sizing, policies
-from sky_kueue.sim.lane import LaneScope, LaneSettings
+from sky_kueue.sim.lane import DEFAULT_LANE_RECLAIM, LaneScope, LaneSettings
 from sky_kueue.sim.metrics import IN_QUEUE_REASON, REPEAT_PREEMPTED_MIN, CauseSplit, PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
 from sky_kueue.sim.sweep import SweepResult, SweepRun, TraceSpec, run_sweep, usable_cores
@@ -150,6 +152,10 @@ LANE_RECIPES: dict[str, tuple[tuple[LaneScope, int, int, str | None], ...]] = {
     # --lane-sweep-gpus 5,10,15 (a medium job asks for 5 GPUs, a queue's nominal quota is 20)
     "kueue-perf": ((LaneScope.TEAM, 10, 2, None), (LaneScope.COHORT, 5, 1, None)),
 }
+#: ``lane`` mode: each trace's per-team lane of :data:`LANE_RECIPES` again with
+#: ``reclaimWithinCohort: LowerPriority`` (``lane.reclaim_within_cohort``): the relaunch takes the
+#: lane's lent quota back only from borrowers of lower priority, and waits for the others.
+LANE_RECLAIM_VARIANT = o.PreemptionPolicy.LOWER_PRIORITY
 LANE_BASE_POLICIES = ("baseline", "rank", policies.SAFE_PLACE)
 #: The resubmission policy whose priorities order the lanes.
 LANE_ORDER_POLICY = "rank"
@@ -349,12 +355,18 @@ def _in_cluster_policies(settings: AgingSettings, *, team_variants: bool) -> lis
 def _lane_policies(trace: str) -> list[str | policies.ResubmissionPolicy]:
     """The ``lane`` mode's policies for ``trace``: the baselines, then :data:`LANE_RECIPES`."""
     named: list[str | policies.ResubmissionPolicy] = list(LANE_BASE_POLICIES)
-    for scope, gpus, after, donor in LANE_RECIPES.get(trace, ()):
+    recipes = [(*recipe, DEFAULT_LANE_RECLAIM) for recipe in LANE_RECIPES.get(trace, ())]
+    recipes += [
+        (*recipe, LANE_RECLAIM_VARIANT) for recipe in LANE_RECIPES.get(trace, ()) if recipe[0] is LaneScope.TEAM
+    ]
+    for scope, gpus, after, donor, reclaim in recipes:
         suffix = policies.LANE_SUFFIX if scope is LaneScope.TEAM else policies.COHORT_LANE_SUFFIX
-        lane = LaneSettings(gpus=gpus, after_preemptions=after, donor=donor)
+        lane = LaneSettings(gpus=gpus, after_preemptions=after, donor=donor, reclaim_within_cohort=reclaim)
         policy = policies.resolve(LANE_ORDER_POLICY + suffix, lane=lane)
         assert isinstance(policy, policies.RegistryPolicy)
         label = f"{policy.name} {gpus} GPUs k={after}" + (f" from {donor}" if donor else "")
+        if reclaim is not DEFAULT_LANE_RECLAIM:
+            label += f" reclaim {reclaim.value}"
         named.append(replace(policy, name=label))
     return named
 

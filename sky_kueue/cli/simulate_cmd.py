@@ -44,8 +44,9 @@ from sky_kueue.controller.predicted_burst import (
     DEFAULT_PREDICTED_WAIT_MARGIN_SECONDS,
     PredictedBurstSettings,
 )
+from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.errors import ModelError
-from sky_kueue.sim.lane import LaneScope, LaneSettings
+from sky_kueue.sim.lane import DEFAULT_LANE_RECLAIM, LANE_RECLAIM_POLICIES, LaneScope, LaneSettings
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -166,6 +167,7 @@ def _run_lane_sweep(
     sweep_after: str | None,
     *,
     donor: str | None,
+    reclaim_within_cohort: o.PreemptionPolicy,
     settings: AgingSettings,
     output: str,
     plot_path: Path | None,
@@ -201,6 +203,7 @@ def _run_lane_sweep(
             gpus=gpus,
             after=after,
             donor=donor,
+            reclaim_within_cohort=reclaim_within_cohort,
             settings=settings,
             output=output,
             plot_path=plot_path,
@@ -454,6 +457,14 @@ def _sweep(runs: list[SweepRun], loaded: list[Trace], workers: int | None, progr
     "cohort's largest by nominal GPUs).",
 )
 @click.option(
+    "--lane-reclaim",
+    type=click.Choice([policy.value for policy in LANE_RECLAIM_POLICIES]),
+    default=None,
+    help="+lane/+cohort-lane policies (and --lane-sweep): the lane ClusterQueue's reclaimWithinCohort (default "
+    "Any: a relaunch takes the lane's lent quota back from any borrower; LowerPriority: only from borrowers of "
+    "lower priority, and waits for the others).",
+)
+@click.option(
     "--lane-sweep",
     is_flag=True,
     help="Sweep the relaunch lane's size x k (--lane-sweep-gpus, --lane-sweep-after) against SkyPilot alone and "
@@ -544,6 +555,7 @@ def simulate(
     lane_gpus: int | None,
     lane_after: int | None,
     lane_donor: str | None,
+    lane_reclaim: str | None,
     lane_sweep: bool,
     lane_sweep_gpus: str | None,
     lane_sweep_after: str | None,
@@ -606,7 +618,12 @@ def simulate(
         errors.fail("--lane-sweep is modelled for one cluster; drop it or --clusters", EXIT_BAD_INPUT)
     if lane_donor is not None and not lane_sweep and not any(n.endswith(policies.COHORT_LANE_SUFFIX) for n in lanes):
         errors.fail("--lane-donor applies to +cohort-lane policies and --lane-sweep; add one", EXIT_BAD_INPUT)
-    lane = _given(LaneSettings(), gpus=lane_gpus, after_preemptions=lane_after, donor=lane_donor)
+    if lane_reclaim is not None and not lane_sweep and not lanes:
+        errors.fail("--lane-reclaim applies to +lane/+cohort-lane policies and --lane-sweep; add one", EXIT_BAD_INPUT)
+    reclaim = DEFAULT_LANE_RECLAIM if lane_reclaim is None else o.PreemptionPolicy(lane_reclaim)
+    lane = _given(
+        LaneSettings(), gpus=lane_gpus, after_preemptions=lane_after, donor=lane_donor, reclaim_within_cohort=reclaim
+    )
     resolved: list[policies.ResubmissionPolicy] = []
     for name in names:
         try:
@@ -682,6 +699,7 @@ def simulate(
             lane_sweep_gpus,
             lane_sweep_after,
             donor=lane_donor,
+            reclaim_within_cohort=reclaim,
             settings=settings,
             output=output,
             plot_path=plot_path,

@@ -21,8 +21,9 @@ The lane, in Kueue's own objects (:func:`add_lanes`):
   admin knows which team lends most). A lane is at most its donor's GPUs. CPU and
   memory (the other resources of the GPU flavor) move in proportion, rounded down;
 * ``borrowingLimit: 0`` and ``lendingLimit`` equal to the nominal quota: the lane lends what
-  it does not use, and takes it back when a relaunch arrives (``reclaimWithinCohort: Any``);
-  ``borrowWithinCohort: Never``; ``withinClusterQueue: Never``;
+  it does not use, and takes it back when a relaunch arrives (``reclaimWithinCohort: Any``, by
+  default; :attr:`LaneSettings.reclaim_within_cohort`); ``borrowWithinCohort: Never``;
+  ``withinClusterQueue: Never``;
 * ``queueingStrategy: StrictFIFO`` by default: Kueue's queue orders by priority, then by the
   Workload's queue-order time, and StrictFIFO never lets a later Workload overtake a head
   that does not fit, so the lane is first come, first served within a priority, and the
@@ -60,6 +61,14 @@ DEFAULT_LANE_GPUS = 8
 DEFAULT_LANE_AFTER_PREEMPTIONS = 2
 #: The LocalQueue name of the lane in each team's namespace.
 LANE_LOCAL_QUEUE = "relaunch"
+#: How the lane takes back the quota it lent, unless told otherwise: ``Any`` (issue 39's lane: a
+#: relaunch reclaims its lane from whoever borrows it). ``LowerPriority`` takes it back only from
+#: borrowers of lower priority than the relaunch (Kueue's ``reclaimWithinCohort`` semantics), so a
+#: relaunch never preempts a same-class or higher-class borrower and waits for it instead:
+#: measured in ``benchmarks/anti_starvation.py`` (the lane rows ``reclaim LowerPriority``).
+DEFAULT_LANE_RECLAIM = o.PreemptionPolicy.ANY
+#: The reclaim policies a lane may have (``Never`` would never take back what it lent).
+LANE_RECLAIM_POLICIES = (o.PreemptionPolicy.ANY, o.PreemptionPolicy.LOWER_PRIORITY)
 
 
 class LaneScope(enum.Enum):
@@ -80,8 +89,16 @@ class LaneSettings:
     #: :attr:`LaneScope.COHORT`: the ClusterQueue its cohort's lane is carved from (None: the
     #: cohort's largest); other cohorts keep the default.
     donor: str | None = None
+    #: ``reclaimWithinCohort`` of the lane ClusterQueue (:data:`DEFAULT_LANE_RECLAIM`).
+    reclaim_within_cohort: o.PreemptionPolicy = DEFAULT_LANE_RECLAIM
 
     def __post_init__(self) -> None:
+        if self.reclaim_within_cohort not in LANE_RECLAIM_POLICIES:
+            allowed = " or ".join(p.value for p in LANE_RECLAIM_POLICIES)
+            raise ValueError(
+                f"lane: reclaim_within_cohort must be {allowed}, got {self.reclaim_within_cohort.value} "
+                "(a lane that never reclaims could not take back what it lent)"
+            )
         if self.gpus < 1:
             raise ValueError(f"lane: gpus must be at least 1, got {self.gpus}")
         if self.after_preemptions < 1:
@@ -203,7 +220,7 @@ def _lane_queue(name: str, cohort: str, group: o.ResourceGroup, settings: LaneSe
         queueing_strategy=settings.queueing_strategy,
         preemption=o.Preemption(
             within_cluster_queue=o.PreemptionPolicy.NEVER,
-            reclaim_within_cohort=o.PreemptionPolicy.ANY,
+            reclaim_within_cohort=settings.reclaim_within_cohort,
             borrow_within_cohort=o.BorrowWithinCohortPolicy.NEVER,
         ),
     )

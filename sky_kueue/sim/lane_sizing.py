@@ -33,8 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from sky_kueue.controller.aging import AgingSettings
+from sky_kueue.kueue import objects as o
 from sky_kueue.sim import compare, policies
-from sky_kueue.sim.lane import LaneScope, LaneSettings
+from sky_kueue.sim.lane import DEFAULT_LANE_RECLAIM, LaneScope, LaneSettings
 from sky_kueue.sim.metrics import PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
 from sky_kueue.sim.traces import Trace
@@ -198,9 +199,11 @@ def sweep(
     donor: str | None = None,
     settings: AgingSettings | None = None,
     progress: SweepProgressFn | None = None,
+    reclaim_within_cohort: o.PreemptionPolicy = DEFAULT_LANE_RECLAIM,
 ) -> LaneSweep:
     """Every lane of ``scopes`` x ``gpus`` x ``after`` over ``trace``, against the baseline
-    (``donor``: the cohort lanes' donor ClusterQueue, :attr:`LaneSettings.donor`).
+    (``donor``: the cohort lanes' donor ClusterQueue, :attr:`LaneSettings.donor`; every lane
+    reclaims with ``reclaim_within_cohort``).
 
     Raises:
         UnknownSimPolicyError: ``policy`` cannot carry a lane.
@@ -216,7 +219,13 @@ def sweep(
         suffix = policies.LANE_SUFFIX if scope is LaneScope.TEAM else policies.COHORT_LANE_SUFFIX
         for size in gpus:
             for k in after:
-                lane = LaneSettings(gpus=size, after_preemptions=k, scope=scope, donor=donor)
+                lane = LaneSettings(
+                    gpus=size,
+                    after_preemptions=k,
+                    scope=scope,
+                    donor=donor,
+                    reclaim_within_cohort=reclaim_within_cohort,
+                )
                 resolved = policies.resolve(policy + suffix, settings, lane=lane)
                 name = f"{resolved.name}@{size}/k{k}"
                 result = compare.compare(trace, [replace_name(resolved, name)], config)

@@ -11,7 +11,8 @@ manifests):
   ClusterQueues whose usage exceeds nominal, ``findCandidates``/``cqIsBorrowing`` in Kueue
   ``pkg/scheduler/preemption/preemption.go``, classical and fair sharing alike);
 * ``lendingLimit`` equal to the nominal quota: it lends what it does not use, and
-  ``reclaimWithinCohort: Any`` takes it back when a relaunch arrives;
+  ``reclaimWithinCohort: Any`` takes it back when a relaunch arrives (``LowerPriority`` with
+  ``lane.reclaim_within_cohort``: only from borrowers of lower priority than the relaunch);
   ``borrowWithinCohort: Never``;
 * ``withinClusterQueue: Never``: nothing inside the lane preempts anything else there;
 * ``queueingStrategy: StrictFIFO`` (``lane.queueing_strategy``): first come, first served by
@@ -44,9 +45,8 @@ TEAM_LANE_SUFFIX = "-relaunch"
 COHORT_LANE_SUFFIX = "-relaunch-lane"
 #: Longest ClusterQueue name Kueue accepts (a DNS-1123 subdomain).
 MAX_NAME_CHARS = 253
-#: The lane's preemption block (module docstring).
+#: The lane's preemption block (module docstring); ``reclaimWithinCohort`` comes from the spec.
 LANE_PREEMPTION: dict[str, Any] = {
-    "reclaimWithinCohort": "Any",
     "borrowWithinCohort": {"policy": "Never"},
     "withinClusterQueue": "Never",
 }
@@ -256,7 +256,7 @@ def _lane_cluster_queue(
         },
         "queueingStrategy": lane.queueing_strategy,
         "flavorFungibility": dict(donor_cq["spec"].get("flavorFungibility") or {}),
-        "preemption": copy.deepcopy(LANE_PREEMPTION),
+        "preemption": {"reclaimWithinCohort": lane.reclaim_within_cohort, **copy.deepcopy(LANE_PREEMPTION)},
         "resourceGroups": groups,
     }
     if not body["flavorFungibility"]:

@@ -177,6 +177,9 @@ class LaneSpec(_Spec):
             the one with the most nominal GPUs, ties by ClusterQueue name, as the simulator).
         queueing_strategy: StrictFIFO (default) makes the lane first come, first served by
             (aged) priority: a later relaunch never overtakes the head that does not fit yet.
+        reclaim_within_cohort: how a relaunch takes back the lane's lent quota: ``Any`` (default)
+            from whoever borrows it, ``LowerPriority`` only from borrowers of lower priority
+            (it waits for the others; ``sky-kueue simulate --lane-reclaim`` measures both).
         local_queue: the lane's LocalQueue name in each lane team's namespace.
         gpu_resource: the extended resource ``gpus`` counts.
     """
@@ -188,6 +191,7 @@ class LaneSpec(_Spec):
     teams: tuple[DnsLabel, ...] = ()
     donor: DnsSubdomain | None = None
     queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "StrictFIFO"
+    reclaim_within_cohort: Literal["Any", "LowerPriority"] = "Any"
     local_queue: DnsSubdomain = DEFAULT_LANE_LOCAL_QUEUE
     gpu_resource: ResourceName = "nvidia.com/gpu"
 

@@ -46,10 +46,15 @@ def three_reclaims_trace() -> Trace:
 
 
 def lane_policy(
-    gpus: int, after: int, scope: LaneScope = LaneScope.COHORT, base: str = "rank"
+    gpus: int,
+    after: int,
+    scope: LaneScope = LaneScope.COHORT,
+    base: str = "rank",
+    reclaim: o.PreemptionPolicy = o.PreemptionPolicy.ANY,
 ) -> policies.ResubmissionPolicy:
     suffix = policies.COHORT_LANE_SUFFIX if scope is LaneScope.COHORT else policies.LANE_SUFFIX
-    return policies.resolve(base + suffix, lane=LaneSettings(gpus=gpus, after_preemptions=after))
+    lane = LaneSettings(gpus=gpus, after_preemptions=after, reclaim_within_cohort=reclaim)
+    return policies.resolve(base + suffix, lane=lane)
 
 
 def test_add_lanes_carves_quota_in_kueue_terms() -> None:
@@ -110,6 +115,32 @@ def test_lane_stops_the_reclaims_after_k_preemptions() -> None:
     assert jobs["b-extra"].preemptions == 1
     assert run.lane_entries == 2 and run.lane_misfits == 0 and run.lane_preempted == 0
     assert max(j.preemptions for j in run.jobs) == 1
+
+
+def test_a_lower_priority_lane_waits_for_a_higher_class_borrower_instead_of_preempting_it() -> None:
+    # The same trace with reclaimWithinCohort: LowerPriority on the lane: the low relaunch may not
+    # take the lane's lent GPUs back from b's medium borrower (Any does, an inverted preemption),
+    # so it waits for a's first short prod job to end; the bound still holds.
+    trace = three_reclaims_trace()
+    lane = "org-relaunch-lane"
+    with_any = simulate(trace, lane_policy(gpus=4, after=1), relaunch_after(1.0))
+    assert [e.preemptor_cluster_queue for e in by_id(with_any)["b-extra"].preemption_events] == [lane]
+    run = simulate(trace, lane_policy(gpus=4, after=1, reclaim=o.PreemptionPolicy.LOWER_PRIORITY), relaunch_after(1.0))
+    jobs = by_id(run)
+    assert all(e.preemptor_cluster_queue != lane for j in run.jobs for e in j.preemption_events)
+    assert jobs["dev"].preemptions == 1
+    assert max(j.preemptions for j in run.jobs) == 1 and run.lane_preempted == 0
+    assert jobs["dev"].wait_s > by_id(with_any)["dev"].wait_s  # what it costs: the relaunch waits
+
+
+def test_a_lane_that_never_reclaims_is_refused() -> None:
+    with pytest.raises(ValueError, match="reclaim_within_cohort must be Any or LowerPriority, got Never"):
+        LaneSettings(reclaim_within_cohort=o.PreemptionPolicy.NEVER)
+    trace = load_trace("reclaim-storm", seed=0)
+    lower = LaneSettings(gpus=4, scope=LaneScope.TEAM, reclaim_within_cohort=o.PreemptionPolicy.LOWER_PRIORITY)
+    plan = add_lanes(trace.cluster.state, trace.cluster.queues, lower)
+    lane = plan.state.cluster_queues["team-b-cq-relaunch"]
+    assert lane.preemption.reclaim_within_cohort is o.PreemptionPolicy.LOWER_PRIORITY
 
 
 def test_a_relaunch_larger_than_its_lane_is_not_bounded() -> None:

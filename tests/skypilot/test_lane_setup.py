@@ -105,6 +105,14 @@ def test_a_team_lane_is_carved_from_each_teams_quota_as_the_simulator_carves_it(
     assert kinds == sorted(kinds, key=order.index)
 
 
+def test_a_lane_may_reclaim_only_from_lower_priority_borrowers() -> None:
+    objects, _ = render_objects_and_lanes(spec(gpus=2, reclaim_within_cohort="LowerPriority"))
+    assert model_problem(objects) is None
+    lane = by_name(objects, "ClusterQueue")["team-b-cq-relaunch"]["spec"]
+    assert lane["preemption"]["reclaimWithinCohort"] == "LowerPriority"
+    assert lane["preemption"]["withinClusterQueue"] == "Never"
+
+
 def test_a_cohort_lane_is_carved_from_the_largest_or_the_named_donor_and_shared() -> None:
     objects, (lane,) = render_objects_and_lanes(spec(scope="cohort", gpus=4))
     assert (lane.cluster_queue, lane.donor, lane.teams) == ("team-ab-relaunch-lane", "team-a-cq", ("team-a", "team-b"))
@@ -153,6 +161,7 @@ def test_a_lane_the_donor_cannot_give_is_one_line(lane: dict[str, Any], message:
         ({"gpus": 2, "donor": "team-a"}, True, "only a cohort lane has a donor"),
         ({"gpus": 2, "scope": "cohort", "donor": "nobody"}, True, "neither a team nor a lender"),
         ({"gpus": 2, "teams": ["team-x"]}, True, "lane.teams: unknown team 'team-x'"),
+        ({"gpus": 2, "reclaim_within_cohort": "Never"}, True, "'Any' or 'LowerPriority'"),
         ({"gpus": 2}, False, "lane: needs aging with strategy KUEUE_AGING"),
     ],
 )
