@@ -801,6 +801,38 @@ ADMIN_CONTEXT_SCOPES: dict[str, dict[str, Any]] = {
 }
 
 
+def _recording_relaunches(monkeypatch: pytest.MonkeyPatch, tmp: Path, after: int) -> tuple[list[Any], list[str]]:
+    """team-b (user bob) with a lane after ``after`` preemptions and the strategy's history
+    source installed; SkyPilot's recovery records the relaunched DAGs instead of launching them,
+    and every cluster config SkyPilot writes is recorded (its ``ray`` YAML path)."""
+    from sky.backends import backend_utils
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    plugin_config = _lane_config(tmp, after)
+    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(plugin_config))
+    monkeypatch.setenv("SKYPILOT_USER", "bob")  # team-b's user in the shipped config
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(plugin_config), str(_state(tmp))))
+    relaunches: list[Any] = []
+
+    async def relaunch(self: Any) -> float:
+        relaunches.append(self.dag)
+        return 1.0
+
+    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
+    rendered: list[str] = []
+    write_cluster_config = backend_utils.write_cluster_config
+
+    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        written: dict[str, Any] = write_cluster_config(*args, **kwargs)
+        rendered.append(written["ray"])
+        return written
+
+    monkeypatch.setattr(backend_utils, "write_cluster_config", recording)
+    return relaunches, rendered
+
+
 @pytest.mark.parametrize("admin_scope", sorted(ADMIN_CONTEXT_SCOPES))
 def test_skypilot_renders_the_lane_relaunchs_pods_in_the_lanes_queue(
     sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, admin_scope: str
@@ -823,39 +855,17 @@ def test_skypilot_renders_the_lane_relaunchs_pods_in_the_lanes_queue(
     """
     import sky
     from sky import execution, skypilot_config
-    from sky.backends import backend_utils
-    from sky.jobs import recovery_strategy
     from sky.jobs import utils as jobs_utils
     from sky.server.requests.request_names import AdminPolicyRequestName
     from sky.utils import admin_policy_utils, annotations
 
-    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
     from sky_kueue.sandbox import seed
     from sky_kueue.sandbox.sandbox import Sandbox
     from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES
     from sky_kueue.skypilot import cluster_view
     from tests.skypilot.builders import CONTEXT
 
-    plugin_config = _lane_config(tmp_path, 2)
-    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(plugin_config))
-    monkeypatch.setenv("SKYPILOT_USER", "bob")  # team-b's user in the shipped config
-    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(plugin_config), str(_state(tmp_path))))
-    relaunches: list[Any] = []
-
-    async def relaunch(self: Any) -> float:
-        relaunches.append(self.dag)
-        return 1.0
-
-    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
-    rendered: list[str] = []
-    write_cluster_config = backend_utils.write_cluster_config
-
-    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        written: dict[str, Any] = write_cluster_config(*args, **kwargs)
-        rendered.append(written["ray"])
-        return written
-
-    monkeypatch.setattr(backend_utils, "write_cluster_config", recording)
+    relaunches, rendered = _recording_relaunches(monkeypatch, tmp_path, 2)
     submitted = sky.Task.from_yaml_config(
         {
             "name": "train",
@@ -974,13 +984,10 @@ def test_in_consolidation_mode_only_skypilots_verified_relaunch_keeps_its_lane_a
     import sky
     from sky import exceptions as sky_exceptions
     from sky import execution, skypilot_config
-    from sky.backends import backend_utils
-    from sky.jobs import recovery_strategy
     from sky.jobs import utils as jobs_utils
     from sky.server.requests.request_names import AdminPolicyRequestName
     from sky.utils import admin_policy_utils, annotations, common_utils
 
-    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
     from sky_kueue.sandbox import seed
     from sky_kueue.sandbox.sandbox import Sandbox
     from sky_kueue.sandbox.skypilot_home import KUBERNETES_IMAGES
@@ -988,27 +995,8 @@ def test_in_consolidation_mode_only_skypilots_verified_relaunch_keeps_its_lane_a
     from tests.skypilot.builders import CONTEXT
 
     job_id, owner, team, recovering, after, expected = CONSOLIDATED_CASES[case]
-    plugin_config = _lane_config(tmp_path, after)
-    monkeypatch.setenv("SKY_KUEUE_CONFIG", str(plugin_config))
-    monkeypatch.setenv("SKYPILOT_USER", "bob")  # team-b's user in the shipped config
-    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(plugin_config), str(_state(tmp_path))))
     monkeypatch.setattr(jobs_utils, "is_consolidation_mode", lambda: True)
-    relaunches: list[Any] = []
-
-    async def relaunch(self: Any) -> float:
-        relaunches.append(self.dag)
-        return 1.0
-
-    monkeypatch.setattr(recovery_strategy.EagerFailoverStrategyExecutor, "recover", relaunch)
-    rendered: list[str] = []
-    write_cluster_config = backend_utils.write_cluster_config
-
-    def recording(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        written: dict[str, Any] = write_cluster_config(*args, **kwargs)
-        rendered.append(written["ray"])
-        return written
-
-    monkeypatch.setattr(backend_utils, "write_cluster_config", recording)
+    relaunches, rendered = _recording_relaunches(monkeypatch, tmp_path, after)
 
     def submitted(team_label: str) -> Any:
         return sky.Task.from_yaml_config(
