@@ -161,6 +161,10 @@ def relabel(task: Any, rung: PriorityClassRung) -> None:
     task.set_resources(type(task.resources)(relabelled))
 
 
+#: :attr:`Recovery.history_source` when the controller's history of the job was read.
+CONTROLLER_HISTORY = "controller history"
+
+
 @dataclass
 class Recovery:
     """One recovery of one managed job, as the strategy sees it: the job's history is read
@@ -185,7 +189,7 @@ class Recovery:
     def _read(self) -> tuple[JobHistory, str]:
         history = self.source.history(self.job_id, self.team)
         if history is not None:
-            return history, "controller history"
+            return history, CONTROLLER_HISTORY
         history = JobHistory(managed_job_key(str(self.job_id)))
         for index in range(self.count):
             history = history.with_preemption(
@@ -201,6 +205,12 @@ class Recovery:
     def history_source(self) -> str:
         """Where :attr:`history` came from, for the log line."""
         return self._read[1]
+
+    @property
+    def recorded(self) -> bool:
+        """Whether :attr:`history` is the controller's record of Kueue's preemptions (else the
+        strategy's own count, in which every failed launch looks like a preemption)."""
+        return self._read[1] == CONTROLLER_HISTORY
 
 
 class AgingSource:
@@ -505,14 +515,43 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recoveries = 0
+        self._recovering = False
 
-    def prepare_relaunch(self) -> None:
-        """Relabels the coming relaunch, or sends it to the team's clouds; never raises."""
+    def _cleanup_cluster(self) -> None:
+        """SkyPilot's teardown between two attempts; outside :meth:`recover`, a launch retry.
+
+        Why here: a job Kueue preempts before SkyPilot saw it RUNNING (while its pods set up) is
+        not recovered: SkyPilot 0.14.1's launch loop tears the cluster down and launches again
+        (``StrategyExecutor._launch`` in ``sky/jobs/recovery_strategy.py``, with
+        ``max_retry=None`` for the first launch), and ``recover`` is never called. That retry is a
+        relaunch too, so it gets the same relabel, lane and burst, but only from the controller's
+        record of Kueue's preemptions (:attr:`Recovery.recorded`): the launch loop also retries
+        failures that are no preemption (no capacity, a failed submission), which the
+        strategy's own count could not tell apart.
+        """
+        super()._cleanup_cluster()
+        if not self._recovering:
+            self.prepare_relaunch(launch_retry=True)
+
+    def prepare_relaunch(self, *, launch_retry: bool = False) -> None:
+        """Relabels the coming relaunch, or sends it to the team's clouds; never raises.
+
+        ``launch_retry``: SkyPilot is retrying the launch, not recovering (:meth:`_cleanup_cluster`);
+        only the controller's history may then change the relaunch.
+        """
         source = type(self).source
         if source is None:
             log.warning("sky-kueue: %s used without the plugin installed; relaunching unchanged", STRATEGY_NAME)
             return
         recovery = Recovery(source, self.job_id, self.recoveries, team_of(self.dag.tasks[0]))
+        if launch_retry and not recovery.recorded:
+            log.info(
+                "sky-kueue: job %s: SkyPilot retries its launch; without the controller's history (%s) "
+                "it relaunches unchanged",
+                self.job_id,
+                recovery.history_source,
+            )
+            return
         self.relabel_for_recovery(recovery)
         self.move_to_lane_for_recovery(recovery)
         self.burst_for_recovery(recovery)
@@ -620,8 +659,12 @@ class KueueAgingStrategyExecutor(recovery_strategy.EagerFailoverStrategyExecutor
 
     async def recover(self) -> float:
         self.recoveries += 1
-        await asyncio.to_thread(self.prepare_relaunch)
-        result: float = await super().recover()
+        self._recovering = True
+        try:
+            await asyncio.to_thread(self.prepare_relaunch)
+            result: float = await super().recover()
+        finally:
+            self._recovering = False
         return result
 
 

@@ -14,7 +14,9 @@ So the request is only used to *name* a job; the facts come from SkyPilot's own 
 state (``sky/jobs/state.py``), which the API server holds in consolidation mode, and from the
 recovery strategy's own history source (``KueueAgingStrategyExecutor.source``, installed by
 the sky-kueue server plugin in this process). The job must exist, be RECOVERING (the status
-``set_recovering_async``/``set_restarting_async`` hold while the strategy relaunches), belong
+``set_recovering_async``/``set_restarting_async`` hold while the strategy relaunches) or
+STARTING with the controller's history of it readable (SkyPilot's launch loop retrying a launch
+Kueue preempted before the job ran), belong
 to the requesting user, have the request's task name and cluster name, and carry the policy's
 team label in the DAG SkyPilot stored at submission. The decision (``decision.decide``) then
 recomputes the lane and rung from these facts; it never trusts the task's.
@@ -88,8 +90,9 @@ def _check(request: PolicyRequest) -> ManagedRelaunch:
     current = next((t for t in tasks if not t["status"].is_terminal()), None)
     if current is None:
         return _refused(f"managed job {job_id} is not active", job_id)
-    if current["status"] is not jobs_state.ManagedJobStatus.RECOVERING:
-        return _refused(f"managed job {job_id} is {current['status'].value}, not RECOVERING", job_id)
+    status = current["status"]
+    if status not in (jobs_state.ManagedJobStatus.RECOVERING, jobs_state.ManagedJobStatus.STARTING):
+        return _refused(f"managed job {job_id} is {status.value}, neither RECOVERING nor STARTING", job_id)
     if current["task_name"] != task_name:
         return _refused(f"managed job {job_id}'s task is not {task_name!r}", job_id)
     if current["user_hash"] != request.user.id:
@@ -100,9 +103,14 @@ def _check(request: PolicyRequest) -> ManagedRelaunch:
     from sky_kueue.controller.skypilot_plugin import Recovery
 
     # The strategy's own count without a controller history: SkyPilot's completed recoveries
-    # plus the one under way (the job is RECOVERING).
-    count = int(current.get("recovery_count") or 0) + 1
+    # plus the one under way (RECOVERING). A STARTING job is in SkyPilot's launch loop, which
+    # retries failures of any kind; only the controller's record of Kueue's preemptions may
+    # send such a retry to the lane (``KueueAgingStrategyExecutor._cleanup_cluster``).
+    starting = status is jobs_state.ManagedJobStatus.STARTING
+    count = int(current.get("recovery_count") or 0) + (0 if starting else 1)
     recovery = Recovery(source, job_id, count, team)
+    if starting and not recovery.recorded:
+        return _refused(f"managed job {job_id} is STARTING and the controller's history of it cannot be read", job_id)
     rung, _ = source.aged_class_for(recovery, base_class)
     return ManagedRelaunch(
         job_id=job_id,

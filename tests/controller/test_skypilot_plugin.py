@@ -56,24 +56,32 @@ def _config(tmp: Path, parameters: dict[str, Any] | None = None, name: str = "sk
     return path
 
 
+#: A managed job the controller saw preempted twice while SkyPilot still had it STARTING (its
+#: launch loop retries without a recovery), recorded like job 7 under a pod group of its own.
+STARTING_JOB = 12
+
+
 def _state(tmp: Path) -> Path:
-    """The controller's SQLite state with :func:`_record_job_7`."""
+    """The controller's SQLite state with :func:`_record_job_7`, and the same record of
+    :data:`STARTING_JOB`."""
     path = tmp / "controller.db"
     with SqliteHistoryStore(path) as store:
         _record_job_7(store)
+        _record_job_7(store, job_id=STARTING_JOB)
     return path
 
 
-def _record_job_7(store: HistoryStore) -> None:
-    """The controller's record of managed job 7: admitted, preempted by prod, twice."""
-    identity = JobIdentity("team-b", GROUP, "7", skypilot_owned=True)
+def _record_job_7(store: HistoryStore, job_id: int = 7) -> None:
+    """The controller's record of managed job 7 (or ``job_id``): admitted, preempted by prod, twice."""
+    group = GROUP if job_id == 7 else f"{GROUP}-{job_id}"
+    identity = JobIdentity("team-b", group, str(job_id), skypilot_owned=True)
     message = (
         f"Preempted to accommodate a workload (UID: {PREEMPTOR_UID}, JobUID: UNKNOWN) due to reclamation within the "
         "cohort while borrowing; preemptor path: /team-ab/team-a-cq; preemptee path: /team-ab/team-b-cq"
     )
     store.ensure_job(identity, 100, T0)
     for round_ in range(2):
-        uid, at = f"w{round_}", T0 + 1_000 * round_
+        uid, at = (f"w{round_}" if job_id == 7 else f"w{job_id}-{round_}"), T0 + 1_000 * round_
         episode = EpisodeKey(uid, 0)
         store.record_transition(
             identity, Transition(transition_key(episode, TransitionCause.QUEUED), TransitionCause.QUEUED, at, uid)
@@ -87,7 +95,7 @@ def _record_job_7(store: HistoryStore) -> None:
             PreemptionRecord(
                 EpisodeKey(uid, 1),
                 at + 700,
-                GROUP,
+                group,
                 "InCohortReclaimWhileBorrowing",
                 PREEMPTOR_UID,
                 None,
@@ -780,6 +788,44 @@ def test_without_controller_history_the_strategys_own_recoveries_count_toward_th
     assert [q[0][1] for q in seen] == ["team-b-lq", "relaunch", "relaunch"]
 
 
+def _launch_retries(
+    monkeypatch: pytest.MonkeyPatch, config: Path, state: Path, task: Any, job_id: int
+) -> list[tuple[str, str | None, str | None, str | None]]:
+    """The queues and class of ``task`` after SkyPilot's launch loop tears down a failed attempt
+    of job ``job_id`` (``_cleanup_cluster`` outside ``recover``; the teardown itself replaced)."""
+    from sky.jobs import recovery_strategy
+
+    from sky_kueue.controller.skypilot_plugin import AgingSource, KueueAgingStrategyExecutor
+
+    monkeypatch.setattr(KueueAgingStrategyExecutor, "source", AgingSource(str(config), str(state)))
+    teardowns: list[int] = []
+    monkeypatch.setattr(recovery_strategy.StrategyExecutor, "_cleanup_cluster", lambda self: teardowns.append(1))
+    executor = _executor(task, job_id=job_id)
+    executor._cleanup_cluster()
+    assert teardowns == [1]  # SkyPilot's own teardown still runs
+    return _queues(executor.dag.tasks[0])
+
+
+def test_a_launch_retry_of_a_job_the_controller_saw_preempted_goes_to_its_lane(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kueue preempted job 7 before SkyPilot saw it RUNNING: SkyPilot retries the launch without
+    # recover(). The controller's history counts 2 preemptions, so with k=2 the retry moves.
+    seen = _launch_retries(monkeypatch, _lane_config(tmp_path, 2), _state(tmp_path), _placed_task(), 7)
+    assert seen == [("Kubernetes", "relaunch", "relaunch", "dev-aged-2"), ("AWS", None, None, "dev-aged-2")]
+
+
+def test_a_launch_retry_without_controller_history_relaunches_unchanged(
+    sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Job 99 has no history: the launch loop also retries failures that are no preemption, so
+    # the strategy's own count is not used there (k=1 would otherwise move it at once).
+    caplog.set_level("INFO", logger="sky_kueue.controller.skypilot_plugin")
+    seen = _launch_retries(monkeypatch, _lane_config(tmp_path, 1), _state(tmp_path), _placed_task(), 99)
+    assert seen == [("Kubernetes", "team-b-lq", "team-b-lq", "dev-priority"), ("AWS", None, None, None)]
+    assert "SkyPilot retries its launch; without the controller's history" in caplog.text
+
+
 def test_a_team_without_a_lane_keeps_its_queue(
     sky_with_plugin: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -924,10 +970,10 @@ def test_skypilot_renders_the_lane_relaunchs_pods_in_the_lanes_queue(
     assert "team-b-lq" not in yaml.safe_dump(pod["metadata"])
 
 
-def _skypilot_job(job_id: int, user_hash: str, dag: Any, recovering: bool) -> None:
+def _skypilot_job(job_id: int, user_hash: str, dag: Any, status: str) -> None:
     """Managed job ``job_id`` in SkyPilot's own managed-jobs state (under the test's HOME), made
-    with ``sky.jobs.state``'s functions: submitted with ``dag`` (as the policy left it), started,
-    then RECOVERING (or still RUNNING)."""
+    with ``sky.jobs.state``'s functions: submitted with ``dag`` (as the policy left it), then
+    STARTING, RUNNING or RECOVERING (``status``)."""
     import time
 
     from sky.jobs import state
@@ -944,23 +990,29 @@ def _skypilot_job(job_id: int, user_hash: str, dag: Any, recovering: bool) -> No
 
     async def advance() -> None:
         await state.set_starting_async(job_id, 0, "run", time.time(), "1x[CPU:2]", {}, noop)
+        if status == "STARTING":
+            return
         await state.set_started_async(job_id, 0, time.time(), noop)
-        if recovering:
+        if status == "RECOVERING":
             await state.set_recovering_async(job_id, 0, False, noop)
 
     asyncio.run(advance())
 
 
-#: Consolidation-mode relaunch cases: (job id, SkyPilot job's owner, its team, RECOVERING?,
-#: the lane's after_preemptions, what the policy must answer). Job 7's controller history
-#: counts 2 preemptions (:func:`_record_job_7`), which age it to dev-aged-2.
-CONSOLIDATED_CASES: dict[str, tuple[int, str, str, bool, int, str]] = {
-    "genuine, due the lane": (7, "me", "team-b", True, 2, "lane"),
-    "genuine, not yet due the lane": (7, "me", "team-b", True, 3, "rung"),
-    "forged: job not RECOVERING": (8, "me", "team-b", False, 2, "lane-queue"),
-    "forged: another user's job": (9, "someone-else", "team-b", True, 2, "lane-queue"),
-    "forged: another team's job": (10, "me", "team-a", True, 2, "lane-queue"),
-    "forged rung: job not RECOVERING, lane not due": (8, "me", "team-b", False, 3, "priority-conflict"),
+#: Consolidation-mode relaunch cases: (job id, SkyPilot job's owner, its team, its status in
+#: SkyPilot's state, the lane's after_preemptions, what the policy must answer). Job 7's
+#: controller history counts 2 preemptions (:func:`_record_job_7`), which age it to dev-aged-2,
+#: and so does :data:`STARTING_JOB`'s; the controller has no history of the others. STARTING is SkyPilot's launch loop retrying a
+#: launch Kueue preempted before the job ran (``KueueAgingStrategyExecutor._cleanup_cluster``).
+CONSOLIDATED_CASES: dict[str, tuple[int, str, str, str, int, str]] = {
+    "genuine, due the lane": (7, "me", "team-b", "RECOVERING", 2, "lane"),
+    "genuine, not yet due the lane": (7, "me", "team-b", "RECOVERING", 3, "rung"),
+    "genuine launch retry, recorded and due the lane": (STARTING_JOB, "me", "team-b", "STARTING", 2, "lane"),
+    "forged: job RUNNING": (8, "me", "team-b", "RUNNING", 2, "lane-queue"),
+    "forged: launch retry the controller never saw preempted": (11, "me", "team-b", "STARTING", 2, "lane-queue"),
+    "forged: another user's job": (9, "someone-else", "team-b", "RECOVERING", 2, "lane-queue"),
+    "forged: another team's job": (10, "me", "team-a", "RECOVERING", 2, "lane-queue"),
+    "forged rung: job RUNNING, lane not due": (8, "me", "team-b", "RUNNING", 3, "priority-conflict"),
 }
 
 
@@ -994,7 +1046,7 @@ def test_in_consolidation_mode_only_skypilots_verified_relaunch_keeps_its_lane_a
     from sky_kueue.skypilot import cluster_view
     from tests.skypilot.builders import CONTEXT
 
-    job_id, owner, team, recovering, after, expected = CONSOLIDATED_CASES[case]
+    job_id, owner, team, status, after, expected = CONSOLIDATED_CASES[case]
     monkeypatch.setattr(jobs_utils, "is_consolidation_mode", lambda: True)
     relaunches, rendered = _recording_relaunches(monkeypatch, tmp_path, after)
 
@@ -1045,7 +1097,7 @@ def test_in_consolidation_mode_only_skypilots_verified_relaunch_keeps_its_lane_a
                         submitted(team), request_name=AdminPolicyRequestName("jobs.launch")
                     )
                     monkeypatch.setenv("SKYPILOT_USER", "bob")
-                _skypilot_job(job_id, me if owner == "me" else owner, stored, recovering)
+                _skypilot_job(job_id, me if owner == "me" else owner, stored, status)
                 task = dag.tasks[0]
                 task.update_envs({"SKYPILOT_MANAGED_JOB_ID": str(job_id)})
                 asyncio.run(_executor(task, job_id=7).recover())
