@@ -1002,8 +1002,9 @@ def _skypilot_job(job_id: int, user_hash: str, dag: Any, status: str) -> None:
 #: Consolidation-mode relaunch cases: (job id, SkyPilot job's owner, its team, its status in
 #: SkyPilot's state, the lane's after_preemptions, what the policy must answer). Job 7's
 #: controller history counts 2 preemptions (:func:`_record_job_7`), which age it to dev-aged-2,
-#: and so does :data:`STARTING_JOB`'s; the controller has no history of the others. STARTING is SkyPilot's launch loop retrying a
-#: launch Kueue preempted before the job ran (``KueueAgingStrategyExecutor._cleanup_cluster``).
+#: and so does :data:`STARTING_JOB`'s; the controller has no history of the others. STARTING is
+#: SkyPilot's launch loop retrying a launch Kueue preempted before the job ran
+#: (``KueueAgingStrategyExecutor._cleanup_cluster``).
 CONSOLIDATED_CASES: dict[str, tuple[int, str, str, str, int, str]] = {
     "genuine, due the lane": (7, "me", "team-b", "RECOVERING", 2, "lane"),
     "genuine, not yet due the lane": (7, "me", "team-b", "RECOVERING", 3, "rung"),
