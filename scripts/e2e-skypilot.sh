@@ -7,13 +7,16 @@
 # With --real (root) the same stages run on real Kubernetes, the real Kueue and a real node
 # (kubelet, containerd, runc, CNI bridge; tests/e2e/real_world.py), built from their Go modules
 # and Debian's packages (sky-kueue real-cluster build; cached in ~/.cache/sky-kueue/upstream).
+# With --lane (no containers) team-b has a relaunch lane after one preemption, aging.strategy
+# KUEUE_AGING and the server plugin: the loop stops once Kueue admits the relaunch in the lane.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 containers=0
 for arg in "$@"; do
   case "$arg" in
     --containers|--real) containers=1 ;;
-    *) echo "usage: scripts/e2e-skypilot.sh [--containers | --real]" >&2; exit 2 ;;
+    --lane) ;;
+    *) echo "usage: scripts/e2e-skypilot.sh [--containers | --real | --lane]" >&2; exit 2 ;;
   esac
 done
 bash scripts/host-tools.sh

@@ -1,6 +1,6 @@
 """The whole loop with the real SkyPilot, on the sandbox, stage by stage, with evidence.
 
-Run it with ``scripts/e2e-skypilot.sh [--containers]`` (or ``SKY_KUEUE_E2E=1 pytest tests/e2e``).
+Run it with ``scripts/e2e-skypilot.sh [--containers | --lane]`` (or ``SKY_KUEUE_E2E=1 pytest tests/e2e``).
 What runs: the sandbox (Kueue emulation, Nodes, a kubelet), SkyPilot 0.14.1's own API server with
 the sky-kueue admin policy and its jobs controller in consolidation mode (isolated ``HOME`` with
 an offline catalog), and the sky-kueue resubmission controller. Then ``sky jobs launch`` of
@@ -19,6 +19,17 @@ SkyPilot start; cached for later runs). The loop goes on: team-a's job runs and 
 frees the quota; the relaunched dev job is admitted, SkyPilot's runtime setup completes in its
 pod, its ``run:`` ends and the job is SUCCEEDED in SkyPilot's jobs table and ``sky jobs
 queue``; the sky-kueue controller records the job's Workload as finished in its JobHistory.
+With ``--lane`` (no containers) team-b has a relaunch lane after one preemption (rendered by
+``sky-kueue setup``'s :mod:`sky_kueue.skypilot.setup_lane` from ``configs/teams.yaml`` with a
+``lane:`` key, :data:`LANE_SPEC`), the plugin config sets ``aging.strategy: KUEUE_AGING`` and the
+sky-kueue server plugin is installed in SkyPilot's home (``~/.sky/plugins.yaml``, as
+``configs/plugins.yaml``). The same launch and preemption; then SkyPilot's ``KUEUE_AGING``
+recovery puts the relaunch in the lane's queue, the admin policy lets that relaunch (request
+``jobs.launch_cluster`` in consolidation mode) keep it after checking SkyPilot's managed-jobs
+state (:mod:`sky_kueue.skypilot.managed_relaunch`), Kueue admits its Workload in the lane's
+ClusterQueue and the sky-kueue controller records the move (Event ``MovedToLane``). The loop
+stops there (the aging stage is the default loop's).
+
 The tasks are ``tests/e2e/tasks/*.yaml`` (the templates' resources; the dev run lasts 40 s so
 that team-a preempts its first attempt, team-a's has no multi-gigabyte ``pip install torch``).
 """
@@ -104,10 +115,13 @@ class Evidence:
 class LoopOptions:
     """``containers``: run pods' containers (root), and go on to the relaunch's success.
     ``real``: the same on the real control plane, the real Kueue and a real node
-    (``tests/e2e/real_world.py``); implies ``containers``."""
+    (``tests/e2e/real_world.py``); implies ``containers``. ``lane``: team-b's relaunch lane
+    (module docstring)."""
 
     containers: bool = False
     real: bool = False
+    #: team-b's relaunch lane after one preemption and the ``KUEUE_AGING`` strategy (no containers).
+    lane: bool = False
 
     @property
     def runs_containers(self) -> bool:
@@ -131,6 +145,9 @@ class SandboxWorld:
 
     def workload(self, name: str, namespace: str) -> dict[str, Any] | None:
         return self.box.store.try_get(WORKLOADS, name, namespace)
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        return list(self.box.store.list("events", namespace).items)
 
     def record_workloads(self, history: Callable[[Any], None]) -> None:
         self.box.store.add_commit_hook(history, WORKLOADS)
@@ -170,33 +187,107 @@ def policy_banner() -> str:
     )
 
 
-def plugin_config(root: pathlib.Path, context: str = CONTEXT) -> pathlib.Path:
+#: The ``lane:`` key the ``--lane`` loop adds to ``configs/teams.yaml`` (the seed setup as a team
+#: spec). A cohort lane for team-b alone, carved from the lender shared-cq: team-b's own
+#: ClusterQueue has no quota to carve (a per-team lane would be empty), and giving team-b nominal
+#: quota would stop team-a from preempting it. 5 CPUs and 10Gi hold team-b's dev task (5 CPUs,
+#: 8 GB); the cohort keeps its 10 CPUs and 64Gi.
+LANE_SPEC: dict[str, Any] = {
+    "scope": "cohort",
+    "donor": "shared-cq",
+    "teams": ["team-b"],
+    "quotas": {"cpu": "5", "memory": "10Gi"},
+    "after_preemptions": 1,
+}
+LANE_TEAM = "team-b"
+#: The recovery strategy that moves a relaunch into its lane (``controller/skypilot_plugin.py``).
+LANE_STRATEGY = "KUEUE_AGING"
+#: The sky-kueue server plugin, as ``configs/plugins.yaml`` names it.
+SERVER_PLUGIN = "sky_kueue.controller.skypilot_plugin.KueueAgingPlugin"
+
+
+@dataclass(frozen=True)
+class LaneSetup:
+    """What ``sky-kueue setup`` renders for :data:`LANE_SPEC`: the seed cluster with the lane
+    carved in (donor's quota lowered, lane ClusterQueue and LocalQueue added), and the plugin
+    config's ``teams.<team>.lane``."""
+
+    objects: list[dict[str, Any]]
+    team_lane: dict[str, Any]
+
+    @property
+    def cluster_queue(self) -> str:
+        return str(self.team_lane["cluster_queue"])
+
+    @property
+    def local_queue(self) -> str:
+        return str(self.team_lane["local_queue"])
+
+
+def lane_setup(seed_objects: list[dict[str, Any]]) -> LaneSetup:
+    """The seed cluster with team-b's relaunch lane, rendered by the product's setup code."""
+    from sky_kueue.skypilot import setup_render
+    from sky_kueue.skypilot.setup_spec import TeamsSpec
+
+    data = yaml.safe_load((REPO / "configs" / "teams.yaml").read_text())
+    data["lane"] = copy.deepcopy(LANE_SPEC)
+    spec = TeamsSpec.model_validate(data)
+    rendered, lanes = setup_render.render_objects_and_lanes(spec)
+    (lane,) = lanes
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in rendered if o["kind"] in ("ClusterQueue", "LocalQueue")}
+    objects = copy.deepcopy(seed_objects)
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue" and obj["metadata"]["name"] == lane.donor:
+            obj["spec"]["resourceGroups"] = by_name[("ClusterQueue", lane.donor)]["spec"]["resourceGroups"]
+    objects.append(by_name[("ClusterQueue", lane.cluster_queue)])
+    objects.extend(o for o in rendered if o["kind"] == "LocalQueue" and o["spec"]["clusterQueue"] == lane.cluster_queue)
+    team_lane = setup_render.render_plugin_config(spec)["teams"][LANE_TEAM]["lane"]
+    return LaneSetup(objects, team_lane)
+
+
+def plugin_config(root: pathlib.Path, context: str = CONTEXT, lane: LaneSetup | None = None) -> pathlib.Path:
     """The demo config with the boost policy ``bounded`` aging one step per preemption (the
     default ``none`` changes no priority and ``rank`` only orders a relaunch inside its class),
     so that a single preemption shows in the relaunch's priority
-    (tests/controller/test_live_band.py shows ``rank`` live)."""
+    (tests/controller/test_live_band.py shows ``rank`` live). With ``lane``: team-b's
+    ``lane`` and ``aging.strategy: KUEUE_AGING``, which a lane needs."""
     data = yaml.safe_load((REPO / "configs" / "sky-kueue-demo.yaml").read_text())
     data["aging"]["parameters"] = dict(AGING_PARAMETERS)
     data["kubernetes"]["contexts"] = [context]
+    if lane is not None:
+        data["aging"]["strategy"] = LANE_STRATEGY
+        data["teams"][LANE_TEAM]["lane"] = copy.deepcopy(lane.team_lane)
     path = root / "sky-kueue.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
 
+def server_plugins(root: pathlib.Path) -> dict[str, Any]:
+    """``~/.sky/plugins.yaml`` for the API server (``configs/plugins.yaml`` with the loop's paths):
+    registers ``KUEUE_AGING``, reading the plugin config and the controller's state."""
+    parameters = {"config": str(root / "sky-kueue.yaml"), "state": str(root / "controller.db")}
+    return {"plugins": [{"class": SERVER_PLUGIN, "parameters": parameters}]}
+
+
 @contextmanager
 def skypilot_world(
-    root: pathlib.Path, containers: bool = False
+    root: pathlib.Path, containers: bool = False, lane: LaneSetup | None = None
 ) -> Iterator[tuple[Sandbox, dict[str, str], pathlib.Path]]:
-    """The sandbox (with kubelet, or containers) and an environment for ``sky`` commands."""
+    """The sandbox (with kubelet, or containers) and an environment for ``sky`` commands; with
+    ``lane``, the lane's objects in the sandbox and the server plugin in SkyPilot's home."""
     with Sandbox(kubelet=True, kubelet_root=root / "pods", containers=containers) as box:
-        box.apply(seed.seed_cluster())
+        box.apply(seed.seed_cluster() if lane is None else lane.objects)
         env = isolated_environment(
             root,
             box.kubeconfig_path,
-            plugin_config(root),
+            plugin_config(root, lane=lane),
             CONTEXT,
             {"jobs": {"controller": {"consolidation_mode": True}}},
         )
+        if lane is not None:
+            plugins_yaml = pathlib.Path(env["HOME"]) / ".sky" / "plugins.yaml"
+            plugins_yaml.parent.mkdir(parents=True, exist_ok=True)
+            plugins_yaml.write_text(yaml.safe_dump(server_plugins(root)))
         env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
         # SkyPilot's jobs controller skips every job status check while https://8.8.8.8 and
         # https://1.1.1.1 do not answer (unreachable here): it is pointed at the sandbox.
@@ -307,12 +398,23 @@ def run(root: pathlib.Path, evidence: Evidence, options: LoopOptions | None = No
             _drive(world, env, home, root / "controller.db", evidence, options, None)
         return
     image = ImageBuild.start() if options.containers else None
-    with skypilot_world(root, options.containers) as (box, env, home):
+    lane = lane_setup(seed.seed_cluster()) if options.lane else None
+    with skypilot_world(root, options.containers, lane) as (box, env, home):
         nodes = [n["metadata"]["name"] for n in box.store.list("nodes").items]
         kubelet = "containers in namespaces of their own" if options.containers else "a local kubelet"
         evidence.record(f"sandbox cluster with Kueue emulation and {kubelet}", f"{box.url}; nodes {nodes}")
+        if lane is not None:
+            lane_cq = box.store.try_get("clusterqueues.kueue.x-k8s.io", lane.cluster_queue)
+            assert lane_cq is not None, f"no lane ClusterQueue {lane.cluster_queue} in the sandbox"
+            evidence.record(
+                f"{LANE_TEAM}'s relaunch lane (rendered by sky-kueue setup), {LANE_STRATEGY} registered by the "
+                "server plugin (~/.sky/plugins.yaml)",
+                f"ClusterQueue {lane.cluster_queue} quota {lane.team_lane['quotas']} "
+                f"preemption {lane_cq['spec']['preemption']}; LocalQueue {LANE_TEAM}/{lane.local_queue}; "
+                f"after_preemptions {lane.team_lane['after_preemptions']}",
+            )
         with running_controller(root, box.kubeconfig_path):
-            _drive(SandboxWorld(box), env, home, root / "controller.db", evidence, options, image)
+            _drive(SandboxWorld(box), env, home, root / "controller.db", evidence, options, image, lane)
 
 
 @contextmanager
@@ -375,6 +477,7 @@ def _drive(
     evidence: Evidence,
     options: LoopOptions,
     image: ImageBuild | None = None,
+    lane: LaneSetup | None = None,
 ) -> None:
     history = WorkloadHistory()
     world.record_workloads(history)
@@ -454,6 +557,10 @@ def _drive(
         f"Workload {again['metadata']['name']} uid {again['metadata']['uid']}, conditions {_conditions(again)}",
     )
 
+    if lane is not None:
+        _drive_lane(world, env, home, root_of(state), evidence, lane, dev_job_id, dev_workload["metadata"]["uid"])
+        return
+
     def aged() -> dict[str, Any] | None:
         workload = world.workload(again["metadata"]["name"], "team-b")
         return workload if workload is not None and _effective_priority(workload) > DEV_BASE_PRIORITY else None
@@ -475,6 +582,98 @@ def _drive(
         "install) and then rewrites /etc files with sudo; the kubelet without --containers runs exec'd commands "
         "as local processes, not in containers, so it never starts that command (scripts/e2e-skypilot.sh "
         "--containers goes on)",
+    )
+
+
+def root_of(state: pathlib.Path) -> pathlib.Path:
+    """The loop's directory (the controller's state and log are in it)."""
+    return state.parent
+
+
+def _drive_lane(
+    world: Any,
+    env: dict[str, str],
+    home: pathlib.Path,
+    root: pathlib.Path,
+    evidence: Evidence,
+    lane: LaneSetup,
+    dev_job_id: int,
+    first_uid: str,
+) -> None:
+    """From SkyPilot's relaunch to its admission in team-b's lane and the controller's record of it.
+
+    The move is ``KUEUE_AGING``'s, made in its ``recover()``: SkyPilot calls that for a job it
+    saw RUNNING (then RECOVERING, ``recovery_count`` up); a first attempt preempted while still
+    STARTING is retried inside ``StrategyExecutor._launch`` (``sky/jobs/recovery_strategy.py``)
+    without it, so the failure message names SkyPilot's state of the job."""
+
+    def in_lane() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        for pod in world.pods(LANE_TEAM):
+            labels = pod["metadata"].get("labels") or {}
+            workload = workload_of(world, LANE_TEAM, pod)
+            if workload is None or workload["metadata"]["uid"] == first_uid:
+                continue
+            if labels.get("kueue.x-k8s.io/queue-name") == lane.local_queue:
+                return pod, workload
+        return None
+
+    def queues() -> str:
+        return str(
+            [
+                (p["metadata"]["name"], (p["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name"))
+                for p in world.pods(LANE_TEAM)
+            ]
+        )
+
+    try:
+        pod, workload = _wait(f"the relaunch's pods to carry queue-name {lane.local_queue}", in_lane, 60)
+    except StageFailed as failure:
+        job = managed_job(home, dev_job_id) or {}
+        raise StageFailed(
+            f"{failure}; {LANE_TEAM}'s pods and their queues: {queues()}; SkyPilot's job {dev_job_id}: "
+            f"status {job.get('status')}, recovery_count {job.get('recovery_count')} (a relaunch of a job "
+            "preempted while STARTING is SkyPilot's launch retry, which never calls the strategy's recover())"
+        ) from None
+    labels = pod["metadata"]["labels"]
+    evidence.record(
+        f"KUEUE_AGING moved the relaunch into the lane: its pods carry kueue.x-k8s.io/queue-name: {lane.local_queue}",
+        f"pod {pod['metadata']['name']} queue={labels.get('kueue.x-k8s.io/queue-name')} "
+        f"priority-class={labels.get('kueue.x-k8s.io/priority-class')}; "
+        f"Workload {workload['metadata']['name']} queueName {workload['spec'].get('queueName')}",
+    )
+
+    def admitted() -> dict[str, Any] | None:
+        found = world.workload(workload["metadata"]["name"], LANE_TEAM)
+        if found is None or _conditions(found).get("Admitted", ("False",))[0] != "True":
+            return None
+        return found if ((found.get("status") or {}).get("admission") or {}).get("clusterQueue") else None
+
+    done = _wait(f"Kueue to admit the relaunch in ClusterQueue {lane.cluster_queue}", admitted)
+    admission = done["status"]["admission"]
+    if admission["clusterQueue"] != lane.cluster_queue:
+        raise StageFailed(f"the relaunch was admitted in {admission['clusterQueue']}, not {lane.cluster_queue}")
+    evidence.record(
+        f"Kueue admitted the relaunch in the lane's ClusterQueue {lane.cluster_queue}",
+        f"Workload {done['metadata']['name']} uid {done['metadata']['uid']} admission "
+        f"{json.dumps(admission, sort_keys=True)[:300]}; conditions {_conditions(done)}",
+    )
+
+    def moved() -> str | None:
+        for event in world.events(LANE_TEAM):
+            involved = event.get("involvedObject") or {}
+            if event.get("reason") == "MovedToLane" and involved.get("name") == done["metadata"]["name"]:
+                return f"Event MovedToLane on Workload {involved.get('name')}: {event.get('message')}"
+        return None
+
+    recorded = _wait("the sky-kueue controller to record the move (Event MovedToLane)", moved, 60)
+    log = (root / "controller.log").read_text(errors="replace")
+    logged = next((line.strip() for line in log.splitlines() if "entered its lane" in line), "(no log line)")
+    evidence.record("the sky-kueue controller recorded the move", f"{recorded}; log: {logged[:300]}")
+    queue = sky(env, "jobs", "queue")
+    evidence.record("SkyPilot's view of the jobs", " | ".join(queue.stdout.strip().splitlines()[-3:]))
+    evidence.record(
+        "STOP: the relaunch is admitted in its lane",
+        "the pods are Kueue-admitted; running them needs containers (scripts/e2e-skypilot.sh --containers)",
     )
 
 
@@ -676,11 +875,14 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    unknown = [a for a in args if a not in ("--containers", "--real")]
+    unknown = [a for a in args if a not in ("--containers", "--real", "--lane")]
     if unknown or len(args) > 1:
-        print(f"e2e: bad argument(s) {' '.join(args)} (usage: skypilot_loop [--containers | --real])", file=sys.stderr)
+        print(
+            f"e2e: bad argument(s) {' '.join(args)} (usage: skypilot_loop [--containers | --real | --lane])",
+            file=sys.stderr,
+        )
         return 2
-    options = LoopOptions(containers="--containers" in args, real="--real" in args)
+    options = LoopOptions(containers="--containers" in args, real="--real" in args, lane="--lane" in args)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     if shutil.which("socat") is None or shutil.which("nc") is None:
         print("e2e: socat and nc are needed (bash scripts/host-tools.sh installs them)", file=sys.stderr)
@@ -691,6 +893,12 @@ def main(argv: list[str] | None = None) -> int:
     evidence = Evidence()
     started = time.monotonic()
     print(policy_banner(), flush=True)
+    if options.lane:
+        print(
+            f"e2e: --lane: {LANE_TEAM}'s relaunch lane after {LANE_SPEC['after_preemptions']} preemption(s), "
+            f"aging.strategy {LANE_STRATEGY} with the server plugin",
+            flush=True,
+        )
     # the real cluster's state directory: under /tmp (not $TMPDIR) keeps its paths short
     with tempfile.TemporaryDirectory(prefix="sky-kueue-e2e-", dir="/tmp" if options.real else None) as tmp:
         try:

@@ -95,7 +95,7 @@ def test_unknown_arguments_are_refused(capsys: pytest.CaptureFixture[str]) -> No
     assert skypilot_loop.main(["--bogus"]) == 2
     assert "bad argument(s) --bogus" in capsys.readouterr().err
     assert skypilot_loop.main(["--containers", "--real"]) == 2  # one mode at a time
-    assert "usage: skypilot_loop [--containers | --real]" in capsys.readouterr().err
+    assert "usage: skypilot_loop [--containers | --real | --lane]" in capsys.readouterr().err
 
 
 def test_real_options_pick_the_scaled_tasks_and_run_containers() -> None:
@@ -113,3 +113,55 @@ def test_the_loop_says_which_aging_policy_it_runs(tmp_path: pathlib.Path) -> Non
     banner = skypilot_loop.policy_banner()
     assert f"aging policy {policy} (preemptions_per_step: 1)" in banner
     assert "not the default none (records only)" in banner
+
+
+def test_the_lane_loop_renders_team_bs_cohort_lane_from_the_setup_spec() -> None:
+    from sky_kueue.sandbox import seed
+
+    seed_objects = seed.seed_cluster()
+    lane = skypilot_loop.lane_setup(seed_objects)
+    assert lane.cluster_queue == "team-ab-relaunch-lane" and lane.local_queue == "relaunch"
+    assert lane.team_lane["after_preemptions"] == 1
+    queues = {o["metadata"]["name"]: o for o in lane.objects if o["kind"] == "ClusterQueue"}
+    lane_cq = queues[lane.cluster_queue]
+    assert lane_cq["spec"]["preemption"]["withinClusterQueue"] == "Never"
+    assert lane_cq["spec"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["team-b"]
+    cpu = {r["name"]: r for g in lane_cq["spec"]["resourceGroups"] for f in g["flavors"] for r in f["resources"]}["cpu"]
+    assert (cpu["nominalQuota"], cpu["borrowingLimit"], cpu["lendingLimit"]) == ("5", "0", "5")
+    # carved from shared-cq: the cohort's total is unchanged, and the seed itself is untouched
+    shared = queues["shared-cq"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    assert {r["name"]: r["nominalQuota"] for r in shared} == {"cpu": "5", "memory": "54Gi"}
+    original = next(o for o in seed_objects if o["metadata"]["name"] == "shared-cq")
+    assert original["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "10"
+    relaunch_lq = [o for o in lane.objects if o["kind"] == "LocalQueue" and o["metadata"]["name"] == "relaunch"]
+    assert [(o["metadata"]["namespace"], o["spec"]["clusterQueue"]) for o in relaunch_lq] == [
+        ("team-b", "team-ab-relaunch-lane")
+    ]
+
+
+def test_the_lane_loop_writes_a_plugin_config_the_policy_accepts(tmp_path: pathlib.Path) -> None:
+    import yaml
+
+    from sky_kueue.sandbox import seed
+    from sky_kueue.skypilot.config import load_config
+
+    lane = skypilot_loop.lane_setup(seed.seed_cluster())
+    config = load_config(skypilot_loop.plugin_config(tmp_path, lane=lane))
+    assert config.aging.strategy == "KUEUE_AGING"
+    team_lane = config.teams["team-b"].lane
+    assert team_lane is not None and team_lane.after_preemptions == 1
+    assert (team_lane.local_queue, team_lane.cluster_queue) == ("relaunch", "team-ab-relaunch-lane")
+    assert config.teams["team-a"].lane is None
+    # the default loop keeps no lane and no strategy
+    default = load_config(skypilot_loop.plugin_config(tmp_path))
+    assert default.aging.strategy is None and default.teams["team-b"].lane is None
+    # the server plugin, as configs/plugins.yaml names it, reads the loop's config and state
+    (plugin,) = skypilot_loop.server_plugins(tmp_path)["plugins"]
+    shipped = yaml.safe_load((skypilot_loop.REPO / "configs" / "plugins.yaml").read_text())["plugins"][0]
+    assert plugin["class"] == shipped["class"] and set(plugin["parameters"]) == set(shipped["parameters"])
+    assert plugin["parameters"]["state"] == str(tmp_path / "controller.db")
+
+
+def test_the_lane_option_is_accepted_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert skypilot_loop.main(["--lane", "--containers"]) == 2
+    assert "usage: skypilot_loop [--containers | --real | --lane]" in capsys.readouterr().err
