@@ -526,6 +526,22 @@ def _reject(code: RejectionCode, message: str) -> Rejection:
     return Rejection(code, MESSAGE_PREFIX + message)
 
 
+def named_queues(candidate: Mapping[str, Any]) -> set[str]:
+    """Every LocalQueue a candidate names: the queue label on the task or its pods, and SkyPilot's
+    ``kubernetes.kueue.local_queue_name`` / ``kubernetes.quota.queue`` settings (``rewrite``
+    reads it too, to keep a verified relaunch's lane on the candidates that name it)."""
+    found: set[str] = set()
+    overrides = candidate.get(OVERRIDES_KEY) or {}
+    pod_labels = get_path(overrides, "kubernetes", "pod_config", "metadata", "labels") or {}
+    for source in (candidate.get("labels") or {}, pod_labels):
+        if isinstance(source, Mapping):
+            _add(found, source.get(labels.KUEUE_QUEUE_LABEL))
+    kubernetes = get_path(overrides, "kubernetes") or {}
+    _add(found, get_path(kubernetes, "kueue", "local_queue_name"))
+    _add(found, get_path(kubernetes, "quota", "queue"))
+    return found
+
+
 def _scan(all_candidates: list[dict[str, Any]], k8s: list[dict[str, Any]]) -> _Findings:
     found = _Findings()
     for candidate in all_candidates:
@@ -541,12 +557,10 @@ def _scan(all_candidates: list[dict[str, Any]], k8s: list[dict[str, Any]]) -> _F
                 continue
             _add(found.team_labels, source.get(labels.TEAM_LABEL))
             _add(found.burst_labels, source.get(labels.BURST_LABEL), lower=True)
-            _add(found.queues, source.get(labels.KUEUE_QUEUE_LABEL))
             _add(found.priority_classes, source.get(labels.KUEUE_PRIORITY_CLASS_LABEL))
         _add(found.priority_classes, candidate.get("priority_class"))
+        found.queues |= named_queues(candidate)
         kubernetes = get_path(overrides, "kubernetes") or {}
-        _add(found.queues, get_path(kubernetes, "kueue", "local_queue_name"))
-        _add(found.queues, get_path(kubernetes, "quota", "queue"))
         _add(found.namespaces, get_path(kubernetes, "pod_config", "metadata", "namespace"))
         _add(found.namespaces, get_path(kubernetes, "namespace"))
         timeout = get_path(kubernetes, "kueue", "admission_timeout")

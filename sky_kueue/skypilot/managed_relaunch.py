@@ -32,12 +32,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from sky.skylet.constants import MANAGED_JOB_ID_ENV_VAR
+
 from sky_kueue.skypilot.request import JOBS_LAUNCH_CLUSTER, ManagedRelaunch, PolicyRequest
 
 log = logging.getLogger(__name__)
-
-#: SkyPilot's env var naming a managed job in its tasks (``sky/skylet/constants.py``).
-MANAGED_JOB_ID_ENV = "SKYPILOT_MANAGED_JOB_ID"
 
 
 def check(request: PolicyRequest) -> ManagedRelaunch | None:
@@ -82,7 +81,7 @@ def _check(request: PolicyRequest) -> ManagedRelaunch:
     task_name = str(request.task.get("name") or "")
     job_id = _job_id(request.task.get("envs"))
     if job_id is None or not task_name:
-        return _refused(f"the task names no managed job ({MANAGED_JOB_ID_ENV}) or has no name")
+        return _refused(f"the task names no managed job ({MANAGED_JOB_ID_ENV_VAR}) or has no name")
     cluster = None if request.request_options is None else request.request_options.cluster_name
     if cluster != jobs_utils.generate_managed_job_cluster_name(task_name, job_id):
         return _refused(f"cluster {cluster!r} is not managed job {job_id}'s", job_id)
@@ -124,7 +123,7 @@ def _check(request: PolicyRequest) -> ManagedRelaunch:
 def _job_id(envs: Any) -> int | None:
     if not isinstance(envs, Mapping):
         return None
-    text = str(envs.get(MANAGED_JOB_ID_ENV) or "").strip()
+    text = str(envs.get(MANAGED_JOB_ID_ENV_VAR) or "").strip()
     return int(text) if text.isdigit() else None
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from sky_kueue.skypilot import labels
 from sky_kueue.skypilot.burst import BurstAction
 from sky_kueue.skypilot.config import TeamCluster
-from sky_kueue.skypilot.decision import Placement
+from sky_kueue.skypilot.decision import Placement, named_queues
 from sky_kueue.skypilot.task_yaml import (
     KUBERNETES_CLOUD,
     OVERRIDES_KEY,
@@ -126,7 +126,7 @@ def _cluster_major(
 
 def _labeled(candidate: Mapping[str, Any], placement: Placement, target: TeamCluster) -> dict[str, Any]:
     new = copy.deepcopy(dict(candidate))
-    if placement.lane_queue is not None and placement.lane_queue in _queues_named(new):
+    if placement.lane_queue is not None and placement.lane_queue in named_queues(new):
         # A verified relaunch the recovery strategy moved to its team's lane (decision.py):
         # the candidates it moved keep the lane, the others their team's queue.
         target = dataclasses.replace(target, local_queue=placement.lane_queue)
@@ -172,17 +172,6 @@ def _labeled(candidate: Mapping[str, Any], placement: Placement, target: TeamClu
         set_path(overrides, ("kubernetes", "pod_config", "metadata", "annotations"), annotations)
     new[OVERRIDES_KEY] = overrides
     return new
-
-
-def _queues_named(candidate: Mapping[str, Any]) -> set[str]:
-    """The queues a candidate's pod label and SkyPilot queue settings name."""
-    kubernetes = get_path(candidate.get(OVERRIDES_KEY) or {}, "kubernetes") or {}
-    named = (
-        get_path(kubernetes, "pod_config", "metadata", "labels", labels.KUEUE_QUEUE_LABEL),
-        get_path(kubernetes, "kueue", "local_queue_name"),
-        get_path(kubernetes, "quota", "queue"),
-    )
-    return {str(q) for q in named if q}
 
 
 def _cloud_key(infra: Infra) -> str:
