@@ -46,7 +46,7 @@ from sky_kueue.controller.predicted_burst import (
 )
 from sky_kueue.kueue import objects as o
 from sky_kueue.kueue.errors import ModelError
-from sky_kueue.sim.lane import DEFAULT_LANE_RECLAIM, LANE_RECLAIM_POLICIES, LaneScope, LaneSettings
+from sky_kueue.sim.lane import LANE_RECLAIM_POLICIES, LaneScope, LaneSettings
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -166,8 +166,7 @@ def _run_lane_sweep(
     sweep_gpus: str | None,
     sweep_after: str | None,
     *,
-    donor: str | None,
-    reclaim_within_cohort: o.PreemptionPolicy,
+    lane: LaneSettings,
     settings: AgingSettings,
     output: str,
     plot_path: Path | None,
@@ -202,8 +201,7 @@ def _run_lane_sweep(
             scopes=scopes or (LaneScope.TEAM, LaneScope.COHORT),
             gpus=gpus,
             after=after,
-            donor=donor,
-            reclaim_within_cohort=reclaim_within_cohort,
+            lane=lane,
             settings=settings,
             output=output,
             plot_path=plot_path,
@@ -620,7 +618,7 @@ def simulate(
         errors.fail("--lane-donor applies to +cohort-lane policies and --lane-sweep; add one", EXIT_BAD_INPUT)
     if lane_reclaim is not None and not lane_sweep and not lanes:
         errors.fail("--lane-reclaim applies to +lane/+cohort-lane policies and --lane-sweep; add one", EXIT_BAD_INPUT)
-    reclaim = DEFAULT_LANE_RECLAIM if lane_reclaim is None else o.PreemptionPolicy(lane_reclaim)
+    reclaim = None if lane_reclaim is None else o.PreemptionPolicy(lane_reclaim)
     lane = _given(
         LaneSettings(), gpus=lane_gpus, after_preemptions=lane_after, donor=lane_donor, reclaim_within_cohort=reclaim
     )
@@ -698,8 +696,7 @@ def simulate(
             lanes,
             lane_sweep_gpus,
             lane_sweep_after,
-            donor=lane_donor,
-            reclaim_within_cohort=reclaim,
+            lane=lane,
             settings=settings,
             output=output,
             plot_path=plot_path,

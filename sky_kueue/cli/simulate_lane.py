@@ -16,9 +16,8 @@ from pathlib import Path
 import click
 
 from sky_kueue.controller.aging import AgingSettings
-from sky_kueue.kueue import objects as o
 from sky_kueue.sim import lane_sizing
-from sky_kueue.sim.lane import DEFAULT_LANE_RECLAIM, LaneScope
+from sky_kueue.sim.lane import LaneScope, LaneSettings
 from sky_kueue.sim.simulator import SimConfig
 from sky_kueue.sim.traces import Trace
 
@@ -31,12 +30,11 @@ def run(
     scopes: Sequence[LaneScope],
     gpus: Sequence[int],
     after: Sequence[int],
-    donor: str | None,
+    lane: LaneSettings,
     settings: AgingSettings,
     output: str,
     plot_path: Path | None,
     quiet: bool,
-    reclaim_within_cohort: o.PreemptionPolicy = DEFAULT_LANE_RECLAIM,
 ) -> None:
     """Runs the sweep and prints it (text or JSON); writes the curve's plot when asked.
 
@@ -54,11 +52,10 @@ def run(
         scopes=scopes,
         gpus=gpus,
         after=after,
-        donor=donor,
+        lane=lane,
         policy=policy,
         settings=settings,
         progress=progress,
-        reclaim_within_cohort=reclaim_within_cohort,
     )
     if output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2)

@@ -33,9 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from sky_kueue.controller.aging import AgingSettings
-from sky_kueue.kueue import objects as o
 from sky_kueue.sim import compare, policies
-from sky_kueue.sim.lane import DEFAULT_LANE_RECLAIM, LaneScope, LaneSettings
+from sky_kueue.sim.lane import LaneScope, LaneSettings
 from sky_kueue.sim.metrics import PolicyMetrics
 from sky_kueue.sim.simulator import SimConfig
 from sky_kueue.sim.traces import Trace
@@ -196,20 +195,20 @@ def sweep(
     gpus: Sequence[int] = DEFAULT_SWEEP_GPUS,
     after: Sequence[int] = DEFAULT_SWEEP_AFTER,
     policy: str = DEFAULT_LANE_POLICY,
-    donor: str | None = None,
+    lane: LaneSettings | None = None,
     settings: AgingSettings | None = None,
     progress: SweepProgressFn | None = None,
-    reclaim_within_cohort: o.PreemptionPolicy = DEFAULT_LANE_RECLAIM,
 ) -> LaneSweep:
     """Every lane of ``scopes`` x ``gpus`` x ``after`` over ``trace``, against the baseline
-    (``donor``: the cohort lanes' donor ClusterQueue, :attr:`LaneSettings.donor`; every lane
-    reclaims with ``reclaim_within_cohort``).
+    (``lane``: what every lane keeps of these settings, e.g. the cohort lanes' donor and the
+    reclaim policy; its size, k and scope are the sweep's).
 
     Raises:
         UnknownSimPolicyError: ``policy`` cannot carry a lane.
         ValueError: a size or count is below 1.
         ModelError: the lanes cannot be carved from the trace's cluster.
     """
+    base_lane = lane if lane is not None else LaneSettings()
     high = trace.class_order()[-1]
     base_metrics = compare.compare(trace, [policies.BASELINE], config).metrics[policies.BASELINE]
     base = figures(base_metrics, high)
@@ -219,14 +218,8 @@ def sweep(
         suffix = policies.LANE_SUFFIX if scope is LaneScope.TEAM else policies.COHORT_LANE_SUFFIX
         for size in gpus:
             for k in after:
-                lane = LaneSettings(
-                    gpus=size,
-                    after_preemptions=k,
-                    scope=scope,
-                    donor=donor,
-                    reclaim_within_cohort=reclaim_within_cohort,
-                )
-                resolved = policies.resolve(policy + suffix, settings, lane=lane)
+                point_lane = replace(base_lane, gpus=size, after_preemptions=k, scope=scope)
+                resolved = policies.resolve(policy + suffix, settings, lane=point_lane)
                 name = f"{resolved.name}@{size}/k{k}"
                 result = compare.compare(trace, [replace_name(resolved, name)], config)
                 run = result.runs[name]

@@ -154,6 +154,7 @@ def test_lane_sweep_text_names_the_recommendation_or_the_closest() -> None:
         (("--lane-sweep", "--policies", "rank+lane,baseline+cohort-lane"), "must share one base policy"),
         (("--lane-sweep", "--lane-donor", "nope"), "donor ClusterQueue 'nope' is not a ClusterQueue in a cohort"),
         (("--policies", "rank+lane", "--lane-donor", "team-c-cq"), "--lane-donor applies to +cohort-lane"),
+        (("--lane-reclaim", "LowerPriority"), "--lane-reclaim applies to +lane/+cohort-lane policies"),
         (("--policies", "rank+safe+lane"), "unknown policy 'rank+safe+lane'"),
     ],
 )
