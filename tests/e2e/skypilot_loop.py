@@ -203,7 +203,6 @@ LANE_TEAM = "team-b"
 #: The recovery strategy that moves a relaunch into its lane (``controller/skypilot_plugin.py``).
 LANE_STRATEGY = "KUEUE_AGING"
 #: The sky-kueue server plugin, as ``configs/plugins.yaml`` names it.
-SERVER_PLUGIN = "sky_kueue.controller.skypilot_plugin.KueueAgingPlugin"
 
 
 @dataclass(frozen=True)
@@ -263,10 +262,12 @@ def plugin_config(root: pathlib.Path, context: str = CONTEXT, lane: LaneSetup | 
 
 
 def server_plugins(root: pathlib.Path) -> dict[str, Any]:
-    """``~/.sky/plugins.yaml`` for the API server (``configs/plugins.yaml`` with the loop's paths):
-    registers ``KUEUE_AGING``, reading the plugin config and the controller's state."""
-    parameters = {"config": str(root / "sky-kueue.yaml"), "state": str(root / "controller.db")}
-    return {"plugins": [{"class": SERVER_PLUGIN, "parameters": parameters}]}
+    """``~/.sky/plugins.yaml`` for the API server: ``configs/plugins.yaml`` as shipped, its
+    parameters pointed at the loop's plugin config and the controller's state."""
+    shipped: dict[str, Any] = yaml.safe_load((REPO / "configs" / "plugins.yaml").read_text())
+    for plugin in shipped["plugins"]:
+        plugin["parameters"] = {"config": str(root / "sky-kueue.yaml"), "state": str(root / "controller.db")}
+    return shipped
 
 
 @contextmanager
@@ -558,7 +559,7 @@ def _drive(
     )
 
     if lane is not None:
-        _drive_lane(world, env, home, root_of(state), evidence, lane, dev_job_id, dev_workload["metadata"]["uid"])
+        _drive_lane(world, env, home, state.parent, evidence, lane, dev_job_id, dev_workload["metadata"]["uid"])
         return
 
     def aged() -> dict[str, Any] | None:
@@ -585,11 +586,6 @@ def _drive(
     )
 
 
-def root_of(state: pathlib.Path) -> pathlib.Path:
-    """The loop's directory (the controller's state and log are in it)."""
-    return state.parent
-
-
 def _drive_lane(
     world: Any,
     env: dict[str, str],
@@ -602,10 +598,10 @@ def _drive_lane(
 ) -> None:
     """From SkyPilot's relaunch to its admission in team-b's lane and the controller's record of it.
 
-    The move is ``KUEUE_AGING``'s, made in its ``recover()``: SkyPilot calls that for a job it
-    saw RUNNING (then RECOVERING, ``recovery_count`` up); a first attempt preempted while still
-    STARTING is retried inside ``StrategyExecutor._launch`` (``sky/jobs/recovery_strategy.py``)
-    without it, so the failure message names SkyPilot's state of the job."""
+    The move is ``KUEUE_AGING``'s: in its ``recover()`` for a job SkyPilot saw RUNNING, and from
+    ``_cleanup_cluster`` for a first attempt preempted while still STARTING, which SkyPilot
+    retries inside ``StrategyExecutor._launch`` (``sky/jobs/recovery_strategy.py``) without a
+    recovery: this loop's case. The failure message names SkyPilot's state of the job."""
 
     def in_lane() -> tuple[dict[str, Any], dict[str, Any]] | None:
         for pod in world.pods(LANE_TEAM):
@@ -631,8 +627,8 @@ def _drive_lane(
         job = managed_job(home, dev_job_id) or {}
         raise StageFailed(
             f"{failure}; {LANE_TEAM}'s pods and their queues: {queues()}; SkyPilot's job {dev_job_id}: "
-            f"status {job.get('status')}, recovery_count {job.get('recovery_count')} (a relaunch of a job "
-            "preempted while STARTING is SkyPilot's launch retry, which never calls the strategy's recover())"
+            f"status {job.get('status')}, recovery_count {job.get('recovery_count')} (STARTING: SkyPilot's launch "
+            "retry, which the strategy moves only from the controller's recorded preemptions)"
         ) from None
     labels = pod["metadata"]["labels"]
     evidence.record(
